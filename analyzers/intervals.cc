@@ -1,0 +1,80 @@
+#include "analyzers/intervals.h"
+
+#include <algorithm>
+
+namespace overlapprof {
+
+IntervalSet IntervalSet::Union(std::vector<Interval> v) {
+  auto by_start = [](const Interval& a, const Interval& b) { return a.start < b.start; };
+  if (!std::is_sorted(v.begin(), v.end(), by_start)) std::sort(v.begin(), v.end(), by_start);
+  IntervalSet s;
+  for (const Interval& iv : v) {
+    if (iv.end <= iv.start) continue;
+    if (!s.items_.empty() && iv.start <= s.items_.back().end) {
+      s.items_.back().end = std::max(s.items_.back().end, iv.end);
+    } else {
+      s.items_.push_back(iv);
+    }
+  }
+  s.BuildPrefix();
+  return s;
+}
+
+IntervalSet IntervalSet::Intersect(const IntervalSet& a, const IntervalSet& b) {
+  IntervalSet s;
+  size_t i = 0, j = 0;
+  const auto& x = a.items_;
+  const auto& y = b.items_;
+  while (i < x.size() && j < y.size()) {
+    int64_t lo = std::max(x[i].start, y[j].start);
+    int64_t hi = std::min(x[i].end, y[j].end);
+    if (lo < hi) s.items_.push_back({lo, hi});
+    if (x[i].end < y[j].end) ++i;
+    else ++j;
+  }
+  // Pieces of two disjoint unions can touch (a.end == b.start) after intersection only
+  // if the inputs touched, which unions exclude; still, normalise to be safe.
+  std::vector<Interval> tmp;
+  tmp.swap(s.items_);
+  for (const Interval& iv : tmp) {
+    if (!s.items_.empty() && iv.start <= s.items_.back().end) s.items_.back().end = std::max(s.items_.back().end, iv.end);
+    else s.items_.push_back(iv);
+  }
+  s.BuildPrefix();
+  return s;
+}
+
+IntervalSet IntervalSet::Merge(const IntervalSet& a, const IntervalSet& b) {
+  std::vector<Interval> all;
+  all.reserve(a.items_.size() + b.items_.size());
+  std::merge(a.items_.begin(), a.items_.end(), b.items_.begin(), b.items_.end(), std::back_inserter(all),
+             [](const Interval& p, const Interval& q) { return p.start < q.start; });
+  return Union(std::move(all));
+}
+
+void IntervalSet::BuildPrefix() {
+  prefix_.resize(items_.size());
+  int64_t sum = 0;
+  for (size_t i = 0; i < items_.size(); ++i) {
+    sum += items_[i].end - items_[i].start;
+    prefix_[i] = sum;
+  }
+}
+
+int64_t IntervalSet::LengthWithin(int64_t lo, int64_t hi) const {
+  if (hi <= lo || items_.empty()) return 0;
+  // First interval ending after lo; last interval starting before hi.
+  auto first = std::upper_bound(items_.begin(), items_.end(), lo,
+                                [](int64_t v, const Interval& iv) { return v < iv.end; });
+  auto last = std::lower_bound(items_.begin(), items_.end(), hi,
+                               [](const Interval& iv, int64_t v) { return iv.start < v; });
+  if (first >= last) return 0;
+  size_t f = static_cast<size_t>(first - items_.begin());
+  size_t l = static_cast<size_t>(last - items_.begin()) - 1;  // inclusive
+  int64_t total = prefix_[l] - (f == 0 ? 0 : prefix_[f - 1]);
+  if (items_[f].start < lo) total -= lo - items_[f].start;
+  if (items_[l].end > hi) total -= items_[l].end - hi;
+  return total;
+}
+
+}  // namespace overlapprof

@@ -1,0 +1,39 @@
+#pragma once
+// Exact interval arithmetic on integer ns. Intervals are half-open [start, end): two
+// intervals that touch (a.end == b.start) do not overlap, and merge in a union.
+// Zero-length intervals contribute nothing. All operations are O(n log n) or better.
+#include <cstdint>
+#include <vector>
+
+namespace overlapprof {
+
+struct Interval {
+  int64_t start;
+  int64_t end;
+};
+
+// A union of intervals: sorted, disjoint, non-touching, no empty intervals; with prefix
+// sums of lengths so the length inside any window costs O(log n).
+class IntervalSet {
+ public:
+  IntervalSet() = default;
+  // Builds the union of `intervals` (sorted here if not already sorted by start).
+  static IntervalSet Union(std::vector<Interval> intervals);
+  // The intersection of two unions (linear merge).
+  static IntervalSet Intersect(const IntervalSet& a, const IntervalSet& b);
+  // The union of two unions (linear merge).
+  static IntervalSet Merge(const IntervalSet& a, const IntervalSet& b);
+
+  int64_t Length() const { return prefix_.empty() ? 0 : prefix_.back(); }
+  // |this ∩ [lo, hi)|.
+  int64_t LengthWithin(int64_t lo, int64_t hi) const;
+  const std::vector<Interval>& intervals() const { return items_; }
+  bool empty() const { return items_.empty(); }
+
+ private:
+  void BuildPrefix();
+  std::vector<Interval> items_;
+  std::vector<int64_t> prefix_;  // prefix_[i] = total length of items_[0..i]
+};
+
+}  // namespace overlapprof

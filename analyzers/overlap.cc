@@ -1,0 +1,218 @@
+#include "analyzers/overlap.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "analyzers/analyzer.h"
+#include "analyzers/iterations.h"
+
+namespace overlapprof {
+
+TimelineSets BuildTimelineSets(const RankTrace& t) {
+  TimelineSets s;
+  std::vector<Interval> compute, comm, memory;
+  std::vector<int64_t> op_first(t.comm_ops.size(), INT64_MAX);
+  bool any = false;
+  for (const Activity& a : t.activities) {
+    if (a.kind == ActivityKind::kSync) continue;
+    if (!any) {
+      s.first_start = a.start_ns;
+      s.last_end = a.end_ns;
+      any = true;
+    }
+    s.first_start = std::min(s.first_start, a.start_ns);
+    s.last_end = std::max(s.last_end, a.end_ns);
+    switch (a.category) {
+      case Category::kCompute: compute.push_back({a.start_ns, a.end_ns}); break;
+      case Category::kComm: comm.push_back({a.start_ns, a.end_ns}); break;
+      case Category::kMemory: memory.push_back({a.start_ns, a.end_ns}); break;
+      case Category::kOther: break;
+    }
+    if (a.kind == ActivityKind::kKernel) {
+      s.kernel_starts.push_back(a.start_ns);
+      if (a.category == Category::kComm) s.comm_kernel_starts.push_back(a.start_ns);
+    } else if (a.kind == ActivityKind::kMemcpy) {
+      s.memcpy_starts.push_back(a.start_ns);
+    } else if (a.kind == ActivityKind::kMemset) {
+      s.memset_starts.push_back(a.start_ns);
+    }
+    if (a.comm_op != kNoIndex && a.comm_op < op_first.size())
+      op_first[a.comm_op] = std::min(op_first[a.comm_op], a.start_ns);
+  }
+  s.any_activity = any;
+  // Comm activities that no op record claims (a comm kernel without identity cannot
+  // happen from our importers, but a store may hold one) count as one op each.
+  for (const Activity& a : t.activities)
+    if (a.category == Category::kComm && a.comm_op == kNoIndex && a.kind != ActivityKind::kSync)
+      s.comm_op_starts.push_back(a.start_ns);
+  for (int64_t v : op_first)
+    if (v != INT64_MAX) s.comm_op_starts.push_back(v);
+  for (auto* v : {&s.kernel_starts, &s.comm_kernel_starts, &s.memcpy_starts, &s.memset_starts, &s.comm_op_starts})
+    if (!std::is_sorted(v->begin(), v->end())) std::sort(v->begin(), v->end());
+  s.compute = IntervalSet::Union(std::move(compute));
+  s.comm = IntervalSet::Union(std::move(comm));
+  s.memory = IntervalSet::Union(std::move(memory));
+  s.overlap = IntervalSet::Intersect(s.compute, s.comm);
+  s.busy = IntervalSet::Merge(IntervalSet::Merge(s.compute, s.comm), s.memory);
+  return s;
+}
+
+namespace {
+int64_t CountIn(const std::vector<int64_t>& sorted, int64_t lo, int64_t hi) {
+  return std::lower_bound(sorted.begin(), sorted.end(), hi) - std::lower_bound(sorted.begin(), sorted.end(), lo);
+}
+}  // namespace
+
+OverlapFigures FiguresFor(const TimelineSets& s, int64_t lo, int64_t hi) {
+  OverlapFigures f;
+  f.start_ns = lo;
+  f.end_ns = hi;
+  f.wall_ns = hi - lo;
+  f.compute_ns = s.compute.LengthWithin(lo, hi);
+  f.comm_ns = s.comm.LengthWithin(lo, hi);
+  f.memory_ns = s.memory.LengthWithin(lo, hi);
+  f.overlap_ns = s.overlap.LengthWithin(lo, hi);
+  f.busy_ns = s.busy.LengthWithin(lo, hi);
+  f.idle_ns = f.wall_ns - f.busy_ns;
+  f.exposed_comm_ns = f.comm_ns - f.overlap_ns;
+  f.kernels = CountIn(s.kernel_starts, lo, hi);
+  f.comm_kernels = CountIn(s.comm_kernel_starts, lo, hi);
+  f.memcpys = CountIn(s.memcpy_starts, lo, hi);
+  f.memsets = CountIn(s.memset_starts, lo, hi);
+  f.comm_ops = CountIn(s.comm_op_starts, lo, hi);
+  if (f.comm_ns > 0) {
+    f.overlap_ratio = static_cast<double>(f.overlap_ns) / static_cast<double>(f.comm_ns);
+    f.achievable_ratio = std::min(1.0, static_cast<double>(f.compute_ns) / static_cast<double>(f.comm_ns));
+  } else {
+    f.ratio_reason = "no communication";
+  }
+  return f;
+}
+
+OverlapFigures WholeTraceFigures(const TimelineSets& s) {
+  if (!s.any_activity) {
+    OverlapFigures f;
+    f.ratio_reason = "no GPU activity";
+    return f;
+  }
+  // hi is exclusive; last_end is the end of the last interval, so [first, last_end) covers all.
+  return FiguresFor(s, s.first_start, s.last_end);
+}
+
+std::string FormatDuration(int64_t ns) {
+  double a = std::abs(static_cast<double>(ns));
+  if (a >= 1e9) return fmt::format("{:.2f} s", ns / 1e9);
+  if (a >= 1e6) return fmt::format("{:.2f} ms", ns / 1e6);
+  if (a >= 1e3) return fmt::format("{:.1f} µs", ns / 1e3);
+  return fmt::format("{} ns", ns);
+}
+
+std::string FormatPercent(const std::optional<double>& r) {
+  if (!r) return "n/a";
+  return fmt::format("{:.1f}%", *r * 100.0);
+}
+
+std::string RankVerdict(const OverlapFigures& f) {
+  if (f.wall_ns == 0 && f.comm_ns == 0 && f.compute_ns == 0) return "no GPU activity in the trace: nothing to analyze";
+  if (!f.overlap_ratio) return "no communication on the GPU timeline: nothing to overlap";
+  double r = *f.overlap_ratio, b = *f.achievable_ratio;
+  std::string exposed = FormatDuration(f.exposed_comm_ns);
+  if (r >= 0.9)
+    return fmt::format("communication is well hidden: {} overlapped, {} exposed", FormatPercent(r), exposed);
+  if (b < 0.999 && r >= 0.9 * b)
+    return fmt::format(
+        "volume is the problem: compute ({}) can hide at most {} of communication ({}) and {} is already hidden; "
+        "reduce communication volume or speed up the collectives ({} exposed)",
+        FormatDuration(f.compute_ns), FormatPercent(b), FormatDuration(f.comm_ns), FormatPercent(r), exposed);
+  return fmt::format(
+      "overlap is the problem: only {} of communication is hidden although compute could hide {}; {} of "
+      "communication is exposed",
+      FormatPercent(r), FormatPercent(b), exposed);
+}
+
+namespace {
+
+class OverlapAnalyzer : public Analyzer {
+ public:
+  std::string_view name() const override { return "overlap"; }
+
+  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
+                     Summary& summary) override {
+    if (rank_index != summary.ranks.size())
+      return MakeError(StatusCode::kInternal, "overlap analyzer must create rank {}", rank_index);
+    RankResult r;
+    r.rank = t.meta.rank;
+    r.world_size = t.meta.world_size;
+    r.source_path = t.meta.source_path;
+    r.source_format = t.meta.source_format;
+    r.host = t.meta.host;
+    r.streams = static_cast<int64_t>(t.streams.size());
+    for (const Device& d : t.devices) {
+      if (!d.name.empty()) {
+        r.device = d.name;
+        break;
+      }
+    }
+    r.stats = t.stats;
+    r.extra_stats = t.extra_stats;
+
+    TimelineSets sets = BuildTimelineSets(t);
+    r.whole = WholeTraceFigures(sets);
+    IterationInfo it = FindIterations(t, r.stats);
+    r.iteration_source = it.source;
+    r.iteration_count = static_cast<int64_t>(it.windows.size());
+    if (options.per_iteration) {
+      for (size_t i = 0; i < it.windows.size(); ++i) {
+        IterationResult ir;
+        ir.rank = r.rank;
+        ir.rank_index = rank_index;
+        ir.index = static_cast<int64_t>(i);
+        ir.step = it.windows[i].step;
+        ir.figures = FiguresFor(sets, it.windows[i].start_ns, it.windows[i].end_ns);
+        summary.iterations.push_back(std::move(ir));
+      }
+    }
+    if (t.meta.rank == kUnknown)
+      r.notices.push_back("the trace does not say its rank (no distributedInfo): rank shown as unknown");
+    if (!sets.any_activity) r.notices.push_back("no GPU activity (kernels, memcpy, memset) in this trace");
+    if (it.windows.empty()) r.notices.push_back("no iteration markers (ProfilerStep#N): whole-trace figures only");
+    r.verdict = RankVerdict(r.whole);
+    summary.ranks.push_back(std::move(r));
+    return OkStatus();
+  }
+
+  Status Finish(const AnalysisOptions&, Summary& summary) override {
+    // The run verdict speaks of the rank with the most exposed communication.
+    const RankResult* worst = nullptr;
+    int64_t exposed_total = 0, comm_total = 0, overlap_total = 0;
+    for (const RankResult& r : summary.ranks) {
+      exposed_total += r.whole.exposed_comm_ns;
+      comm_total += r.whole.comm_ns;
+      overlap_total += r.whole.overlap_ns;
+      if (r.whole.overlap_ratio && (!worst || r.whole.exposed_comm_ns > worst->whole.exposed_comm_ns)) worst = &r;
+    }
+    if (summary.ranks.empty()) {
+      summary.verdict = "no traces analyzed";
+    } else if (!worst) {
+      summary.verdict = summary.ranks.size() == 1 ? summary.ranks[0].verdict
+                                                  : "no communication on any rank's GPU timeline: nothing to overlap";
+    } else if (summary.ranks.size() == 1) {
+      summary.verdict = worst->verdict;
+    } else {
+      double mean = comm_total > 0 ? static_cast<double>(overlap_total) / static_cast<double>(comm_total) : 0.0;
+      std::string who = worst->rank == kUnknown ? std::string("rank ?") : fmt::format("rank {}", worst->rank);
+      summary.verdict = fmt::format("{} of communication hidden over {} ranks ({} exposed in total); worst is {}: {}",
+                                    FormatPercent(mean), summary.ranks.size(), FormatDuration(exposed_total), who,
+                                    worst->verdict);
+    }
+    return OkStatus();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Analyzer> MakeOverlapAnalyzer() { return std::make_unique<OverlapAnalyzer>(); }
+
+}  // namespace overlapprof

@@ -1,0 +1,37 @@
+#pragma once
+// The overlap engine: per rank and per iteration,
+//   compute = |∪ compute|, comm = |∪ comm|, overlap = |compute ∩ comm|,
+//   overlap_ratio = overlap / comm = (T_serial - T_overlapped) / T_comm,
+//   exposed = comm - overlap, achievable = min(1, compute / comm).
+// Classification: src/trace/classify.h. Exact on integer ns, O(n log n).
+#include <string>
+#include <vector>
+
+#include "analyzers/intervals.h"
+#include "analyzers/summary.h"
+#include "src/trace/model.h"
+
+namespace overlapprof {
+
+struct TimelineSets {
+  IntervalSet compute, comm, memory, overlap, busy;
+  // Sorted start times, for counting what starts inside a window.
+  std::vector<int64_t> kernel_starts, comm_kernel_starts, memcpy_starts, memset_starts, comm_op_starts;
+  int64_t first_start = 0, last_end = 0;
+  bool any_activity = false;
+};
+
+TimelineSets BuildTimelineSets(const RankTrace& trace);
+// Figures for the window [lo, hi).
+OverlapFigures FiguresFor(const TimelineSets& sets, int64_t lo, int64_t hi);
+// Figures for the whole trace (first to last GPU activity).
+OverlapFigures WholeTraceFigures(const TimelineSets& sets);
+// One line saying whether overlap or volume is the problem, with numbers.
+std::string RankVerdict(const OverlapFigures& f);
+
+// Formats ns for people: "1.25 ms", "830 µs", "2.40 s".
+std::string FormatDuration(int64_t ns);
+// Formats a ratio as a percentage with 1 decimal ("15.6%"), or "n/a".
+std::string FormatPercent(const std::optional<double>& ratio);
+
+}  // namespace overlapprof

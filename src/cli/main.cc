@@ -1,0 +1,196 @@
+// overlapprof command line. Every failure ends in one line on stderr and an exit code
+// from src/common/exit_codes.h; nothing is allowed to escape as an uncaught exception.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "overlapprof/version.h"
+#include "src/common/exit_codes.h"
+#include "src/pipeline.h"
+#include "src/registry.h"
+#include "src/store/writer.h"
+
+namespace overlapprof {
+namespace {
+
+namespace fs = std::filesystem;
+
+int Fail(const Status& st) {
+  std::fprintf(stderr, "overlapprof: error: %s\n", st.message().c_str());
+  return st.code() == StatusCode::kInternal ? kExitInternal : kExitUsageOrInput;
+}
+
+bool UseColor(const std::string& mode) {
+  if (mode == "always") return true;
+  if (mode == "never") return false;
+  const char* no_color = std::getenv("NO_COLOR");
+  if (no_color && *no_color) return false;
+  return ::isatty(STDOUT_FILENO) == 1;
+}
+
+StatusOr<int> TimeExp(const std::string& unit) {
+  if (unit == "us") return 3;
+  if (unit == "ns") return 0;
+  return MakeError(StatusCode::kInvalidArgument, "--ts-unit must be us or ns, not '{}'", unit);
+}
+
+Status WriteJsonFile(const Summary& summary, const std::string& path) {
+  const ReportWriter* json = FindReportWriter("json");
+  if (path == "-") return json->Write(summary, {}, std::cout);
+  std::string tmp = path + ".partial";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return MakeError(StatusCode::kIo, "{}: cannot write", path);
+    OVERLAPPROF_RETURN_IF_ERROR(json->Write(summary, {}, f).WithPrefix(path));
+    f.close();
+    if (!f) return MakeError(StatusCode::kIo, "{}: write failed", path);
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return MakeError(StatusCode::kIo, "{}: cannot rename into place: {}", path, ec.message());
+  return OkStatus();
+}
+
+struct AnalyzeArgs {
+  std::vector<std::string> traces;
+  std::string json_path;
+  bool per_iteration = false;
+  std::string ts_unit = "us";
+  bool no_verify = false;
+  std::string color = "auto";
+};
+
+int RunAnalyze(const AnalyzeArgs& a) {
+  StatusOr<int> exp = TimeExp(a.ts_unit);
+  if (!exp.ok()) return Fail(exp.status());
+  StatusOr<std::vector<std::string>> files = ExpandInputs(a.traces);
+  if (!files.ok()) return Fail(files.status());
+  ImportOptions io;
+  io.kineto_time_exp = *exp;
+  io.store_quick_check = !a.no_verify;
+  AnalysisOptions ao;
+  StatusOr<Summary> summary = AnalyzeFiles(*files, io, ao);
+  if (!summary.ok()) return Fail(summary.status());
+
+  if (!a.json_path.empty()) {
+    Status st = WriteJsonFile(*summary, a.json_path);
+    if (!st.ok()) return Fail(st);
+  }
+  if (a.json_path != "-") {
+    ReportOptions ro;
+    ro.per_iteration = a.per_iteration;
+    ro.color = UseColor(a.color);
+    Status st = FindReportWriter("terminal")->Write(*summary, ro, std::cout);
+    if (!st.ok()) return Fail(st);
+  }
+  std::cout.flush();
+  if (int errors = summary->ErrorCounters(); errors > 0) {
+    std::fprintf(stderr,
+                 "overlapprof: error: %d data-quality counter(s) of severity error are set: data was lost, "
+                 "the figures above are not trustworthy\n",
+                 errors);
+    return kExitDataQuality;
+  }
+  return kExitOk;
+}
+
+struct ImportArgs {
+  std::vector<std::string> inputs;
+  std::string output;
+  bool force = false;
+  std::string ts_unit = "us";
+};
+
+std::string StemOf(const std::string& path) {
+  std::string name = fs::path(path).filename().string();
+  for (std::string_view ext : {".json.gz", ".json", ".db", ".sqlite3", ".sqlite", ".gz"}) {
+    if (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0) {
+      name.resize(name.size() - ext.size());
+      break;
+    }
+  }
+  return name;
+}
+
+int RunImport(const ImportArgs& a) {
+  StatusOr<int> exp = TimeExp(a.ts_unit);
+  if (!exp.ok()) return Fail(exp.status());
+  StatusOr<std::vector<std::string>> files = ExpandInputs(a.inputs);
+  if (!files.ok()) return Fail(files.status());
+  std::error_code ec;
+  bool to_dir = files->size() > 1 || fs::is_directory(a.output, ec) || (!a.output.empty() && a.output.back() == '/');
+  if (to_dir) {
+    fs::create_directories(a.output, ec);
+    if (ec) return Fail(MakeError(StatusCode::kIo, "{}: cannot create directory: {}", a.output, ec.message()));
+  }
+  ImportOptions io;
+  io.kineto_time_exp = *exp;
+  for (const std::string& in : *files) {
+    StatusOr<RankTrace> t = ImportFile(in, io);
+    if (!t.ok()) return Fail(t.status());
+    std::string out = to_dir ? (fs::path(a.output) / (StemOf(in) + ".db")).string() : a.output;
+    Status st = WriteStore(*t, out, a.force);
+    if (!st.ok()) return Fail(st.WithPrefix(out));
+    std::printf("%s -> %s (%zu GPU activities, %zu communication ops)\n", in.c_str(), out.c_str(),
+                t->activities.size(), t->comm_ops.size());
+  }
+  return kExitOk;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"overlapprof: how well communication is hidden behind computation in distributed training"};
+  app.set_version_flag("--version", std::string("overlapprof ") + kToolVersion);
+  app.require_subcommand(1);
+
+  AnalyzeArgs aa;
+  CLI::App* analyze = app.add_subcommand("analyze", "Analyze traces (PyTorch-profiler JSON or overlapprof stores)");
+  analyze->add_option("TRACE", aa.traces, "trace files or directories of them")->required();
+  analyze->add_option("--json", aa.json_path, "write the JSON summary (overlapprof.summary/1) to FILE, '-' for stdout");
+  analyze->add_flag("--per-iteration", aa.per_iteration, "print the per-iteration table");
+  analyze->add_option("--ts-unit", aa.ts_unit, "unit of Chrome-trace ts/dur: us (the format's, default) or ns");
+  analyze->add_flag("--no-verify", aa.no_verify, "skip SQLite quick_check on store files (trusted files only)");
+  analyze->add_option("--color", aa.color, "auto (TTY and no NO_COLOR), always, never");
+
+  ImportArgs ia;
+  CLI::App* import = app.add_subcommand("import", "Convert PyTorch-profiler JSON traces into overlapprof stores");
+  import->add_option("INPUT", ia.inputs, "trace files or directories")->required();
+  import->add_option("-o,--output", ia.output, "output file (one input) or directory")->required();
+  import->add_flag("--force", ia.force, "replace existing output files");
+  import->add_option("--ts-unit", ia.ts_unit, "unit of Chrome-trace ts/dur: us (default) or ns");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "overlapprof: error: %s (see overlapprof --help)\n", e.what());
+    return kExitUsageOrInput;
+  }
+  if (analyze->parsed()) return RunAnalyze(aa);
+  if (import->parsed()) return RunImport(ia);
+  return kExitUsageOrInput;
+}
+
+}  // namespace
+}  // namespace overlapprof
+
+int main(int argc, char** argv) {
+  try {
+    return overlapprof::Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "overlapprof: error: out of memory\n");
+    return overlapprof::kExitInternal;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "overlapprof: error: internal error: %s\n", e.what());
+    return overlapprof::kExitInternal;
+  }
+}

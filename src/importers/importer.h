@@ -1,0 +1,40 @@
+#pragma once
+// The importer interface. An importer turns one input file into one RankTrace.
+// To add one: a file in src/importers/ with a factory, and one line in src/registry.inc.
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "src/common/status.h"
+#include "src/trace/model.h"
+
+namespace overlapprof {
+
+struct ImportOptions {
+  // Chrome-trace "ts"/"dur" unit as a power of ten of ns: 3 = µs (the format's unit,
+  // default), 0 = ns (for writers that put integer ns in "ts").
+  int kineto_time_exp = 3;
+  bool store_quick_check = true;
+};
+
+class Importer {
+ public:
+  virtual ~Importer() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::string_view description() const = 0;
+  // How sure this importer is that it reads the file, from its first bytes (raw, not
+  // decompressed): 0 = not mine. The highest score wins.
+  virtual int Probe(std::string_view head) const = 0;
+  virtual StatusOr<RankTrace> Import(const std::string& path, const ImportOptions& options) const = 0;
+};
+
+// Kineto parsing of a JSON document held in memory (also used by the fuzzer and the
+// benchmark). `buffer` must have kInputPadding readable bytes past `size`.
+StatusOr<RankTrace> ParseKinetoJson(const char* buffer, size_t size, size_t capacity,
+                                    const ImportOptions& options);
+
+// Exact decimal number token -> round(value * 10^exp10) as int64 (round half away from
+// zero). False if the token is not a JSON number or the result does not fit.
+bool ParseScaledDecimal(std::string_view token, int exp10, int64_t* out);
+
+}  // namespace overlapprof

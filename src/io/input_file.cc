@@ -1,0 +1,164 @@
+#include "src/io/input_file.h"
+
+#include <fcntl.h>
+#include <libdeflate.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace overlapprof {
+
+namespace {
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+Status OpenError(int err) {
+  if (err == ENOENT) return MakeError(StatusCode::kNotFound, "no such file");
+  if (err == EISDIR) return MakeError(StatusCode::kInvalidInput, "is a directory");
+  return MakeError(StatusCode::kIo, "cannot open: {}", std::strerror(err));
+}
+
+Status ReadAll(int fd, char* out, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::read(fd, out + done, n - done);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return MakeError(StatusCode::kIo, "read failed: {}", std::strerror(errno));
+    }
+    if (r == 0) return MakeError(StatusCode::kIo, "file shrank while being read");
+    done += static_cast<size_t>(r);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+void InputBuffer::Allocate(size_t size) {
+  capacity_ = size + kInputPadding;
+  // new char[] without value-initialization: pages are not touched (no RSS) until written.
+  data_.reset(new char[capacity_]);
+  std::memset(data_.get() + size, 0, kInputPadding);
+  size_ = size;
+}
+
+bool IsGzip(std::string_view head) {
+  return head.size() >= 2 && static_cast<unsigned char>(head[0]) == 0x1f &&
+         static_cast<unsigned char>(head[1]) == 0x8b;
+}
+
+bool IsSqlite(std::string_view head) {
+  static constexpr char kMagic[] = "SQLite format 3";  // 16 bytes with the NUL
+  return head.size() >= 16 && std::memcmp(head.data(), kMagic, 16) == 0;
+}
+
+StatusOr<std::string> ReadFileHead(const std::string& path, size_t n) {
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) return OpenError(errno);
+  struct stat st;
+  if (::fstat(f.fd, &st) != 0) return MakeError(StatusCode::kIo, "stat failed: {}", std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) return MakeError(StatusCode::kInvalidInput, "is a directory");
+  std::string head(n, '\0');
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::read(f.fd, head.data() + done, n - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return MakeError(StatusCode::kIo, "read failed: {}", std::strerror(errno));
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+  }
+  head.resize(done);
+  return head;
+}
+
+StatusOr<InputBuffer> GunzipBuffer(const uint8_t* in, size_t in_size) {
+  // Size hint: ISIZE (uncompressed size mod 2^32) of the last member. Wrong for members
+  // over 4 GiB or for several members; then the buffer grows and the member is retried.
+  size_t hint = in_size * 4;
+  if (in_size >= 18) {
+    uint32_t isize;
+    std::memcpy(&isize, in + in_size - 4, 4);
+    if (isize >= in_size / 2) hint = isize;  // plausible (deflate rarely expands)
+  }
+  std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> dec(
+      libdeflate_alloc_decompressor(), libdeflate_free_decompressor);
+  if (!dec) return MakeError(StatusCode::kInternal, "libdeflate_alloc_decompressor failed");
+
+  InputBuffer out;
+  size_t cap = hint + 1;
+  out.Allocate(cap);
+  size_t out_used = 0;
+  size_t in_pos = 0;
+  while (in_pos < in_size) {
+    size_t in_used = 0, produced = 0;
+    libdeflate_result r = libdeflate_gzip_decompress_ex(dec.get(), in + in_pos, in_size - in_pos,
+                                                        out.mutable_data() + out_used, cap - out_used,
+                                                        &in_used, &produced);
+    if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
+      // Grow (x2) and retry this member from its start.
+      size_t new_cap = cap * 2;
+      InputBuffer bigger;
+      bigger.Allocate(new_cap);
+      std::memcpy(bigger.mutable_data(), out.data(), out_used);
+      out = std::move(bigger);
+      cap = new_cap;
+      continue;
+    }
+    if (r != LIBDEFLATE_SUCCESS) {
+      return MakeError(StatusCode::kCorrupt,
+                       "truncated or corrupt gzip data (libdeflate: {} at compressed byte {})",
+                       r == LIBDEFLATE_BAD_DATA ? "bad data" : "short output", in_pos);
+    }
+    out_used += produced;
+    in_pos += in_used;
+    // Tolerate zero padding after the last member (some writers pad to a block size).
+    if (in_pos < in_size && !(in_size - in_pos >= 2 && in[in_pos] == 0x1f && in[in_pos + 1] == 0x8b)) {
+      bool all_zero = true;
+      for (size_t i = in_pos; i < in_size; ++i) all_zero &= in[i] == 0;
+      if (all_zero) break;
+      return MakeError(StatusCode::kCorrupt, "trailing garbage after gzip data at byte {}", in_pos);
+    }
+  }
+  out.set_size(out_used);
+  std::memset(out.mutable_data() + out_used, 0, kInputPadding);
+  out.set_compressed(in_size);
+  return out;
+}
+
+StatusOr<InputBuffer> ReadInputFile(const std::string& path) {
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) return OpenError(errno);
+  struct stat st;
+  if (::fstat(f.fd, &st) != 0) return MakeError(StatusCode::kIo, "stat failed: {}", std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) return MakeError(StatusCode::kInvalidInput, "is a directory");
+  if (!S_ISREG(st.st_mode)) return MakeError(StatusCode::kInvalidInput, "not a regular file");
+  size_t size = static_cast<size_t>(st.st_size);
+  if (size == 0) return MakeError(StatusCode::kInvalidInput, "empty file");
+
+  char head[2] = {0, 0};
+  ssize_t r = ::pread(f.fd, head, 2, 0);
+  if (r < 0) return MakeError(StatusCode::kIo, "read failed: {}", std::strerror(errno));
+  if (IsGzip(std::string_view(head, static_cast<size_t>(r)))) {
+    std::vector<uint8_t> compressed(size);
+    OVERLAPPROF_RETURN_IF_ERROR(ReadAll(f.fd, reinterpret_cast<char*>(compressed.data()), size));
+    StatusOr<InputBuffer> out = GunzipBuffer(compressed.data(), compressed.size());
+    if (out.ok() && out->size() == 0) return MakeError(StatusCode::kInvalidInput, "empty file (gzip of nothing)");
+    return out;
+  }
+  InputBuffer buf;
+  buf.Allocate(size);
+  OVERLAPPROF_RETURN_IF_ERROR(ReadAll(f.fd, buf.mutable_data(), size));
+  return buf;
+}
+
+}  // namespace overlapprof

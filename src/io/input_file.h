@@ -1,0 +1,58 @@
+#pragma once
+// Reading an input file whole into memory, decompressing gzip (by magic, not by name).
+// The buffer keeps kPadding zero bytes after the data, as simdjson requires.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "src/common/status.h"
+
+namespace overlapprof {
+
+inline constexpr size_t kInputPadding = 64;  // >= SIMDJSON_PADDING
+
+class InputBuffer {
+ public:
+  InputBuffer() = default;
+  const char* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  size_t capacity() const { return capacity_; }  // size() + padding
+  std::string_view view() const { return {data_.get(), size_}; }
+  bool was_compressed() const { return was_compressed_; }
+  size_t compressed_size() const { return compressed_size_; }
+
+  // Allocates `size` bytes plus padding (zeroed padding). Contents of the first `size`
+  // bytes are undefined until written.
+  void Allocate(size_t size);
+  char* mutable_data() { return data_.get(); }
+  void set_size(size_t size) { size_ = size; }
+  void set_compressed(size_t compressed_size) {
+    was_compressed_ = true;
+    compressed_size_ = compressed_size;
+  }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+  bool was_compressed_ = false;
+  size_t compressed_size_ = 0;
+};
+
+// First bytes of a file, for format detection without reading it all.
+StatusOr<std::string> ReadFileHead(const std::string& path, size_t n);
+
+// Reads `path` whole; gunzips it if it starts with the gzip magic (several gzip members
+// are concatenated, as gzip does). Errors: kNotFound, kIo, kCorrupt (truncated or bad
+// gzip), kInvalidInput (empty file). Messages do not include the path (callers prefix).
+StatusOr<InputBuffer> ReadInputFile(const std::string& path);
+
+// Decompresses gzip data held in memory (exposed for tests and the fuzzer).
+StatusOr<InputBuffer> GunzipBuffer(const uint8_t* data, size_t size);
+
+bool IsGzip(std::string_view head);
+bool IsSqlite(std::string_view head);
+
+}  // namespace overlapprof

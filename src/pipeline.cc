@@ -1,0 +1,89 @@
+#include "src/pipeline.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+#include <system_error>
+
+#include "src/registry.h"
+
+namespace overlapprof {
+
+namespace fs = std::filesystem;
+
+bool LooksLikeTraceFile(const std::string& name) {
+  auto ends = [&](std::string_view s) { return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0; };
+  return ends(".json") || ends(".json.gz") || ends(".db") || ends(".sqlite") || ends(".sqlite3");
+}
+
+StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (const std::string& a : args) {
+    std::error_code ec;
+    fs::file_status st = fs::status(a, ec);
+    if (ec || !fs::exists(st)) return MakeError(StatusCode::kNotFound, "{}: no such file or directory", a);
+    if (!fs::is_directory(st)) {
+      out.push_back(a);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (fs::recursive_directory_iterator it(a, fs::directory_options::skip_permission_denied, ec), end;
+         !ec && it != end; it.increment(ec)) {
+      if (it->is_regular_file(ec) && LooksLikeTraceFile(it->path().filename().string()))
+        found.push_back(it->path().string());
+    }
+    if (ec) return MakeError(StatusCode::kIo, "{}: cannot list directory: {}", a, ec.message());
+    if (found.empty())
+      return MakeError(StatusCode::kInvalidInput, "{}: directory holds no trace files (.json, .json.gz, .db)", a);
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+StatusOr<RankTrace> ImportFile(const std::string& path, const ImportOptions& options) {
+  StatusOr<const Importer*> imp = ChooseImporter(path);
+  if (!imp.ok()) return imp.status().WithPrefix(path);
+  StatusOr<RankTrace> t = (*imp)->Import(path, options);
+  if (!t.ok()) return t.status().WithPrefix(path);
+  return t;
+}
+
+StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const ImportOptions& import_options,
+                               const AnalysisOptions& analysis_options) {
+  Summary summary;
+  std::vector<std::unique_ptr<Analyzer>> analyzers = MakeAnalyzers();
+  for (size_t i = 0; i < files.size(); ++i) {
+    StatusOr<RankTrace> t = ImportFile(files[i], import_options);
+    if (!t.ok()) return t.status();
+    for (auto& a : analyzers) {
+      Status st = a->AnalyzeRank(*t, i, analysis_options, summary);
+      if (!st.ok()) return st.WithPrefix(fmt::format("{}: analyzer {}", files[i], a->name()));
+    }
+  }  // each RankTrace is freed before the next file is read
+  // Order ranks by rank number (unknown last), keeping input order among equals.
+  std::vector<size_t> order(summary.ranks.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    int64_t ra = summary.ranks[a].rank, rb = summary.ranks[b].rank;
+    if ((ra == kUnknown) != (rb == kUnknown)) return rb == kUnknown;
+    return ra < rb;
+  });
+  std::vector<size_t> new_index(order.size());
+  std::vector<RankResult> ranks;
+  for (size_t k = 0; k < order.size(); ++k) {
+    new_index[order[k]] = k;
+    ranks.push_back(std::move(summary.ranks[order[k]]));
+  }
+  summary.ranks = std::move(ranks);
+  for (IterationResult& it : summary.iterations) it.rank_index = new_index[it.rank_index];
+  std::stable_sort(summary.iterations.begin(), summary.iterations.end(),
+                   [](const IterationResult& a, const IterationResult& b) { return a.rank_index < b.rank_index; });
+  for (auto& a : analyzers) {
+    Status st = a->Finish(analysis_options, summary);
+    if (!st.ok()) return st.WithPrefix(fmt::format("analyzer {}", a->name()));
+  }
+  return summary;
+}
+
+}  // namespace overlapprof

@@ -1,0 +1,30 @@
+#pragma once
+// Input expansion and the analysis pipeline shared by the CLI commands: files are
+// imported and analyzed one at a time, so memory depends on the largest file, not on
+// the number of ranks.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "analyzers/analyzer.h"
+#include "analyzers/summary.h"
+#include "src/common/status.h"
+#include "src/importers/importer.h"
+
+namespace overlapprof {
+
+// Files named on the command line, and the trace files found (recursively, sorted) in
+// directories named there. Errors: a missing path, or a directory with no trace files.
+StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& args);
+
+// True for names the directory scan picks up (.json, .json.gz, .db, .sqlite, .sqlite3).
+bool LooksLikeTraceFile(const std::string& filename);
+
+// Imports one file with the importer its first bytes select. Errors carry the path.
+StatusOr<RankTrace> ImportFile(const std::string& path, const ImportOptions& options);
+
+// Imports and analyzes every file; ranks ordered by rank (unknown last), then by path.
+StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const ImportOptions& import_options,
+                               const AnalysisOptions& analysis_options);
+
+}  // namespace overlapprof

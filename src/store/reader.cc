@@ -1,0 +1,363 @@
+#include "src/store/reader.h"
+
+#include <unordered_map>
+
+#include "overlapprof/version.h"
+#include "src/store/schema.h"
+#include "src/store/sqlite_util.h"
+
+namespace overlapprof {
+
+namespace {
+
+// Limits for untrusted files (https://www.sqlite.org/security.html): no single string or
+// row larger than 16 MiB, no deep expressions, nothing attached.
+void ApplyLimits(sqlite3* db) {
+  sqlite3_limit(db, SQLITE_LIMIT_LENGTH, 16 << 20);
+  sqlite3_limit(db, SQLITE_LIMIT_SQL_LENGTH, 100000);
+  sqlite3_limit(db, SQLITE_LIMIT_COLUMN, 100);
+  sqlite3_limit(db, SQLITE_LIMIT_EXPR_DEPTH, 10);
+  sqlite3_limit(db, SQLITE_LIMIT_COMPOUND_SELECT, 3);
+  sqlite3_limit(db, SQLITE_LIMIT_VDBE_OP, 25000);
+  sqlite3_limit(db, SQLITE_LIMIT_FUNCTION_ARG, 8);
+  sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
+  sqlite3_limit(db, SQLITE_LIMIT_LIKE_PATTERN_LENGTH, 50);
+  sqlite3_limit(db, SQLITE_LIMIT_VARIABLE_NUMBER, 32);
+  sqlite3_limit(db, SQLITE_LIMIT_TRIGGER_DEPTH, 10);
+}
+
+StatusOr<int64_t> PragmaInt(Db& db, const char* pragma) {
+  Stmt s;
+  OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db.get(), std::string("PRAGMA ") + pragma));
+  OVERLAPPROF_ASSIGN_OR_RETURN(bool row, s.Step(pragma));
+  if (!row) return MakeError(StatusCode::kInvalidInput, "PRAGMA {} returned nothing", pragma);
+  return s.Int(0);
+}
+
+Status Invalid(std::string_view table, int64_t row, std::string_view what) {
+  return MakeError(StatusCode::kCorrupt, "{} row {}: {}", table, row, what);
+}
+
+class Reader {
+ public:
+  explicit Reader(Db& db) : db_(db) {}
+
+  Status ReadAll(RankTrace& t) {
+    OVERLAPPROF_RETURN_IF_ERROR(ReadMeta(t));
+    OVERLAPPROF_RETURN_IF_ERROR(ReadStrings(t));
+    OVERLAPPROF_RETURN_IF_ERROR(ReadDevices(t));
+    OVERLAPPROF_RETURN_IF_ERROR(ReadStreams(t));
+    OVERLAPPROF_RETURN_IF_ERROR(ReadCommOps(t));
+    OVERLAPPROF_RETURN_IF_ERROR(ReadActivities(t));
+    OVERLAPPROF_RETURN_IF_ERROR(ReadHostCalls(t));
+    OVERLAPPROF_RETURN_IF_ERROR(ReadRanges(t));
+    OVERLAPPROF_RETURN_IF_ERROR(ReadStats(t));
+    return OkStatus();
+  }
+
+ private:
+  uint32_t Name(int64_t stored_id, bool* ok) const {
+    if (stored_id < 0 || static_cast<size_t>(stored_id) >= name_map_.size()) {
+      *ok = false;
+      return 0;
+    }
+    return name_map_[static_cast<size_t>(stored_id)];
+  }
+
+  Status ReadMeta(RankTrace& t) {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(), "SELECT key, value FROM meta"));
+    RunMeta& m = t.meta;
+    std::unordered_map<std::string, std::string> text;
+    std::unordered_map<std::string, int64_t> ints;
+    for (;;) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(bool row, s.Step("select meta"));
+      if (!row) break;
+      std::string key(s.Text(0));
+      if (sqlite3_column_type(s.get(), 1) == SQLITE_INTEGER) ints[key] = s.Int(1);
+      else if (!s.IsNull(1)) text[key] = std::string(s.Text(1));
+    }
+    auto get_int = [&](const char* k) { auto it = ints.find(k); return it == ints.end() ? kUnknown : it->second; };
+    auto get_text = [&](const char* k) { auto it = text.find(k); return it == text.end() ? std::string() : it->second; };
+    m.rank = get_int("rank");
+    m.world_size = get_int("world_size");
+    m.local_rank = get_int("local_rank");
+    m.pid = get_int("pid");
+    m.host = get_text("host");
+    m.clock_source = get_text("clock_source");
+    m.tool_version = get_text("tool_version");
+    m.source_format = get_text("source_format");
+    m.backend = get_text("backend");
+    m.nccl_version = get_text("nccl_version");
+    m.pg_config_json = get_text("pg_config");
+    return OkStatus();
+  }
+
+  Status ReadStrings(RankTrace& t) {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(), "SELECT id, value FROM string ORDER BY id"));
+    for (int64_t expect = 0;; ++expect) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(bool row, s.Step("select string"));
+      if (!row) break;
+      if (s.Int(0) != expect) return Invalid("string", s.Int(0), "ids are not dense from 0");
+      name_map_.push_back(t.names.Intern(s.Text(1)));
+    }
+    if (name_map_.empty()) name_map_.push_back(0);
+    return OkStatus();
+  }
+
+  Status ReadDevices(RankTrace& t) {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
+        db_.get(), "SELECT id, name, compute_major, compute_minor, total_memory, sm_count FROM device ORDER BY id"));
+    for (;;) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(bool row, s.Step("select device"));
+      if (!row) break;
+      t.devices.push_back(Device{s.Int(0), std::string(s.Text(1)), s.OptionalInt(2), s.OptionalInt(3),
+                                 s.OptionalInt(4), s.OptionalInt(5)});
+    }
+    return OkStatus();
+  }
+
+  Status ReadStreams(RankTrace& t) {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(), "SELECT id, device, native_id, name FROM stream ORDER BY id"));
+    for (int64_t expect = 0;; ++expect) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(bool row, s.Step("select stream"));
+      if (!row) break;
+      if (s.Int(0) != expect) return Invalid("stream", s.Int(0), "ids are not dense from 0");
+      uint32_t idx = t.StreamIndex(s.OptionalInt(1), s.OptionalInt(2));
+      if (idx != static_cast<uint32_t>(expect)) return Invalid("stream", expect, "duplicate (device, stream)");
+      t.streams[idx].name = std::string(s.Text(3));
+    }
+    return OkStatus();
+  }
+
+  Status ReadCommOps(RankTrace& t) {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
+        db_.get(),
+        "SELECT id, communicator, comm_rank, comm_nranks, seq, op, datatype, count, bytes, root_peer, stream_id, "
+        "host_enter_ns, host_exit_ns, host_tid, pg_desc, source FROM comm_op ORDER BY id"));
+    for (int64_t expect = 0;; ++expect) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(bool row, s.Step("select comm_op"));
+      if (!row) break;
+      if (s.Int(0) != expect) return Invalid("comm_op", s.Int(0), "ids are not dense from 0");
+      CommOp c;
+      c.communicator = std::string(s.Text(1));
+      c.comm_rank = s.OptionalInt(2);
+      c.comm_nranks = s.OptionalInt(3);
+      c.seq = s.OptionalInt(4);
+      c.op = std::string(s.Text(5));
+      c.datatype = std::string(s.Text(6));
+      c.count = s.OptionalInt(7);
+      c.bytes = s.OptionalInt(8);
+      c.root_peer = s.OptionalInt(9);
+      int64_t stream = s.OptionalInt(10);
+      if (stream != kUnknown) {
+        if (stream < 0 || static_cast<size_t>(stream) >= t.streams.size())
+          return Invalid("comm_op", expect, "stream_id out of range");
+        c.stream = static_cast<uint32_t>(stream);
+      }
+      c.host_enter_ns = s.OptionalInt(11);
+      c.host_exit_ns = s.OptionalInt(12);
+      c.host_tid = s.OptionalInt(13);
+      c.pg_desc = std::string(s.Text(14));
+      int64_t src = s.Int(15);
+      if (src < 1 || src > 3) return Invalid("comm_op", expect, "unknown source");
+      c.source = static_cast<CommSource>(src);
+      t.comm_ops.push_back(std::move(c));
+    }
+    return OkStatus();
+  }
+
+  Status ReadActivities(RankTrace& t) {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
+        db_.get(),
+        "SELECT start_ns, end_ns, category, kind, stream_id, name_id, correlation_id, bytes, copy_kind, comm_op_id "
+        "FROM gpu_activity ORDER BY id"));
+    sqlite3_stmt* q = s.get();
+    const int64_t nstreams = static_cast<int64_t>(t.streams.size());
+    const int64_t ncomm = static_cast<int64_t>(t.comm_ops.size());
+    for (int64_t row = 0;; ++row) {
+      int rc = sqlite3_step(q);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) return SqliteError(db_.get(), rc, "sqlite3_step(select gpu_activity)");
+      Activity a;
+      a.start_ns = sqlite3_column_int64(q, 0);
+      a.end_ns = sqlite3_column_int64(q, 1);
+      int64_t cat = sqlite3_column_int64(q, 2), kind = sqlite3_column_int64(q, 3);
+      int64_t stream = sqlite3_column_int64(q, 4);
+      bool ok = true;
+      a.name_id = Name(sqlite3_column_int64(q, 5), &ok);
+      if (a.end_ns < a.start_ns) return Invalid("gpu_activity", row, "end_ns before start_ns");
+      if (cat < 0 || cat > 3) return Invalid("gpu_activity", row, "unknown category");
+      if (kind < 1 || kind > 4) return Invalid("gpu_activity", row, "unknown kind");
+      if (stream < -1 || stream >= nstreams) return Invalid("gpu_activity", row, "stream_id out of range");
+      if (!ok) return Invalid("gpu_activity", row, "name_id out of range");
+      a.category = static_cast<Category>(cat);
+      a.kind = static_cast<ActivityKind>(kind);
+      a.stream = stream < 0 ? kNoIndex : static_cast<uint32_t>(stream);
+      a.correlation_id = sqlite3_column_type(q, 6) == SQLITE_NULL ? kUnknown : sqlite3_column_int64(q, 6);
+      a.bytes = sqlite3_column_type(q, 7) == SQLITE_NULL ? kUnknown : sqlite3_column_int64(q, 7);
+      int64_t ck = sqlite3_column_int64(q, 8);
+      a.copy_kind = (ck >= 0 && ck < 256) ? static_cast<uint8_t>(ck) : 0;
+      if (sqlite3_column_type(q, 9) != SQLITE_NULL) {
+        int64_t op = sqlite3_column_int64(q, 9);
+        if (op < 0 || op >= ncomm) return Invalid("gpu_activity", row, "comm_op_id out of range");
+        a.comm_op = static_cast<uint32_t>(op);
+      }
+      t.activities.push_back(a);
+    }
+    return OkStatus();
+  }
+
+  Status ReadHostCalls(RankTrace& t) {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
+        db_.get(), "SELECT start_ns, end_ns, correlation_id, tid, name_id FROM host_call ORDER BY id"));
+    sqlite3_stmt* q = s.get();
+    for (int64_t row = 0;; ++row) {
+      int rc = sqlite3_step(q);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) return SqliteError(db_.get(), rc, "sqlite3_step(select host_call)");
+      HostCall h;
+      h.start_ns = sqlite3_column_int64(q, 0);
+      h.end_ns = sqlite3_column_int64(q, 1);
+      h.correlation_id = sqlite3_column_type(q, 2) == SQLITE_NULL ? kUnknown : sqlite3_column_int64(q, 2);
+      h.tid = sqlite3_column_type(q, 3) == SQLITE_NULL ? kUnknown : sqlite3_column_int64(q, 3);
+      bool ok = true;
+      h.name_id = Name(sqlite3_column_int64(q, 4), &ok);
+      if (!ok) return Invalid("host_call", row, "name_id out of range");
+      if (h.end_ns < h.start_ns) return Invalid("host_call", row, "end_ns before start_ns");
+      t.host_calls.push_back(h);
+    }
+    return OkStatus();
+  }
+
+  Status ReadRanges(RankTrace& t) {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
+        db_.get(), "SELECT kind, start_ns, end_ns, name_id, step, tid, stream_id FROM trace_range ORDER BY id"));
+    for (int64_t row = 0;; ++row) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(bool more, s.Step("select trace_range"));
+      if (!more) break;
+      Range r;
+      int64_t kind = s.Int(0);
+      if (kind < 1 || kind > 3) return Invalid("trace_range", row, "unknown kind");
+      r.kind = static_cast<RangeKind>(kind);
+      r.start_ns = s.Int(1);
+      r.end_ns = s.Int(2);
+      if (r.end_ns < r.start_ns) return Invalid("trace_range", row, "end_ns before start_ns");
+      bool ok = true;
+      r.name_id = Name(s.Int(3), &ok);
+      if (!ok) return Invalid("trace_range", row, "name_id out of range");
+      r.step = s.OptionalInt(4);
+      r.tid = s.OptionalInt(5);
+      int64_t stream = s.OptionalInt(6);
+      if (stream != kUnknown) {
+        if (stream < 0 || static_cast<size_t>(stream) >= t.streams.size())
+          return Invalid("trace_range", row, "stream_id out of range");
+        r.stream = static_cast<uint32_t>(stream);
+      }
+      t.ranges.push_back(r);
+    }
+    return OkStatus();
+  }
+
+  Status ReadStats(RankTrace& t) {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(), "SELECT name, severity, value, description FROM stats"));
+    for (;;) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(bool row, s.Step("select stats"));
+      if (!row) break;
+      std::string_view name = s.Text(0);
+      if (auto stat = FindStat(name)) {
+        t.stats.Set(*stat, s.Int(2));
+      } else {
+        // A counter from a newer minor version: keep it with the severity the file gives.
+        ExtraStat e;
+        e.name = std::string(name);
+        e.severity = ParseSeverity(s.Text(1)).value_or(Severity::kWarning);
+        e.value = s.Int(2);
+        e.description = std::string(s.Text(3));
+        t.extra_stats.push_back(std::move(e));
+      }
+    }
+    return OkStatus();
+  }
+
+  Db& db_;
+  std::vector<uint32_t> name_map_;  // stored string id -> StringTable id
+};
+
+}  // namespace
+
+StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& options) {
+  Db db;
+  OVERLAPPROF_RETURN_IF_ERROR(db.Open(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX));
+  sqlite3* h = db.get();
+  OVERLAPPROF_SQLITE(h, sqlite3_db_config(h, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr), "sqlite3_db_config(DEFENSIVE)");
+  OVERLAPPROF_SQLITE(h, sqlite3_db_config(h, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr),
+                     "sqlite3_db_config(TRUSTED_SCHEMA)");
+  OVERLAPPROF_SQLITE(h, sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr),
+                     "sqlite3_db_config(ENABLE_TRIGGER)");
+  OVERLAPPROF_SQLITE(h, sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_VIEW, 0, nullptr),
+                     "sqlite3_db_config(ENABLE_VIEW)");
+  ApplyLimits(h);
+  OVERLAPPROF_RETURN_IF_ERROR(db.Exec("PRAGMA cell_size_check=ON; PRAGMA mmap_size=0;"));
+
+  StatusOr<int64_t> app_id = PragmaInt(db, "application_id");
+  if (!app_id.ok()) {
+    if (app_id.status().code() == StatusCode::kCorrupt)
+      return MakeError(StatusCode::kCorrupt, "corrupted SQLite file ({})", app_id.status().message());
+    return app_id.status();
+  }
+  if (*app_id != kStoreApplicationId)
+    return MakeError(StatusCode::kInvalidInput,
+                     "a SQLite database of another schema (application_id {:#x}), not an overlapprof trace store",
+                     static_cast<uint32_t>(*app_id));
+  OVERLAPPROF_ASSIGN_OR_RETURN(int64_t user_version, PragmaInt(db, "user_version"));
+  int64_t major = user_version / 1000, minor = user_version % 1000;
+  if (major > kSchemaMajor)
+    return MakeError(StatusCode::kUnsupportedVersion,
+                     "written with trace schema {}.{}, but this overlapprof ({}) reads schema {}.x and older: "
+                     "upgrade overlapprof to one that reads schema {}",
+                     major, minor, kToolVersion, kSchemaMajor, major);
+  if (major < 1) return MakeError(StatusCode::kInvalidInput, "invalid trace schema version {}", user_version);
+
+  if (options.quick_check) {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(h, "PRAGMA quick_check(1)"));
+    StatusOr<bool> row = s.Step("quick_check");
+    if (!row.ok()) return MakeError(StatusCode::kCorrupt, "corrupted SQLite file ({})", row.status().message());
+    std::string_view verdict = *row ? s.Text(0) : "no result";
+    if (verdict != "ok") return MakeError(StatusCode::kCorrupt, "corrupted SQLite file (quick_check: {})", verdict);
+  }
+  {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(h, "SELECT 1 FROM sqlite_schema WHERE type='table' AND name=?"));
+    for (std::string_view table : kRequiredTables) {
+      s.Bind(1, table);
+      OVERLAPPROF_ASSIGN_OR_RETURN(bool present, s.Step("check table"));
+      s.Reset();
+      if (!present)
+        return MakeError(StatusCode::kInvalidInput, "trace store lacks table '{}' (schema {}.{})", table, major, minor);
+    }
+  }
+
+  RankTrace t;
+  Reader reader(db);
+  Status st = reader.ReadAll(t);
+  if (!st.ok()) {
+    if (st.code() == StatusCode::kCorrupt && st.message().rfind("corrupted", 0) != 0)
+      return MakeError(StatusCode::kCorrupt, "corrupted trace store ({})", st.message());
+    return st;
+  }
+  t.meta.source_path = path;
+  t.Finalize();
+  return t;
+}
+
+}  // namespace overlapprof

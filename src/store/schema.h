@@ -1,0 +1,113 @@
+#pragma once
+// The trace store's schema: one SQLite file per rank (docs/schema.md is the contract).
+//
+// Versioning: PRAGMA application_id identifies an overlapprof store; PRAGMA user_version
+// is major*1000 + minor, and meta('schema_version') repeats it as "major.minor". A minor
+// bump only adds (tables, columns, counters) and old readers keep working; a major bump
+// changes meaning, and readers refuse a newer major with a message naming the version.
+#include <cstdint>
+#include <string_view>
+
+namespace overlapprof {
+
+inline constexpr int32_t kStoreApplicationId = 0x4F564C50;  // 'OVLP'
+inline constexpr int kSchemaMajor = 1;
+inline constexpr int kSchemaMinor = 0;
+inline constexpr int kSchemaUserVersion = kSchemaMajor * 1000 + kSchemaMinor;
+
+// Tables and their columns. Times are INTEGER ns on the clock named by meta.clock_source.
+inline constexpr std::string_view kSchemaDdl = R"sql(
+CREATE TABLE meta(
+  key   TEXT PRIMARY KEY,
+  value ANY
+) WITHOUT ROWID;
+CREATE TABLE string(
+  id    INTEGER PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE device(
+  id            INTEGER PRIMARY KEY,
+  name          TEXT,
+  compute_major INTEGER,
+  compute_minor INTEGER,
+  total_memory  INTEGER,
+  sm_count      INTEGER
+);
+CREATE TABLE stream(
+  id        INTEGER PRIMARY KEY,
+  device    INTEGER,
+  native_id INTEGER,
+  name      TEXT
+);
+CREATE TABLE comm_op(
+  id            INTEGER PRIMARY KEY,
+  communicator  TEXT NOT NULL,
+  comm_rank     INTEGER,
+  comm_nranks   INTEGER,
+  seq           INTEGER,
+  op            TEXT NOT NULL,
+  datatype      TEXT,
+  count         INTEGER,
+  bytes         INTEGER,
+  root_peer     INTEGER,
+  stream_id     INTEGER REFERENCES stream(id),
+  host_enter_ns INTEGER,
+  host_exit_ns  INTEGER,
+  host_tid      INTEGER,
+  pg_desc       TEXT,
+  source        INTEGER NOT NULL
+);
+CREATE TABLE gpu_activity(
+  id             INTEGER PRIMARY KEY,
+  start_ns       INTEGER NOT NULL,
+  end_ns         INTEGER NOT NULL,
+  category       INTEGER NOT NULL,
+  kind           INTEGER NOT NULL,
+  stream_id      INTEGER NOT NULL REFERENCES stream(id),
+  name_id        INTEGER NOT NULL REFERENCES string(id),
+  correlation_id INTEGER,
+  bytes          INTEGER,
+  copy_kind      INTEGER,
+  comm_op_id     INTEGER REFERENCES comm_op(id)
+);
+CREATE TABLE host_call(
+  id             INTEGER PRIMARY KEY,
+  start_ns       INTEGER NOT NULL,
+  end_ns         INTEGER NOT NULL,
+  correlation_id INTEGER,
+  tid            INTEGER,
+  name_id        INTEGER NOT NULL REFERENCES string(id)
+);
+CREATE TABLE trace_range(
+  id        INTEGER PRIMARY KEY,
+  kind      INTEGER NOT NULL,
+  start_ns  INTEGER NOT NULL,
+  end_ns    INTEGER NOT NULL,
+  name_id   INTEGER NOT NULL REFERENCES string(id),
+  step      INTEGER,
+  tid       INTEGER,
+  stream_id INTEGER REFERENCES stream(id)
+);
+CREATE TABLE stats(
+  name        TEXT PRIMARY KEY,
+  severity    TEXT NOT NULL,
+  value       INTEGER NOT NULL,
+  description TEXT NOT NULL
+) WITHOUT ROWID;
+)sql";
+
+// Created once the bulk of the rows is in (faster than maintaining them row by row).
+inline constexpr std::string_view kSchemaIndexes = R"sql(
+CREATE INDEX IF NOT EXISTS gpu_activity_by_stream ON gpu_activity(stream_id, start_ns);
+CREATE INDEX IF NOT EXISTS gpu_activity_by_correlation ON gpu_activity(correlation_id);
+CREATE INDEX IF NOT EXISTS gpu_activity_by_comm_op ON gpu_activity(comm_op_id) WHERE comm_op_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS comm_op_by_seq ON comm_op(communicator, seq);
+CREATE INDEX IF NOT EXISTS host_call_by_correlation ON host_call(correlation_id);
+CREATE INDEX IF NOT EXISTS trace_range_by_kind ON trace_range(kind, start_ns);
+)sql";
+
+// The tables a valid store must have (the reader checks them before reading).
+inline constexpr std::string_view kRequiredTables[] = {
+    "meta", "string", "device", "stream", "comm_op", "gpu_activity", "host_call", "trace_range", "stats"};
+
+}  // namespace overlapprof

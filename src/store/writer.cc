@@ -1,0 +1,282 @@
+#include "src/store/writer.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "overlapprof/version.h"
+#include "src/store/schema.h"
+
+namespace overlapprof {
+
+struct StoreWriter::Statements {
+  Stmt string, device, stream, comm_op, activity, host_call, range, stats, meta;
+};
+
+StoreWriter::StoreWriter() = default;
+StoreWriter::~StoreWriter() { Abort(); }
+
+Status StoreWriter::Open(const std::string& path, const RunMeta& meta, const Options& options) {
+  options_ = options;
+  final_path_ = path;
+  write_path_ = options.mode == Mode::kBulk ? path + ".partial" : path;
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!options.overwrite) return MakeError(StatusCode::kInvalidArgument, "output exists (use --force to replace it)");
+    if (options.mode == Mode::kLive && ::unlink(path.c_str()) != 0)
+      return MakeError(StatusCode::kIo, "cannot replace: {}", std::strerror(errno));
+  }
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) ::unlink((write_path_ + suffix).c_str());
+
+  OVERLAPPROF_RETURN_IF_ERROR(
+      db_.Open(write_path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX));
+  open_ = true;
+  std::string pragmas = fmt::format(
+      "PRAGMA page_size=16384; PRAGMA application_id={}; PRAGMA user_version={}; "
+      "PRAGMA temp_store=MEMORY; PRAGMA cache_size=-65536; ",
+      kStoreApplicationId, kSchemaUserVersion);
+  if (options.mode == Mode::kBulk)
+    pragmas += "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;";
+  else
+    pragmas += "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;";
+  OVERLAPPROF_RETURN_IF_ERROR(db_.Exec(pragmas));
+  OVERLAPPROF_RETURN_IF_ERROR(Begin());
+  OVERLAPPROF_RETURN_IF_ERROR(db_.Exec(std::string(kSchemaDdl)));
+
+  stmts_ = std::make_unique<Statements>();
+  sqlite3* db = db_.get();
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->meta.Prepare(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->string.Prepare(db, "INSERT INTO string(id, value) VALUES(?, ?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->device.Prepare(
+      db, "INSERT INTO device(id, name, compute_major, compute_minor, total_memory, sm_count) VALUES(?,?,?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(
+      stmts_->stream.Prepare(db, "INSERT INTO stream(id, device, native_id, name) VALUES(?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->comm_op.Prepare(
+      db,
+      "INSERT INTO comm_op(id, communicator, comm_rank, comm_nranks, seq, op, datatype, count, bytes, "
+      "root_peer, stream_id, host_enter_ns, host_exit_ns, host_tid, pg_desc, source) "
+      "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->activity.Prepare(
+      db,
+      "INSERT INTO gpu_activity(id, start_ns, end_ns, category, kind, stream_id, name_id, correlation_id, "
+      "bytes, copy_kind, comm_op_id) VALUES(?,?,?,?,?,?,?,?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->host_call.Prepare(
+      db, "INSERT INTO host_call(id, start_ns, end_ns, correlation_id, tid, name_id) VALUES(?,?,?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->range.Prepare(
+      db, "INSERT INTO trace_range(id, kind, start_ns, end_ns, name_id, step, tid, stream_id) VALUES(?,?,?,?,?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->stats.Prepare(
+      db, "INSERT OR REPLACE INTO stats(name, severity, value, description) VALUES(?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(WriteMeta(meta));
+  return Commit();
+}
+
+Status StoreWriter::Begin() { return db_.Exec("BEGIN"); }
+Status StoreWriter::Commit() { return db_.Exec("COMMIT"); }
+
+Status StoreWriter::WriteMeta(const RunMeta& m) {
+  Stmt& s = stmts_->meta;
+  auto put_text = [&](std::string_view key, std::string_view value) -> Status {
+    s.Bind(1, key);
+    s.Bind(2, value);
+    return s.StepDone("insert meta");
+  };
+  auto put_int = [&](std::string_view key, int64_t value) -> Status {
+    s.Bind(1, key);
+    s.BindOptional(2, value);
+    return s.StepDone("insert meta");
+  };
+  int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  OVERLAPPROF_RETURN_IF_ERROR(put_text("schema_version", fmt::format("{}.{}", kSchemaMajor, kSchemaMinor)));
+  OVERLAPPROF_RETURN_IF_ERROR(put_text("tool_version", kToolVersion));
+  OVERLAPPROF_RETURN_IF_ERROR(put_int("created_unix_ns", now_ns));
+  OVERLAPPROF_RETURN_IF_ERROR(put_int("rank", m.rank));
+  OVERLAPPROF_RETURN_IF_ERROR(put_int("world_size", m.world_size));
+  OVERLAPPROF_RETURN_IF_ERROR(put_int("local_rank", m.local_rank));
+  OVERLAPPROF_RETURN_IF_ERROR(put_int("pid", m.pid));
+  OVERLAPPROF_RETURN_IF_ERROR(put_text("host", m.host));
+  OVERLAPPROF_RETURN_IF_ERROR(put_text("clock_source", m.clock_source));
+  OVERLAPPROF_RETURN_IF_ERROR(put_text("source_format", m.source_format));
+  OVERLAPPROF_RETURN_IF_ERROR(put_text("source_path", m.source_path));
+  OVERLAPPROF_RETURN_IF_ERROR(put_text("backend", m.backend));
+  OVERLAPPROF_RETURN_IF_ERROR(put_text("nccl_version", m.nccl_version));
+  OVERLAPPROF_RETURN_IF_ERROR(put_text("pg_config", m.pg_config_json));
+  return OkStatus();
+}
+
+Status StoreWriter::Append(const RankTrace& t) {
+  if (!open_ || !stmts_) return MakeError(StatusCode::kInternal, "StoreWriter::Append before Open");
+  Statements& s = *stmts_;
+  size_t rows_in_tx = 0;
+  OVERLAPPROF_RETURN_IF_ERROR(Begin());
+  // In kBulk mode, commit every rows_per_batch rows to bound the page cache's dirty set.
+  auto row_done = [&]() -> Status {
+    if (options_.mode == Mode::kBulk && ++rows_in_tx >= options_.rows_per_batch) {
+      rows_in_tx = 0;
+      OVERLAPPROF_RETURN_IF_ERROR(Commit());
+      return Begin();
+    }
+    return OkStatus();
+  };
+
+  for (size_t i = strings_written_; i < t.names.size(); ++i) {
+    s.string.Bind(1, static_cast<int64_t>(i));
+    s.string.Bind(2, t.names.Get(static_cast<uint32_t>(i)));
+    OVERLAPPROF_RETURN_IF_ERROR(s.string.StepDone("insert string"));
+  }
+  strings_written_ = t.names.size();
+  for (size_t i = devices_written_; i < t.devices.size(); ++i) {
+    const Device& d = t.devices[i];
+    s.device.Bind(1, d.id);
+    s.device.Bind(2, d.name);
+    s.device.BindOptional(3, d.compute_major);
+    s.device.BindOptional(4, d.compute_minor);
+    s.device.BindOptional(5, d.total_memory);
+    s.device.BindOptional(6, d.sm_count);
+    OVERLAPPROF_RETURN_IF_ERROR(s.device.StepDone("insert device"));
+  }
+  devices_written_ = t.devices.size();
+  for (size_t i = streams_written_; i < t.streams.size(); ++i) {
+    const Stream& st = t.streams[i];
+    s.stream.Bind(1, static_cast<int64_t>(i));
+    s.stream.BindOptional(2, st.device);
+    s.stream.BindOptional(3, st.native_id);
+    s.stream.Bind(4, st.name);
+    OVERLAPPROF_RETURN_IF_ERROR(s.stream.StepDone("insert stream"));
+  }
+  streams_written_ = t.streams.size();
+  for (size_t i = comm_ops_written_; i < t.comm_ops.size(); ++i) {
+    const CommOp& c = t.comm_ops[i];
+    Stmt& q = s.comm_op;
+    q.Bind(1, static_cast<int64_t>(i));
+    q.Bind(2, c.communicator);
+    q.BindOptional(3, c.comm_rank);
+    q.BindOptional(4, c.comm_nranks);
+    q.BindOptional(5, c.seq);
+    q.Bind(6, c.op);
+    q.Bind(7, c.datatype);
+    q.BindOptional(8, c.count);
+    q.BindOptional(9, c.bytes);
+    q.BindOptional(10, c.root_peer);
+    if (c.stream == kNoIndex) q.BindNull(11);
+    else q.Bind(11, static_cast<int64_t>(c.stream));
+    q.BindOptional(12, c.host_enter_ns);
+    q.BindOptional(13, c.host_exit_ns);
+    q.BindOptional(14, c.host_tid);
+    q.Bind(15, c.pg_desc);
+    q.Bind(16, static_cast<int64_t>(c.source));
+    OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert comm_op"));
+    OVERLAPPROF_RETURN_IF_ERROR(row_done());
+  }
+  comm_ops_written_ = t.comm_ops.size();
+
+  sqlite3_stmt* a = s.activity.get();
+  for (const Activity& act : t.activities) {
+    // Raw binds on the hot path (millions of rows).
+    sqlite3_bind_int64(a, 1, next_activity_id_++);
+    sqlite3_bind_int64(a, 2, act.start_ns);
+    sqlite3_bind_int64(a, 3, act.end_ns);
+    sqlite3_bind_int(a, 4, static_cast<int>(act.category));
+    sqlite3_bind_int(a, 5, static_cast<int>(act.kind));
+    sqlite3_bind_int64(a, 6, act.stream == kNoIndex ? -1 : static_cast<int64_t>(act.stream));
+    sqlite3_bind_int64(a, 7, act.name_id);
+    if (act.correlation_id == kUnknown) sqlite3_bind_null(a, 8);
+    else sqlite3_bind_int64(a, 8, act.correlation_id);
+    if (act.bytes == kUnknown) sqlite3_bind_null(a, 9);
+    else sqlite3_bind_int64(a, 9, act.bytes);
+    if (act.copy_kind == 0) sqlite3_bind_null(a, 10);
+    else sqlite3_bind_int(a, 10, act.copy_kind);
+    if (act.comm_op == kNoIndex) sqlite3_bind_null(a, 11);
+    else sqlite3_bind_int64(a, 11, act.comm_op);
+    OVERLAPPROF_RETURN_IF_ERROR(s.activity.StepDone("insert gpu_activity"));
+    OVERLAPPROF_RETURN_IF_ERROR(row_done());
+  }
+  sqlite3_stmt* h = s.host_call.get();
+  for (const HostCall& hc : t.host_calls) {
+    sqlite3_bind_int64(h, 1, next_host_call_id_++);
+    sqlite3_bind_int64(h, 2, hc.start_ns);
+    sqlite3_bind_int64(h, 3, hc.end_ns);
+    if (hc.correlation_id == kUnknown) sqlite3_bind_null(h, 4);
+    else sqlite3_bind_int64(h, 4, hc.correlation_id);
+    if (hc.tid == kUnknown) sqlite3_bind_null(h, 5);
+    else sqlite3_bind_int64(h, 5, hc.tid);
+    sqlite3_bind_int64(h, 6, hc.name_id);
+    OVERLAPPROF_RETURN_IF_ERROR(s.host_call.StepDone("insert host_call"));
+    OVERLAPPROF_RETURN_IF_ERROR(row_done());
+  }
+  for (const Range& r : t.ranges) {
+    Stmt& q = s.range;
+    q.Bind(1, next_range_id_++);
+    q.Bind(2, static_cast<int64_t>(r.kind));
+    q.Bind(3, r.start_ns);
+    q.Bind(4, r.end_ns);
+    q.Bind(5, static_cast<int64_t>(r.name_id));
+    q.BindOptional(6, r.step);
+    q.BindOptional(7, r.tid);
+    if (r.stream == kNoIndex) q.BindNull(8);
+    else q.Bind(8, static_cast<int64_t>(r.stream));
+    OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert trace_range"));
+    OVERLAPPROF_RETURN_IF_ERROR(row_done());
+  }
+  return Commit();
+}
+
+Status StoreWriter::Finish(const StatCounters& stats, const std::vector<ExtraStat>& extra) {
+  if (!open_ || !stmts_) return MakeError(StatusCode::kInternal, "StoreWriter::Finish before Open");
+  OVERLAPPROF_RETURN_IF_ERROR(Begin());
+  Stmt& q = stmts_->stats;
+  // Every counter is stored, zeros too: a reader can tell "none happened" from "not counted".
+  for (size_t i = 0; i < kStatCount; ++i) {
+    const StatInfo& info = GetStatInfo(static_cast<Stat>(i));
+    q.Bind(1, info.name);
+    q.Bind(2, SeverityName(info.severity));
+    q.Bind(3, stats.Get(static_cast<Stat>(i)));
+    q.Bind(4, info.description);
+    OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert stats"));
+  }
+  for (const ExtraStat& e : extra) {
+    q.Bind(1, e.name);
+    q.Bind(2, SeverityName(e.severity));
+    q.Bind(3, e.value);
+    q.Bind(4, e.description);
+    OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert stats"));
+  }
+  OVERLAPPROF_RETURN_IF_ERROR(Commit());
+  OVERLAPPROF_RETURN_IF_ERROR(db_.Exec(std::string(kSchemaIndexes)));
+  stmts_.reset();
+  // A self-contained file: no -wal beside it, readable from a read-only directory.
+  OVERLAPPROF_RETURN_IF_ERROR(db_.Exec("PRAGMA journal_mode=DELETE"));
+  db_.Close();
+  open_ = false;
+  if (options_.mode == Mode::kBulk) {
+    if (std::rename(write_path_.c_str(), final_path_.c_str()) != 0)
+      return MakeError(StatusCode::kIo, "cannot rename {} into place: {}", write_path_, std::strerror(errno));
+  }
+  return OkStatus();
+}
+
+void StoreWriter::Abort() {
+  if (!open_) return;
+  stmts_.reset();
+  db_.Close();
+  open_ = false;
+  if (options_.mode == Mode::kBulk) {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) ::unlink((write_path_ + suffix).c_str());
+  }
+}
+
+Status WriteStore(const RankTrace& trace, const std::string& path, bool overwrite) {
+  StoreWriter w;
+  StoreWriter::Options o;
+  o.overwrite = overwrite;
+  OVERLAPPROF_RETURN_IF_ERROR(w.Open(path, trace.meta, o));
+  OVERLAPPROF_RETURN_IF_ERROR(w.Append(trace));
+  return w.Finish(trace.stats, trace.extra_stats);
+}
+
+}  // namespace overlapprof

@@ -1,0 +1,67 @@
+#pragma once
+// Writes RankTraces into a store file (src/store/schema.h, docs/schema.md).
+//
+// Two modes:
+//  - kBulk (`overlapprof import`): writes `<path>.partial` with the journal off, in
+//    batches, then creates the indexes, switches to journal_mode=DELETE and renames the
+//    file into place. A crash leaves no half-written store under the final name.
+//  - kLive (the injector's background writer, issue 3): WAL, synchronous=NORMAL, one
+//    transaction per Append batch, so a killed process loses at most the open batch.
+// Not thread-safe: one thread owns a StoreWriter.
+#include <memory>
+#include <string>
+
+#include "src/common/status.h"
+#include "src/store/sqlite_util.h"
+#include "src/trace/model.h"
+
+namespace overlapprof {
+
+class StoreWriter {
+ public:
+  enum class Mode { kBulk, kLive };
+  struct Options {
+    Mode mode = Mode::kBulk;
+    bool overwrite = false;       // replace an existing file at `path`
+    size_t rows_per_batch = 1 << 16;  // kBulk: commit every this many rows
+  };
+
+  StoreWriter();
+  ~StoreWriter();
+  StoreWriter(const StoreWriter&) = delete;
+  StoreWriter& operator=(const StoreWriter&) = delete;
+
+  // Creates the file and its schema, and writes `meta`.
+  Status Open(const std::string& path, const RunMeta& meta, const Options& options);
+  // Appends `trace` (meta and stats excepted). Contract for repeated calls: the
+  // dictionaries (names, devices, streams, comm_ops) are cumulative, and only entries
+  // beyond those already written are added; the rows (activities, host_calls, ranges)
+  // are a delta, all written. Dictionaries are written before the rows that refer to
+  // them. In kLive mode one call is one transaction; kBulk commits every rows_per_batch.
+  Status Append(const RankTrace& trace);
+  // Writes the stats table (replacing earlier values), the indexes, and closes. In kBulk
+  // mode it also renames the partial file into place.
+  Status Finish(const StatCounters& stats, const std::vector<ExtraStat>& extra = {});
+  // Closes without finishing; a kBulk partial file is removed.
+  void Abort();
+
+ private:
+  struct Statements;
+  Status WriteMeta(const RunMeta& meta);
+  Status Begin();
+  Status Commit();
+
+  Db db_;
+  std::unique_ptr<Statements> stmts_;
+  Options options_;
+  std::string final_path_, write_path_;
+  // Ids already written, so repeated Append calls continue from there.
+  size_t strings_written_ = 0, streams_written_ = 0, comm_ops_written_ = 0, devices_written_ = 0;
+  int64_t next_activity_id_ = 0, next_host_call_id_ = 0, next_range_id_ = 0;
+  bool open_ = false;
+};
+
+// Convenience: import-style write of a whole trace to `path` (kBulk).
+Status WriteStore(const RankTrace& trace, const std::string& path, bool overwrite);
+
+}  // namespace overlapprof

@@ -1,0 +1,89 @@
+#include "src/trace/model.h"
+
+#include <algorithm>
+
+namespace overlapprof {
+
+std::string_view ActivityKindName(ActivityKind k) {
+  switch (k) {
+    case ActivityKind::kKernel: return "kernel";
+    case ActivityKind::kMemcpy: return "memcpy";
+    case ActivityKind::kMemset: return "memset";
+    case ActivityKind::kSync: return "sync";
+  }
+  return "unknown";
+}
+
+std::string_view CategoryName(Category c) {
+  switch (c) {
+    case Category::kCompute: return "compute";
+    case Category::kComm: return "comm";
+    case Category::kMemory: return "memory";
+    case Category::kOther: return "other";
+  }
+  return "unknown";
+}
+
+std::string_view RangeKindName(RangeKind k) {
+  switch (k) {
+    case RangeKind::kStep: return "step";
+    case RangeKind::kAnnotation: return "annotation";
+    case RangeKind::kGpuAnnotation: return "gpu_annotation";
+  }
+  return "unknown";
+}
+
+std::string_view CommSourceName(CommSource s) {
+  switch (s) {
+    case CommSource::kNcclHook: return "nccl_hook";
+    case CommSource::kKinetoArgs: return "kineto_args";
+    case CommSource::kKernelName: return "kernel_name";
+  }
+  return "unknown";
+}
+
+uint32_t StringTable::Intern(std::string_view s) {
+  auto it = index_.find(s);
+  if (it != index_.end()) return it->second;
+  uint32_t id = static_cast<uint32_t>(strings_.size());
+  strings_.emplace_back(s);
+  index_.emplace(std::string_view(strings_.back()), id);
+  return id;
+}
+
+uint32_t StringTable::Find(std::string_view s) const {
+  auto it = index_.find(s);
+  return it == index_.end() ? kNoIndex : it->second;
+}
+
+uint32_t RankTrace::StreamIndex(int64_t device, int64_t native_id) {
+  // Key packs (device, stream) into 64 bits; CUDA stream ids and device ordinals fit.
+  uint64_t key = (static_cast<uint64_t>(device) << 40) ^ static_cast<uint64_t>(native_id);
+  auto it = stream_index_.find(key);
+  if (it != stream_index_.end() && streams[it->second].device == device &&
+      streams[it->second].native_id == native_id)
+    return it->second;
+  if (it != stream_index_.end()) {
+    // Hash collision of two distinct (device, stream) pairs: fall back to a scan.
+    for (uint32_t i = 0; i < streams.size(); ++i)
+      if (streams[i].device == device && streams[i].native_id == native_id) return i;
+  }
+  uint32_t idx = static_cast<uint32_t>(streams.size());
+  streams.push_back(Stream{device, native_id, {}});
+  stream_index_.emplace(key, idx);
+  return idx;
+}
+
+void RankTrace::Finalize() {
+  auto by_time = [](const auto& a, const auto& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns < b.end_ns;
+  };
+  auto sort_if_needed = [&](auto& v) {
+    if (!std::is_sorted(v.begin(), v.end(), by_time)) std::stable_sort(v.begin(), v.end(), by_time);
+  };
+  sort_if_needed(activities);
+  sort_if_needed(host_calls);
+  sort_if_needed(ranges);
+}
+
+}  // namespace overlapprof

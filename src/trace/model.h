@@ -1,0 +1,175 @@
+#pragma once
+// The in-memory model of one rank's trace: what importers produce, what the store
+// writes and reads, and what analyzers consume. Units: every time is an integer number of
+// nanoseconds on the trace's clock (RunMeta::clock_source); bytes are bytes.
+//
+// A RankTrace is built by one thread and then only read; it holds no locks.
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "src/common/stats.h"
+
+namespace overlapprof {
+
+// Kind of GPU activity (what the device executed).
+enum class ActivityKind : uint8_t { kKernel = 1, kMemcpy = 2, kMemset = 3, kSync = 4 };
+// What an activity counts as in the overlap engine (docs/classification.md).
+enum class Category : uint8_t { kCompute = 0, kComm = 1, kMemory = 2, kOther = 3 };
+// Kind of a host or GPU range.
+enum class RangeKind : uint8_t {
+  kStep = 1,           // an iteration marker (ProfilerStep#N, or a user-named NVTX range)
+  kAnnotation = 2,     // a host-side user annotation / NVTX range
+  kGpuAnnotation = 3,  // a range the profiler projected onto a GPU stream
+};
+// Where a communication op's metadata came from.
+enum class CommSource : uint8_t {
+  kNcclHook = 1,    // the injector's NCCL interposition (exact)
+  kKinetoArgs = 2,  // NCCL metadata in a PyTorch-profiler kernel's args
+  kKernelName = 3,  // inferred from the kernel name only
+};
+
+std::string_view ActivityKindName(ActivityKind k);
+std::string_view CategoryName(Category c);
+std::string_view RangeKindName(RangeKind k);
+std::string_view CommSourceName(CommSource s);
+
+inline constexpr uint32_t kNoIndex = 0xffffffffu;
+inline constexpr int64_t kUnknown = -1;
+
+// Interned strings. Ids are dense, stable for the life of the table; id 0 is "".
+class StringTable {
+ public:
+  StringTable() { Intern(""); }
+  StringTable(const StringTable&) = delete;
+  StringTable& operator=(const StringTable&) = delete;
+  StringTable(StringTable&&) = default;
+  StringTable& operator=(StringTable&&) = default;
+
+  uint32_t Intern(std::string_view s);
+  // Returns the id if `s` is already interned, else kNoIndex.
+  uint32_t Find(std::string_view s) const;
+  std::string_view Get(uint32_t id) const { return id < strings_.size() ? strings_[id] : ""; }
+  size_t size() const { return strings_.size(); }
+
+ private:
+  std::deque<std::string> strings_;  // deque: elements never move, so the views stay valid
+  std::unordered_map<std::string_view, uint32_t> index_;
+};
+
+struct Stream {
+  int64_t device = kUnknown;
+  int64_t native_id = kUnknown;  // the CUDA stream id as the source reports it
+  std::string name;
+};
+
+struct Activity {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;  // >= start_ns
+  int64_t correlation_id = kUnknown;
+  int64_t bytes = kUnknown;     // memcpy/memset only
+  uint32_t name_id = 0;         // StringTable id
+  uint32_t stream = kNoIndex;   // index into RankTrace::streams
+  uint32_t comm_op = kNoIndex;  // index into RankTrace::comm_ops
+  ActivityKind kind = ActivityKind::kKernel;
+  Category category = Category::kCompute;
+  uint8_t copy_kind = 0;  // memcpy direction (CUPTI_ACTIVITY_MEMCPY_KIND_*), 0 unknown
+};
+
+struct CommOp {
+  std::string communicator;  // communicator id (NCCL comm hash, or process-group name)
+  int64_t comm_rank = kUnknown;
+  int64_t comm_nranks = kUnknown;
+  int64_t seq = kUnknown;  // per-communicator sequence number
+  std::string op;          // normalized: allreduce, allgather, reducescatter, broadcast, ...
+  std::string datatype;
+  int64_t count = kUnknown;  // elements (NCCL's count argument)
+  int64_t bytes = kUnknown;  // count * sizeof(datatype)
+  int64_t root_peer = kUnknown;
+  uint32_t stream = kNoIndex;
+  int64_t host_enter_ns = kUnknown;
+  int64_t host_exit_ns = kUnknown;
+  int64_t host_tid = kUnknown;
+  std::string pg_desc;
+  CommSource source = CommSource::kKernelName;
+};
+
+// A host API call (CUDA runtime/driver) that launched GPU work.
+struct HostCall {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t correlation_id = kUnknown;
+  int64_t tid = kUnknown;
+  uint32_t name_id = 0;
+};
+
+struct Range {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t step = kUnknown;  // N of ProfilerStep#N for kStep
+  int64_t tid = kUnknown;   // host thread, for host ranges
+  uint32_t name_id = 0;
+  uint32_t stream = kNoIndex;  // for kGpuAnnotation
+  RangeKind kind = RangeKind::kAnnotation;
+};
+
+struct Device {
+  int64_t id = kUnknown;
+  std::string name;
+  int64_t compute_major = kUnknown;
+  int64_t compute_minor = kUnknown;
+  int64_t total_memory = kUnknown;
+  int64_t sm_count = kUnknown;
+};
+
+struct RunMeta {
+  int64_t rank = kUnknown;  // global rank; kUnknown when the trace does not say
+  int64_t world_size = kUnknown;
+  int64_t local_rank = kUnknown;
+  int64_t pid = kUnknown;
+  std::string host;
+  std::string clock_source;   // e.g. "CLOCK_REALTIME (CUPTI)", "kineto"
+  std::string tool_version;   // the overlapprof that wrote the data
+  std::string source_format;  // "kineto", "overlapprof"
+  std::string source_path;    // the file it came from
+  std::string backend;        // "nccl", "rccl", ...
+  std::string nccl_version;
+  std::string pg_config_json;  // process groups, as the source reported them (JSON text)
+};
+
+// A counter from a store file that this build does not know (written by a newer minor
+// schema version). Kept and shown, so no data-quality signal is lost.
+struct ExtraStat {
+  std::string name;
+  Severity severity = Severity::kInfo;
+  int64_t value = 0;
+  std::string description;
+};
+
+struct RankTrace {
+  RunMeta meta;
+  StringTable names;
+  std::vector<Device> devices;
+  std::vector<Stream> streams;
+  std::vector<Activity> activities;  // sorted by (start_ns, end_ns) after Finalize()
+  std::vector<CommOp> comm_ops;
+  std::vector<HostCall> host_calls;  // sorted by start_ns after Finalize()
+  std::vector<Range> ranges;         // sorted by start_ns after Finalize()
+  StatCounters stats;
+  std::vector<ExtraStat> extra_stats;
+  std::vector<std::string> notices;  // human-readable remarks from import
+
+  // Returns the index of the stream (device, native_id), adding it if new.
+  uint32_t StreamIndex(int64_t device, int64_t native_id);
+  // Sorts activities, host calls and ranges by time (stable, so equal keys keep
+  // source order); remaps nothing else. Idempotent.
+  void Finalize();
+
+ private:
+  std::unordered_map<uint64_t, uint32_t> stream_index_;
+};
+
+}  // namespace overlapprof
