@@ -292,10 +292,27 @@ class KinetoParser {
       if (doc->current_location().get(loc) == simdjson::SUCCESS && loc >= buf_ && loc <= buf_ + size_)
         offset = static_cast<size_t>(loc - buf_);
     }
-    std::string_view kind = "invalid JSON";
-    if (e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT || e == simdjson::UNCLOSED_STRING ||
-        e == simdjson::INSUFFICIENT_PADDING || e == simdjson::EMPTY || (e == simdjson::TAPE_ERROR && offset >= size_))
-      kind = "truncated JSON";
+    // A document cut short leaves a string or a bracket open; anything else is malformed
+    // (unbalanced closers, trailing content, bad tokens). One scan, on the error path only.
+    bool in_string = false, escaped = false;
+    int64_t depth = 0;
+    for (size_t i = 0; i < size_; ++i) {
+      char c = buf_[i];
+      if (in_string) {
+        if (escaped) escaped = false;
+        else if (c == '\\') escaped = true;
+        else if (c == '"') in_string = false;
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '{' || c == '[') {
+        ++depth;
+      } else if (c == '}' || c == ']') {
+        --depth;
+      }
+    }
+    bool ends_complete = !in_string && depth <= 0;
+    std::string_view kind = ends_complete ? "invalid JSON" : "truncated JSON";
+    if (e == simdjson::UTF8_ERROR) kind = "invalid JSON (not UTF-8)";
     if (e == simdjson::CAPACITY) kind = "JSON document too large for one parse (over 4 GiB)";
     if (!what.empty()) return MakeError(StatusCode::kInvalidInput, "{} near byte {}", what, offset);
     return MakeError(StatusCode::kInvalidInput, "{} near byte {} ({})", kind, offset, simdjson::error_message(e));

@@ -52,7 +52,10 @@ class StringTable {
   uint32_t Intern(std::string_view s);
   // Returns the id if `s` is already interned, else kNoIndex.
   uint32_t Find(std::string_view s) const;
-  std::string_view Get(uint32_t id) const { return id < strings_.size() ? strings_[id] : ""; }
+  // (Both branches must be string_views: "cond ? std::string : \"\"" would make a temporary.)
+  std::string_view Get(uint32_t id) const {
+    return id < strings_.size() ? std::string_view(strings_[id]) : std::string_view();
+  }
   size_t size() const { return strings_.size(); }
 
  private:

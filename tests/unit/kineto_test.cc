@@ -1,0 +1,171 @@
+#include <gtest/gtest.h>
+
+#include "src/importers/importer.h"
+#include "src/io/input_file.h"
+#include "test_util.h"
+
+namespace overlapprof {
+namespace {
+
+using testing::Ev;
+using testing::KinetoJson;
+using testing::ParseJsonText;
+
+TEST(KinetoImport, ReadsDistributedInfoDevicesAndBaseTime) {
+  std::string json = R"J({"schemaVersion": 1,
+    "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85000000000, "computeMajor": 9, "computeMinor": 0, "numSms": 132}],
+    "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8, "nccl_version": "2.21.5",
+                        "pg_config": [{"pg_name": "0", "pg_size": 8, "ranks": [0,1,2,3,4,5,6,7]}]},
+    "traceEvents": [
+      {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 10.5, "dur": 2.25, "args": {"device": 0, "stream": 7, "correlation": 1}},
+      {"name": "thread_name", "ph": "M", "pid": 0, "tid": 7, "args": {"name": "stream 7 (compute)"}}
+    ],
+    "baseTimeNanoseconds": 1700000000000000000})J";
+  StatusOr<RankTrace> t = ParseJsonText(json);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->meta.rank, 3);
+  EXPECT_EQ(t->meta.world_size, 8);
+  EXPECT_EQ(t->meta.backend, "nccl");
+  EXPECT_EQ(t->meta.nccl_version, "2.21.5");
+  EXPECT_NE(t->meta.pg_config_json.find("pg_size"), std::string::npos);
+  ASSERT_EQ(t->devices.size(), 1u);
+  EXPECT_EQ(t->devices[0].name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(t->devices[0].compute_major, 9);
+  EXPECT_EQ(t->devices[0].sm_count, 132);
+  ASSERT_EQ(t->activities.size(), 1u);
+  // baseTimeNanoseconds came after traceEvents in the file and still applies.
+  EXPECT_EQ(t->activities[0].start_ns, 1700000000000010500);
+  EXPECT_EQ(t->activities[0].end_ns, 1700000000000012750);
+  ASSERT_EQ(t->streams.size(), 1u);
+  EXPECT_EQ(t->streams[0].name, "stream 7 (compute)");
+  EXPECT_EQ(t->stats.Get(Stat::rank_unknown), 0);
+}
+
+TEST(KinetoImport, MissingDistributedInfoMarksRankUnknown) {
+  StatusOr<RankTrace> t = ParseJsonText(KinetoJson({{"kernel", "gemm", "1", "1"}}, ""));
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->meta.rank, kUnknown);
+  EXPECT_EQ(t->stats.Get(Stat::rank_unknown), 1);
+}
+
+TEST(KinetoImport, TopLevelArrayFormatAndEscapedNames) {
+  std::string json = R"J([
+    {"ph": "X", "cat": "kernel", "name": "k\"quoted\"\u00e9\ud83d\ude00", "pid": 0, "tid": 7, "ts": 1, "dur": 1, "args": {}},
+    {"ph": "X", "cat": "kernel", "name": "k\"quoted\"\u00e9\ud83d\ude00", "pid": 0, "tid": 7, "ts": 3, "dur": 1}
+  ])J";
+  StatusOr<RankTrace> t = ParseJsonText(json);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->activities.size(), 2u);
+  EXPECT_EQ(t->activities[0].name_id, t->activities[1].name_id);
+  EXPECT_EQ(t->names.Get(t->activities[0].name_id), "k\"quoted\"\xC3\xA9\xF0\x9F\x98\x80");
+  EXPECT_EQ(t->activities[0].stream, t->activities[1].stream);  // from pid/tid when args lack them
+}
+
+TEST(KinetoImport, FieldOrderDoesNotMatter) {
+  // args before cat, name last.
+  std::string json = R"J({"traceEvents": [
+    {"args": {"stream": 9, "device": 1, "correlation": 5}, "dur": 2, "ts": 1, "tid": 9, "pid": 1, "cat": "kernel", "ph": "X", "name": "ncclDevKernel_Broadcast"}]})J";
+  StatusOr<RankTrace> t = ParseJsonText(json);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->activities.size(), 1u);
+  EXPECT_EQ(t->activities[0].category, Category::kComm);
+  EXPECT_EQ(t->streams[t->activities[0].stream].device, 1);
+  EXPECT_EQ(t->streams[t->activities[0].stream].native_id, 9);
+  ASSERT_EQ(t->comm_ops.size(), 1u);
+  EXPECT_EQ(t->comm_ops[0].op, "broadcast");
+  EXPECT_EQ(t->comm_ops[0].source, CommSource::kKernelName);
+}
+
+TEST(KinetoImport, BadEventsAreCountedNotFatal) {
+  std::string json = R"J({"traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "no_ts", "dur": 1},
+    {"ph": "X", "cat": "kernel", "name": "neg", "ts": 5, "dur": -1},
+    {"ph": "X", "cat": "kernel", "name": "str_ts", "ts": "5", "dur": 1},
+    {"ph": "X", "cat": "kernel", "name": "huge", "ts": 1e30, "dur": 1},
+    42, "text", null,
+    {"ph": "X", "cat": "kernel", "name": "good", "ts": 5, "dur": 1}
+  ]})J";
+  StatusOr<RankTrace> t = ParseJsonText(json);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->activities.size(), 1u);
+  EXPECT_EQ(t->stats.Get(Stat::events_malformed), 2 + 3);
+  EXPECT_EQ(t->stats.Get(Stat::events_negative_duration), 1);
+  EXPECT_EQ(t->stats.Get(Stat::events_timestamp_out_of_range), 1);
+}
+
+TEST(KinetoImport, NanosecondUnitOption) {
+  ImportOptions o;
+  o.kineto_time_exp = 0;
+  StatusOr<RankTrace> t = ParseJsonText(KinetoJson({{"kernel", "gemm", "1712195495505582988", "4928"}}), o);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->activities[0].start_ns, 1712195495505582988);
+  EXPECT_EQ(t->activities[0].end_ns, 1712195495505587916);
+}
+
+TEST(KinetoImport, DuplicateStepsCountedAndFirstKept) {
+  StatusOr<RankTrace> t = ParseJsonText(KinetoJson({{"user_annotation", "ProfilerStep#3", "0", "10"},
+                                                    {"user_annotation", "ProfilerStep#3", "20", "10"},
+                                                    {"user_annotation", "ProfilerStep#4", "40", "10"}}));
+  ASSERT_TRUE(t.ok());
+  int steps = 0;
+  for (const Range& r : t->ranges) steps += r.kind == RangeKind::kStep;
+  EXPECT_EQ(steps, 2);
+  EXPECT_EQ(t->stats.Get(Stat::steps_duplicated), 1);
+}
+
+TEST(KinetoImport, RejectsDocumentsThatAreNotTraces) {
+  struct Case {
+    std::string text, expect;
+  } cases[] = {
+      {R"J({"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1)J", "truncated JSON"},
+      {R"J({"traceEvents": [ {"ph": "X"} ] )J", "truncated JSON"},
+      {R"J({"traceEvents": [ {"ph": "X"} )J", "truncated JSON"},
+      {R"J({"traceEvents": "nope"})J", "not an array"},
+      {R"J({"other": 1})J", "no \"traceEvents\""},
+      {R"J(42)J", "not an object or array"},
+      {R"J({"traceEvents": []} {"x": 1})J", "invalid JSON"},
+      {R"J({"traceEvents": [}])J", "JSON"},
+      {"\xff\xfe{}", "JSON"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<RankTrace> t = ParseJsonText(c.text);
+    ASSERT_FALSE(t.ok()) << c.text;
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidInput) << c.text;
+    EXPECT_NE(t.status().message().find(c.expect), std::string::npos) << c.text << " -> " << t.status().message();
+  }
+}
+
+TEST(Gunzip, RoundTripsMultiMemberAndRejectsTruncation) {
+  testing::TempDir dir;
+  std::string plain = KinetoJson({{"kernel", "gemm", "1", "1"}});
+  std::string path = dir.Write("a.json", plain);
+  ASSERT_EQ(std::system(("gzip -kf " + path + " && cat " + path + ".gz " + path + ".gz > " + dir.File("two.gz")).c_str()), 0);
+  StatusOr<InputBuffer> one = ReadInputFile(path + ".gz");
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_EQ(one->view(), plain);
+  EXPECT_TRUE(one->was_compressed());
+  StatusOr<InputBuffer> two = ReadInputFile(dir.File("two.gz"));
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->view(), plain + plain);
+  // Truncate the gzip: must be an error, not a silent partial read.
+  std::string gz;
+  {
+    std::ifstream f(path + ".gz", std::ios::binary);
+    gz.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  for (size_t cut : {gz.size() - 1, gz.size() - 8, gz.size() / 2, size_t{11}}) {
+    StatusOr<InputBuffer> bad = GunzipBuffer(reinterpret_cast<const uint8_t*>(gz.data()), cut);
+    ASSERT_FALSE(bad.ok()) << cut;
+    EXPECT_EQ(bad.status().code(), StatusCode::kCorrupt);
+  }
+}
+
+TEST(InputFile, MissingEmptyAndDirectory) {
+  testing::TempDir dir;
+  EXPECT_EQ(ReadInputFile(dir.File("nope")).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ReadInputFile(dir.Write("empty.json", "")).status().code(), StatusCode::kInvalidInput);
+  EXPECT_EQ(ReadInputFile(dir.path()).status().code(), StatusCode::kInvalidInput);
+}
+
+}  // namespace
+}  // namespace overlapprof

@@ -1,0 +1,195 @@
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include "analyzers/overlap.h"
+#include "src/pipeline.h"
+#include "src/store/reader.h"
+#include "src/store/schema.h"
+#include "src/store/writer.h"
+#include "test_util.h"
+
+namespace overlapprof {
+namespace {
+
+void Sql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+RankTrace RealTrace() {
+  StatusOr<RankTrace> t = ImportFile(testing::DataFile("kineto/a100_2rank_rank0.json.gz"), {});
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  return std::move(t).value();
+}
+
+TEST(Store, RoundTripKeepsEverythingTheAnalyzersUse) {
+  testing::TempDir dir;
+  RankTrace in = RealTrace();
+  std::string path = dir.File("rank0.db");
+  ASSERT_TRUE(WriteStore(in, path, false).ok());
+  StatusOr<RankTrace> out = ReadStore(path);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->meta.rank, in.meta.rank);
+  EXPECT_EQ(out->meta.world_size, 2);
+  EXPECT_EQ(out->meta.source_format, "kineto");
+  ASSERT_EQ(out->activities.size(), in.activities.size());
+  ASSERT_EQ(out->comm_ops.size(), in.comm_ops.size());
+  ASSERT_EQ(out->host_calls.size(), in.host_calls.size());
+  ASSERT_EQ(out->ranges.size(), in.ranges.size());
+  ASSERT_EQ(out->streams.size(), in.streams.size());
+  ASSERT_EQ(out->devices.size(), in.devices.size());
+  for (size_t i = 0; i < in.activities.size(); ++i) {
+    const Activity &a = in.activities[i], &b = out->activities[i];
+    ASSERT_EQ(a.start_ns, b.start_ns);
+    ASSERT_EQ(a.end_ns, b.end_ns);
+    ASSERT_EQ(a.category, b.category);
+    ASSERT_EQ(a.kind, b.kind);
+    ASSERT_EQ(a.stream, b.stream);
+    ASSERT_EQ(in.names.Get(a.name_id), out->names.Get(b.name_id));
+    ASSERT_EQ(a.correlation_id, b.correlation_id);
+    ASSERT_EQ(a.bytes, b.bytes);
+    ASSERT_EQ(a.comm_op, b.comm_op);
+  }
+  for (size_t i = 0; i < in.comm_ops.size(); ++i) {
+    EXPECT_EQ(in.comm_ops[i].op, out->comm_ops[i].op);
+    EXPECT_EQ(in.comm_ops[i].bytes, out->comm_ops[i].bytes);
+    EXPECT_EQ(in.comm_ops[i].communicator, out->comm_ops[i].communicator);
+    EXPECT_EQ(in.comm_ops[i].host_enter_ns, out->comm_ops[i].host_enter_ns);
+  }
+  OverlapFigures fa = WholeTraceFigures(BuildTimelineSets(in));
+  OverlapFigures fb = WholeTraceFigures(BuildTimelineSets(*out));
+  EXPECT_EQ(fa.overlap_ns, fb.overlap_ns);
+  EXPECT_EQ(fa.comm_ns, fb.comm_ns);
+  EXPECT_EQ(fa.compute_ns, fb.compute_ns);
+  // The bulk writer leaves no partial file or journal behind.
+  EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
+  EXPECT_FALSE(std::filesystem::exists(path + "-wal"));
+}
+
+TEST(Store, StatsRoundTripIncludingUnknownCountersFromNewerMinor) {
+  testing::TempDir dir;
+  RankTrace in = RealTrace();
+  in.stats.Set(Stat::records_dropped_cupti, 7);
+  std::string path = dir.File("r.db");
+  ASSERT_TRUE(WriteStore(in, path, false).ok());
+  Sql(path, "PRAGMA user_version=1005; INSERT INTO stats VALUES('future_counter','error',3,'from a newer writer')");
+  StatusOr<RankTrace> out = ReadStore(path);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->stats.Get(Stat::records_dropped_cupti), 7);
+  ASSERT_EQ(out->extra_stats.size(), 1u);
+  EXPECT_EQ(out->extra_stats[0].name, "future_counter");
+  EXPECT_EQ(out->extra_stats[0].severity, Severity::kError);
+}
+
+TEST(Store, RefusesNewerMajorVersionNamingIt) {
+  testing::TempDir dir;
+  std::string path = dir.File("r.db");
+  ASSERT_TRUE(WriteStore(RealTrace(), path, false).ok());
+  Sql(path, "PRAGMA user_version=2003");
+  StatusOr<RankTrace> out = ReadStore(path);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kUnsupportedVersion);
+  EXPECT_NE(out.status().message().find("schema 2.3"), std::string::npos) << out.status().message();
+  EXPECT_NE(out.status().message().find("upgrade overlapprof"), std::string::npos);
+}
+
+TEST(Store, RefusesOtherSchemasAndMissingTables) {
+  testing::TempDir dir;
+  std::string other = dir.File("other.db");
+  Sql(other, "CREATE TABLE t(x); INSERT INTO t VALUES(1);");
+  StatusOr<RankTrace> a = ReadStore(other);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), StatusCode::kInvalidInput);
+  EXPECT_NE(a.status().message().find("another schema"), std::string::npos);
+
+  std::string path = dir.File("r.db");
+  ASSERT_TRUE(WriteStore(RealTrace(), path, false).ok());
+  Sql(path, "DROP TABLE host_call");
+  StatusOr<RankTrace> b = ReadStore(path);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("lacks table 'host_call'"), std::string::npos) << b.status().message();
+}
+
+TEST(Store, RejectsRowsThatBreakTheSchemaContract) {
+  testing::TempDir dir;
+  std::string path = dir.File("r.db");
+  ASSERT_TRUE(WriteStore(RealTrace(), path, false).ok());
+  Sql(path, "UPDATE gpu_activity SET stream_id = 999 WHERE id = 5");
+  StatusOr<RankTrace> b = ReadStore(path);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(b.status().message().find("gpu_activity row 5: stream_id out of range"), std::string::npos)
+      << b.status().message();
+}
+
+TEST(Store, DetectsCorruptedPagesAndTruncation) {
+  testing::TempDir dir;
+  std::string path = dir.File("r.db");
+  ASSERT_TRUE(WriteStore(RealTrace(), path, false).ok());
+  const auto size = std::filesystem::file_size(path);
+  ASSERT_GT(size, 16384u * 8);
+  // (a) The file cut in half, as by a full disk or an interrupted copy.
+  std::filesystem::copy_file(path, dir.File("half.db"));
+  std::filesystem::resize_file(dir.File("half.db"), size / 2);
+  // (b) The b-tree page headers of every page after the first scribbled over.
+  std::filesystem::copy_file(path, dir.File("scribbled.db"));
+  {
+    std::fstream f(dir.File("scribbled.db"), std::ios::in | std::ios::out | std::ios::binary);
+    for (std::uintmax_t page = 1; page * 16384 < size; ++page) {
+      f.seekp(static_cast<std::streamoff>(page * 16384));
+      f.write("\x0d\xff\xff\xff\xff\xff\xff\xff", 8);
+    }
+  }
+  for (const char* name : {"half.db", "scribbled.db"}) {
+    StatusOr<RankTrace> out = ReadStore(dir.File(name));
+    ASSERT_FALSE(out.ok()) << name;
+    EXPECT_EQ(out.status().code(), StatusCode::kCorrupt) << name << ": " << out.status().message();
+    EXPECT_NE(out.status().message().find("corrupted"), std::string::npos) << out.status().message();
+  }
+}
+
+TEST(Store, RefusesToOverwriteUnlessAsked) {
+  testing::TempDir dir;
+  std::string path = dir.File("r.db");
+  RankTrace t = RealTrace();
+  ASSERT_TRUE(WriteStore(t, path, false).ok());
+  Status again = WriteStore(t, path, false);
+  EXPECT_FALSE(again.ok());
+  EXPECT_TRUE(WriteStore(t, path, true).ok());
+}
+
+TEST(Store, LiveModeAppendsBatchesEachCommitted) {
+  testing::TempDir dir;
+  std::string path = dir.File("live.db");
+  RankTrace all = RealTrace();
+  StoreWriter w;
+  StoreWriter::Options o;
+  o.mode = StoreWriter::Mode::kLive;
+  ASSERT_TRUE(w.Open(path, all.meta, o).ok());
+  // Two batches: dictionaries cumulative, rows as deltas.
+  RankTrace batch;
+  batch.meta = all.meta;
+  for (size_t i = 1; i < all.names.size(); ++i) batch.names.Intern(all.names.Get(static_cast<uint32_t>(i)));
+  batch.devices = all.devices;
+  batch.streams = all.streams;
+  batch.comm_ops = all.comm_ops;
+  size_t half = all.activities.size() / 2;
+  batch.activities.assign(all.activities.begin(), all.activities.begin() + half);
+  ASSERT_TRUE(w.Append(batch).ok());
+  EXPECT_TRUE(std::filesystem::exists(path + "-wal"));
+  batch.activities.assign(all.activities.begin() + half, all.activities.end());
+  ASSERT_TRUE(w.Append(batch).ok());
+  ASSERT_TRUE(w.Finish(all.stats).ok());
+  StatusOr<RankTrace> out = ReadStore(path);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->activities.size(), all.activities.size());
+  EXPECT_EQ(out->comm_ops.size(), all.comm_ops.size());
+}
+
+}  // namespace
+}  // namespace overlapprof
