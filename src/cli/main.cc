@@ -20,8 +20,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// One line on stderr, always: embedded newlines (e.g. from SQLite) become spaces.
 int Fail(const Status& st) {
-  std::fprintf(stderr, "overlapprof: error: %s\n", st.message().c_str());
+  std::string line = st.message();
+  for (char& c : line)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::fprintf(stderr, "overlapprof: error: %s\n", line.c_str());
   return st.code() == StatusCode::kInternal ? kExitInternal : kExitUsageOrInput;
 }
 
@@ -163,6 +167,11 @@ int Main(int argc, char** argv) {
   import->add_flag("--force", ia.force, "replace existing output files");
   import->add_option("--ts-unit", ia.ts_unit, "unit of Chrome-trace ts/dur: us (default) or ns");
 
+  if (argc > 1 && argv[1][0] != '-' && std::string_view(argv[1]) != "analyze" && std::string_view(argv[1]) != "import") {
+    std::fprintf(stderr, "overlapprof: error: unknown command '%s' (commands: analyze, import; see overlapprof --help)\n",
+                 argv[1]);
+    return kExitUsageOrInput;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -292,6 +292,7 @@ class KinetoParser {
       if (doc->current_location().get(loc) == simdjson::SUCCESS && loc >= buf_ && loc <= buf_ + size_)
         offset = static_cast<size_t>(loc - buf_);
     }
+    if (!what.empty()) return MakeError(StatusCode::kInvalidInput, "{} near byte {}", what, offset);
     // A document cut short leaves a string or a bracket open; anything else is malformed
     // (unbalanced closers, trailing content, bad tokens). One scan, on the error path only.
     bool in_string = false, escaped = false;
@@ -311,11 +312,14 @@ class KinetoParser {
       }
     }
     bool ends_complete = !in_string && depth <= 0;
-    std::string_view kind = ends_complete ? "invalid JSON" : "truncated JSON";
-    if (e == simdjson::UTF8_ERROR) kind = "invalid JSON (not UTF-8)";
-    if (e == simdjson::CAPACITY) kind = "JSON document too large for one parse (over 4 GiB)";
-    if (!what.empty()) return MakeError(StatusCode::kInvalidInput, "{} near byte {}", what, offset);
-    return MakeError(StatusCode::kInvalidInput, "{} near byte {} ({})", kind, offset, simdjson::error_message(e));
+    if (e == simdjson::CAPACITY)
+      return MakeError(StatusCode::kInvalidInput, "JSON document too large for one parse ({} bytes; the limit is 4 GiB)", size_);
+    if (e == simdjson::UTF8_ERROR) return MakeError(StatusCode::kInvalidInput, "invalid JSON: not valid UTF-8");
+    if (!ends_complete)
+      return MakeError(StatusCode::kInvalidInput,
+                       "truncated JSON: the document ends inside an unclosed {} after {} bytes",
+                       in_string ? "string" : "object or array", size_);
+    return MakeError(StatusCode::kInvalidInput, "invalid JSON near byte {} ({})", offset, simdjson::error_message(e));
   }
 
   // The raw (escaped) text of a key. Keys of interest never contain escapes.

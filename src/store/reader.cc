@@ -332,8 +332,12 @@ StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& o
     OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(h, "PRAGMA quick_check(1)"));
     StatusOr<bool> row = s.Step("quick_check");
     if (!row.ok()) return MakeError(StatusCode::kCorrupt, "corrupted SQLite file ({})", row.status().message());
-    std::string_view verdict = *row ? s.Text(0) : "no result";
-    if (verdict != "ok") return MakeError(StatusCode::kCorrupt, "corrupted SQLite file (quick_check: {})", verdict);
+    std::string verdict(*row ? s.Text(0) : "no result");
+    if (verdict != "ok") {
+      for (char& c : verdict)
+        if (c == '\n' || c == '\r') c = ' ';
+      return MakeError(StatusCode::kCorrupt, "corrupted SQLite file (quick_check: {})", verdict);
+    }
   }
   {
     Stmt s;

@@ -16,10 +16,12 @@ inline constexpr int kSchemaMinor = 0;
 inline constexpr int kSchemaUserVersion = kSchemaMajor * 1000 + kSchemaMinor;
 
 // Tables and their columns. Times are INTEGER ns on the clock named by meta.clock_source.
+// meta.value has no declared type on purpose: BLOB affinity keeps "1.0" a string and 3 an
+// integer (a declared type such as ANY would get NUMERIC affinity and turn "1.0" into 1).
 inline constexpr std::string_view kSchemaDdl = R"sql(
 CREATE TABLE meta(
   key   TEXT PRIMARY KEY,
-  value ANY
+  value
 ) WITHOUT ROWID;
 CREATE TABLE string(
   id    INTEGER PRIMARY KEY,

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One-command set-up on a fresh Debian 12: installs what is missing, builds, and runs the
+# main job on its built-in default (analyze a bundled real PyTorch-profiler trace).
+#   scripts/setup.sh            install + build + run the default analysis
+#   scripts/setup.sh --no-run   install + build only
+# Environment: BUILD_DIR (default build), BUILD_TYPE (default RelWithDebInfo).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo}
+
+packages=(cmake ninja-build g++ pkg-config python3 gzip
+          libsqlite3-dev libfmt-dev nlohmann-json3-dev libcli11-dev libsimdjson-dev libdeflate-dev zlib1g-dev
+          libgtest-dev libbenchmark-dev
+          clang libclang-rt-14-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" >/dev/null
+ninja -C "$BUILD_DIR"
+
+if [ "${1:-}" != "--no-run" ]; then
+  echo
+  echo "\$ $BUILD_DIR/overlapprof analyze tests/data/kineto/a100_2rank_rank0.json.gz --per-iteration"
+  "$BUILD_DIR/overlapprof" analyze tests/data/kineto/a100_2rank_rank0.json.gz --per-iteration
+fi

@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""End-to-end tests: the real overlapprof CLI on real traces and on bad input.
+
+Usage: cli_test.py PATH_TO_OVERLAPPROF   (ctest passes it)
+Every CLI call runs under a timeout: a hang is a failure.
+"""
+import gzip
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "data")
+GOLDEN = os.path.join(HERE, "..", "golden")
+CLI = None
+KINETO = os.path.join(DATA, "kineto")
+A100_2 = os.path.join(KINETO, "a100_2rank_rank0.json.gz")
+A100_16 = os.path.join(KINETO, "a100_16rank_rank0.json.gz")
+
+
+def run(*args, env=None, timeout=120):
+    e = dict(os.environ)
+    e.pop("NO_COLOR", None)
+    if env:
+        e.update(env)
+    p = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout, env=e)
+    return p.returncode, p.stdout, p.stderr
+
+
+class CliTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="overlapprof-e2e-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def version(self):
+        rc, out, _ = run("--version")
+        self.assertEqual(rc, 0)
+        return out.strip().split()[-1]
+
+    def test_analyze_real_trace_prints_table_verdict_and_json(self):
+        out_json = os.path.join(self.tmp, "s.json")
+        rc, out, err = run("analyze", A100_2, "--json", out_json)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(err, "")
+        self.assertIn("overlap%", out)
+        self.assertIn("15.6%", out)
+        self.assertIn("verdict: overlap is the problem", out)
+        with open(out_json) as f:
+            s = json.load(f)
+        self.assertEqual(s["schema"], "overlapprof.summary/1")
+        self.assertEqual(list(s.keys())[:3], ["schema", "ranks", "iterations"])
+        r = s["ranks"][0]
+        self.assertEqual(list(r.keys())[:7],
+                         ["rank", "comm_ns", "compute_ns", "overlap_ns", "exposed_comm_ns", "overlap_ratio", "comm_ops"])
+        self.assertEqual(r["rank"], 0)
+        self.assertEqual(r["overlap_ratio"], 0.1561)
+        self.assertEqual(r["comm_ns"], 46876493)
+        self.assertEqual(r["comm_ops"], 21)
+        it = s["iterations"][0]
+        self.assertEqual(list(it.keys())[:5], ["rank", "index", "start_ns", "end_ns", "overlap_ratio"])
+        self.assertEqual(len(s["iterations"]), 3)
+        # Numbers in the terminal table are the JSON's numbers.
+        self.assertIn("46.88 ms", out)
+
+    def test_per_iteration_table(self):
+        rc, out, err = run("analyze", A100_16, "--per-iteration")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("per iteration", out)
+        for step in range(550, 555):
+            self.assertIn(str(step), out)
+
+    def test_json_to_stdout_is_pure_json(self):
+        rc, out, err = run("analyze", A100_2, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["ranks"][0]["rank"], 0)
+
+    def test_directory_of_traces_is_ordered_by_rank_unknown_last(self):
+        d = os.path.join(self.tmp, "run")
+        os.makedirs(os.path.join(d, "nested"))
+        shutil.copy(os.path.join(KINETO, "mi250_1rank_rocm.json.gz"), os.path.join(d, "a.json.gz"))  # rank unknown
+        shutil.copy(A100_2, os.path.join(d, "nested", "b.json.gz"))  # rank 0
+        with open(os.path.join(d, "README.txt"), "w") as f:
+            f.write("not picked up: not a trace extension")
+        rc, out, err = run("analyze", d, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        ranks = json.loads(out)["ranks"]
+        self.assertEqual([r["rank"] for r in ranks], [0, None])
+        self.assertIn("no distributedInfo", " ".join(ranks[1]["notices"]))
+        self.assertIn("rank_unknown", [d["counter"] for d in ranks[1]["data_quality"]])
+
+    def test_import_then_analyze_store_gives_identical_figures(self):
+        db = os.path.join(self.tmp, "rank0.db")
+        rc, out, err = run("import", A100_2, "-o", db)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("21 communication ops", out)
+        self.assertFalse(os.path.exists(db + ".partial"))
+        # The store is a self-contained SQLite file anyone can query.
+        c = sqlite3.connect(db)
+        self.assertEqual(c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0], "1.0")
+        self.assertEqual(c.execute("SELECT count(*) FROM gpu_activity WHERE category=1").fetchone()[0], 21)
+        self.assertEqual(c.execute("PRAGMA journal_mode").fetchone()[0], "delete")
+        c.close()
+        rc1, j1, _ = run("analyze", A100_2, "--json", "-")
+        rc2, j2, err = run("analyze", db, "--json", "-")
+        self.assertEqual((rc1, rc2), (0, 0), err)
+        a, b = json.loads(j1), json.loads(j2)
+        for s in (a, b):
+            for r in s["ranks"]:
+                r.pop("source")
+        self.assertEqual(a, b)
+        # Importing again over the file needs --force.
+        rc, _, err = run("import", A100_2, "-o", db)
+        self.assertEqual(rc, 2)
+        self.assertIn("--force", err)
+        rc, _, err = run("import", A100_2, "-o", db, "--force")
+        self.assertEqual(rc, 0, err)
+
+    def test_import_several_into_directory(self):
+        outdir = os.path.join(self.tmp, "stores")
+        rc, out, err = run("import", A100_2, A100_16, "-o", outdir)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(os.listdir(outdir)), ["a100_16rank_rank0.db", "a100_2rank_rank0.db"])
+        rc, out, err = run("analyze", outdir, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(len(json.loads(out)["ranks"]), 2)
+
+    def test_rejected_inputs_match_golden(self):
+        with open(os.path.join(GOLDEN, "rejected.json")) as f:
+            golden = json.load(f)
+        version = self.version()
+        for name, want in golden.items():
+            if name.startswith("_"):
+                continue
+            path = os.path.join(DATA, "bad", name)
+            with self.subTest(name=name):
+                rc, out, err = run("analyze", path, timeout=30)
+                self.assertEqual(rc, want["exit"])
+                self.assertEqual(out, "")
+                expected = want["stderr"].replace("{path}", path).replace("{version}", version)
+                self.assertEqual(err, expected + "\n")
+
+    def test_missing_file_empty_dir_and_usage_errors_exit_2_with_one_line(self):
+        empty_dir = os.path.join(self.tmp, "empty")
+        os.makedirs(empty_dir)
+        cases = [
+            (["analyze", os.path.join(self.tmp, "nope.json")], "no such file or directory"),
+            (["analyze", empty_dir], "directory holds no trace files"),
+            (["analyze"], "TRACE is required"),
+            (["analyze", A100_2, "--bogus"], "--bogus"),
+            (["analyze", A100_2, "--ts-unit", "ms"], "--ts-unit must be us or ns"),
+            (["frobnicate"], "frobnicate"),
+            ([], "subcommand"),
+        ]
+        for args, needle in cases:
+            with self.subTest(args=args):
+                rc, out, err = run(*args)
+                self.assertEqual(rc, 2, err)
+                self.assertEqual(err.count("\n"), 1, err)
+                self.assertTrue(err.startswith("overlapprof: error: "), err)
+                self.assertIn(needle, err)
+
+    def test_first_bad_file_fails_the_whole_run(self):
+        rc, out, err = run("analyze", A100_2, os.path.join(DATA, "bad", "truncated.json"))
+        self.assertEqual(rc, 2)
+        self.assertEqual(out, "")
+        self.assertIn("truncated.json", err)
+
+    def test_error_level_data_quality_counter_fails_with_exit_4_after_printing(self):
+        db = os.path.join(self.tmp, "r.db")
+        self.assertEqual(run("import", A100_2, "-o", db)[0], 0)
+        c = sqlite3.connect(db)
+        c.execute("UPDATE stats SET value=12 WHERE name='records_dropped_cupti'")
+        c.commit()
+        c.close()
+        rc, out, err = run("analyze", db, "--json", os.path.join(self.tmp, "s.json"))
+        self.assertEqual(rc, 4)
+        self.assertIn("records_dropped_cupti = 12", out)
+        self.assertIn("15.6%", out)  # the figures are still shown
+        self.assertIn("severity error", err)
+        with open(os.path.join(self.tmp, "s.json")) as f:
+            s = json.load(f)
+        self.assertEqual(s["data_quality"]["errors"], 1)
+        self.assertEqual(s["ranks"][0]["data_quality"][0]["counter"], "records_dropped_cupti")
+
+    def test_color_only_when_asked_or_on_tty_and_never_with_no_color(self):
+        rc, out, _ = run("analyze", A100_2)  # stdout is a pipe
+        self.assertNotIn("\x1b[", out)
+        rc, out, _ = run("analyze", A100_2, "--color", "always")
+        self.assertIn("\x1b[", out)
+        rc, out, _ = run("analyze", A100_2, env={"NO_COLOR": "1"})
+        self.assertNotIn("\x1b[", out)
+
+    def test_ns_timestamps_option(self):
+        # A trace whose writer put integer ns in "ts"/"dur".
+        path = os.path.join(self.tmp, "ns.json")
+        ev = [
+            {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1712195495505582988, "dur": 1000,
+             "args": {"device": 0, "stream": 7}},
+            {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 20,
+             "ts": 1712195495505583488, "dur": 1000, "args": {"device": 0, "stream": 20}},
+        ]
+        with open(path, "w") as f:
+            json.dump({"distributedInfo": {"rank": 1, "world_size": 2}, "traceEvents": ev}, f)
+        rc, out, err = run("analyze", path, "--ts-unit", "ns", "--json", "-")
+        self.assertEqual(rc, 0, err)
+        r = json.loads(out)["ranks"][0]
+        self.assertEqual((r["comm_ns"], r["overlap_ns"], r["overlap_ratio"]), (1000, 500, 0.5))
+        self.assertEqual(r["start_ns"], 1712195495505582988)
+
+    def test_plain_uncompressed_json_and_gzip_agree(self):
+        plain = os.path.join(self.tmp, "t.json")
+        with gzip.open(A100_2) as src, open(plain, "wb") as dst:
+            dst.write(src.read())
+        _, a, _ = run("analyze", plain, "--json", "-")
+        _, b, _ = run("analyze", A100_2, "--json", "-")
+        a, b = json.loads(a), json.loads(b)
+        for s in (a, b):
+            s["ranks"][0].pop("source")
+        self.assertEqual(a, b)
+
+
+if __name__ == "__main__":
+    CLI = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=2)
