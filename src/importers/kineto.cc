@@ -641,7 +641,15 @@ class KinetoParser {
 
     std::string_view name = t_.names.Get(a.name_id);
     bool has_meta = !ev.coll_name.empty();
-    a.category = Classify(a.kind, name, has_meta);
+    if (a.kind == ActivityKind::kKernel && !has_meta) {
+      // Kernel names are long and repeat: classify each distinct name once.
+      if (a.name_id >= name_is_comm_.size()) name_is_comm_.resize(t_.names.size(), -1);
+      int8_t& c = name_is_comm_[a.name_id];
+      if (c < 0) c = IsCommKernelName(name) ? 1 : 0;
+      a.category = c ? Category::kComm : Category::kCompute;
+    } else {
+      a.category = Classify(a.kind, name, has_meta);
+    }
     if (a.category == Category::kComm) {
       CommOp op;
       op.stream = a.stream;
@@ -742,6 +750,7 @@ class KinetoParser {
   od::parser parser_;
   RankTrace t_;
   std::unordered_map<std::string_view, uint32_t> raw_intern_;
+  std::vector<int8_t> name_is_comm_;  // by name id: -1 not yet classified, 0 compute, 1 comm
   std::unordered_map<std::pair<int64_t, int64_t>, std::string, PairHash> thread_names_;
   std::unordered_map<int64_t, int> steps_seen_;
   std::unordered_map<size_t, std::string> pg_ranks_;
