@@ -545,7 +545,8 @@ class KinetoParser {
       t_.stats.Add(Stat::events_negative_duration);
       return false;
     }
-    if (__builtin_add_overflow(ts, dur, end)) {
+    // Bounded before baseTimeNanoseconds is added; Finish() checks the sum again.
+    if (__builtin_add_overflow(ts, dur, end) || !TimeInRange(ts) || !TimeInRange(*end)) {
       t_.stats.Add(Stat::events_timestamp_out_of_range);
       return false;
     }
@@ -659,7 +660,8 @@ class KinetoParser {
         op.datatype = Unescape(ev.dtype);
         op.count = ev.in_nelems;
         int64_t sz = DtypeSize(op.datatype);
-        if (sz > 0 && op.count >= 0) op.bytes = op.count * sz;
+        int64_t bytes;
+        if (sz > 0 && op.count >= 0 && !__builtin_mul_overflow(op.count, sz, &bytes)) op.bytes = bytes;
         op.comm_nranks = ev.group_size;
         op.seq = ev.seq;
         op.communicator = ev.pg_name.empty() ? "unknown" : Unescape(ev.pg_name);
@@ -682,13 +684,14 @@ class KinetoParser {
     if (!have_rank_) t_.stats.Set(Stat::rank_unknown, 1);
     if (have_base_ && base_ns_ != 0) {
       auto shift = [&](int64_t& x) {
-        if (__builtin_add_overflow(x, base_ns_, &x)) overflow_ = true;
+        if (__builtin_add_overflow(x, base_ns_, &x) || !TimeInRange(x)) overflow_ = true;
       };
       for (Activity& a : t_.activities) { shift(a.start_ns); shift(a.end_ns); }
       for (HostCall& h : t_.host_calls) { shift(h.start_ns); shift(h.end_ns); }
       for (Range& r : t_.ranges) { shift(r.start_ns); shift(r.end_ns); }
       if (overflow_)
-        return MakeError(StatusCode::kInvalidInput, "baseTimeNanoseconds + ts overflows 64-bit nanoseconds");
+        return MakeError(StatusCode::kInvalidInput,
+                         "baseTimeNanoseconds + ts falls outside 0..2^62 ns (the range overlapprof accepts)");
     }
     for (Stream& s : t_.streams) {
       auto it = thread_names_.find({s.device, s.native_id});
@@ -740,7 +743,8 @@ class KinetoParser {
 
   struct PairHash {
     size_t operator()(const std::pair<int64_t, int64_t>& p) const {
-      return std::hash<int64_t>()(p.first * 1000003 ^ p.second);
+      // Unsigned arithmetic: pids/tids come from the file and may be any int64.
+      return std::hash<uint64_t>()(static_cast<uint64_t>(p.first) * 1000003u ^ static_cast<uint64_t>(p.second));
     }
   };
 

@@ -83,11 +83,13 @@ StatusOr<std::string> ReadFileHead(const std::string& path, size_t n) {
 StatusOr<InputBuffer> GunzipBuffer(const uint8_t* in, size_t in_size) {
   // Size hint: ISIZE (uncompressed size mod 2^32) of the last member. Wrong for members
   // over 4 GiB or for several members; then the buffer grows and the member is retried.
-  size_t hint = in_size * 4;
+  size_t hint = in_size * 4;  // grows x2 when too small
   if (in_size >= 18) {
     uint32_t isize;
     std::memcpy(&isize, in + in_size - 4, 4);
-    if (isize >= in_size / 2) hint = isize;  // plausible (deflate rarely expands)
+    // Plausible only between "deflate rarely expands" and deflate's maximum ratio (~1032:1):
+    // an input that claims more (a hostile ISIZE) starts small and grows as data arrives.
+    if (isize >= in_size / 2 && isize <= in_size * 1032) hint = isize;
   }
   std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> dec(
       libdeflate_alloc_decompressor(), libdeflate_free_decompressor);

@@ -191,6 +191,7 @@ class Reader {
       int64_t stream = sqlite3_column_int64(q, 4);
       bool ok = true;
       a.name_id = Name(sqlite3_column_int64(q, 5), &ok);
+      if (!TimeInRange(a.start_ns) || !TimeInRange(a.end_ns)) return Invalid("gpu_activity", row, "time out of range");
       if (a.end_ns < a.start_ns) return Invalid("gpu_activity", row, "end_ns before start_ns");
       if (cat < 0 || cat > 3) return Invalid("gpu_activity", row, "unknown category");
       if (kind < 1 || kind > 4) return Invalid("gpu_activity", row, "unknown kind");
@@ -230,6 +231,7 @@ class Reader {
       bool ok = true;
       h.name_id = Name(sqlite3_column_int64(q, 4), &ok);
       if (!ok) return Invalid("host_call", row, "name_id out of range");
+      if (!TimeInRange(h.start_ns) || !TimeInRange(h.end_ns)) return Invalid("host_call", row, "time out of range");
       if (h.end_ns < h.start_ns) return Invalid("host_call", row, "end_ns before start_ns");
       t.host_calls.push_back(h);
     }
@@ -249,6 +251,7 @@ class Reader {
       r.kind = static_cast<RangeKind>(kind);
       r.start_ns = s.Int(1);
       r.end_ns = s.Int(2);
+      if (!TimeInRange(r.start_ns) || !TimeInRange(r.end_ns)) return Invalid("trace_range", row, "time out of range");
       if (r.end_ns < r.start_ns) return Invalid("trace_range", row, "end_ns before start_ns");
       bool ok = true;
       r.name_id = Name(s.Int(3), &ok);

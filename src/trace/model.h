@@ -38,6 +38,11 @@ std::string_view RangeKindName(RangeKind k);
 std::string_view CommSourceName(CommSource s);
 
 inline constexpr uint32_t kNoIndex = 0xffffffffu;
+// Every time in a trace lies in [0, kMaxTimeNs) (about the year 2116 as Unix-epoch ns), so
+// differences and sums of two times never overflow int64. Importers and the store reader
+// enforce it; records outside are counted (events_timestamp_out_of_range) or rejected.
+inline constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
+inline bool TimeInRange(int64_t t) { return t >= 0 && t < kMaxTimeNs; }
 inline constexpr int64_t kUnknown = -1;
 
 // Interned strings. Ids are dense, stable for the life of the table; id 0 is "".

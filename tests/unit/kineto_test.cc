@@ -1,4 +1,7 @@
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "src/importers/importer.h"
 #include "src/io/input_file.h"
@@ -82,6 +85,8 @@ TEST(KinetoImport, BadEventsAreCountedNotFatal) {
     {"ph": "X", "cat": "kernel", "name": "neg", "ts": 5, "dur": -1},
     {"ph": "X", "cat": "kernel", "name": "str_ts", "ts": "5", "dur": 1},
     {"ph": "X", "cat": "kernel", "name": "huge", "ts": 1e30, "dur": 1},
+    {"ph": "X", "cat": "kernel", "name": "before_epoch", "ts": -5, "dur": 1},
+    {"ph": "X", "cat": "kernel", "name": "past_2116", "ts": 4611686018427387.904, "dur": 1},
     42, "text", null,
     {"ph": "X", "cat": "kernel", "name": "good", "ts": 5, "dur": 1}
   ]})J";
@@ -90,7 +95,7 @@ TEST(KinetoImport, BadEventsAreCountedNotFatal) {
   EXPECT_EQ(t->activities.size(), 1u);
   EXPECT_EQ(t->stats.Get(Stat::events_malformed), 2 + 3);
   EXPECT_EQ(t->stats.Get(Stat::events_negative_duration), 1);
-  EXPECT_EQ(t->stats.Get(Stat::events_timestamp_out_of_range), 1);
+  EXPECT_EQ(t->stats.Get(Stat::events_timestamp_out_of_range), 3);
 }
 
 TEST(KinetoImport, NanosecondUnitOption) {
@@ -158,6 +163,29 @@ TEST(Gunzip, RoundTripsMultiMemberAndRejectsTruncation) {
     ASSERT_FALSE(bad.ok()) << cut;
     EXPECT_EQ(bad.status().code(), StatusCode::kCorrupt);
   }
+}
+
+TEST(Gunzip, HostileSizeTrailerDoesNotAllocateGigabytes) {
+  // A 20-byte gzip member (empty deflate block) whose ISIZE trailer claims 4 GiB - 1.
+  // Run in a child limited to 1 GiB of address space: trusting the trailer would make
+  // the allocation throw there.
+  const uint8_t gz[] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 3, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    struct rlimit lim = {size_t{1} << 30, size_t{1} << 30};
+    setrlimit(RLIMIT_AS, &lim);
+    try {
+      StatusOr<InputBuffer> out = GunzipBuffer(gz, sizeof gz);
+      _exit(!out.ok() && out.status().code() == StatusCode::kCorrupt ? 0 : 1);
+    } catch (...) {
+      _exit(2);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2 = allocation failed: the ISIZE trailer was trusted";
 }
 
 TEST(InputFile, MissingEmptyAndDirectory) {

@@ -127,6 +127,17 @@ TEST(Store, RejectsRowsThatBreakTheSchemaContract) {
       << b.status().message();
 }
 
+TEST(Store, RejectsTimesOutsideTheAcceptedRange) {
+  testing::TempDir dir;
+  std::string path = dir.File("r.db");
+  ASSERT_TRUE(WriteStore(RealTrace(), path, false).ok());
+  Sql(path, "UPDATE gpu_activity SET start_ns = -9223372036854775807 WHERE id = 3");
+  StatusOr<RankTrace> b = ReadStore(path);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("gpu_activity row 3: time out of range"), std::string::npos)
+      << b.status().message();
+}
+
 TEST(Store, DetectsCorruptedPagesAndTruncation) {
   testing::TempDir dir;
   std::string path = dir.File("r.db");
