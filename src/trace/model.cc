@@ -57,21 +57,9 @@ uint32_t StringTable::Find(std::string_view s) const {
 }
 
 uint32_t RankTrace::StreamIndex(int64_t device, int64_t native_id) {
-  // Key packs (device, stream) into 64 bits; CUDA stream ids and device ordinals fit.
-  uint64_t key = (static_cast<uint64_t>(device) << 40) ^ static_cast<uint64_t>(native_id);
-  auto it = stream_index_.find(key);
-  if (it != stream_index_.end() && streams[it->second].device == device &&
-      streams[it->second].native_id == native_id)
-    return it->second;
-  if (it != stream_index_.end()) {
-    // Hash collision of two distinct (device, stream) pairs: fall back to a scan.
-    for (uint32_t i = 0; i < streams.size(); ++i)
-      if (streams[i].device == device && streams[i].native_id == native_id) return i;
-  }
-  uint32_t idx = static_cast<uint32_t>(streams.size());
-  streams.push_back(Stream{device, native_id, {}});
-  stream_index_.emplace(key, idx);
-  return idx;
+  auto [it, inserted] = stream_index_.try_emplace({device, native_id}, static_cast<uint32_t>(streams.size()));
+  if (inserted) streams.push_back(Stream{device, native_id, {}});
+  return it->second;
 }
 
 void RankTrace::Finalize() {

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "src/common/stats.h"
@@ -177,7 +178,13 @@ struct RankTrace {
   void Finalize();
 
  private:
-  std::unordered_map<uint64_t, uint32_t> stream_index_;
+  struct StreamKeyHash {
+    size_t operator()(const std::pair<int64_t, int64_t>& k) const {
+      uint64_t h = static_cast<uint64_t>(k.first) * 0x9E3779B97F4A7C15ull;
+      return static_cast<size_t>(h ^ (static_cast<uint64_t>(k.second) + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2)));
+    }
+  };
+  std::unordered_map<std::pair<int64_t, int64_t>, uint32_t, StreamKeyHash> stream_index_;
 };
 
 }  // namespace overlapprof
