@@ -21,6 +21,9 @@ class Analyzer {
  public:
   virtual ~Analyzer() = default;
   virtual std::string_view name() const = 0;
+  // What of a RankTrace beyond activities, comm ops and step ranges AnalyzeRank reads;
+  // stores skip decoding the rest.
+  virtual TraceNeeds needs() const { return {}; }
   // `rank_index` is the index of this rank's RankResult in summary.ranks (the first
   // analyzer, "overlap", creates it).
   virtual Status AnalyzeRank(const RankTrace& trace, size_t rank_index, const AnalysisOptions& options,

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <unordered_map>
 
 namespace overlapprof {
 
@@ -24,18 +23,11 @@ IterationInfo FindIterations(const RankTrace& t, StatCounters& stats) {
   constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
   std::vector<int64_t> first(n, kNone), last(n, std::numeric_limits<int64_t>::min());
 
-  std::unordered_map<int64_t, int64_t> launch_by_corr;  // correlation -> host launch time
-  launch_by_corr.reserve(t.host_calls.size());
-  for (const HostCall& h : t.host_calls)
-    if (h.correlation_id != kUnknown) launch_by_corr.emplace(h.correlation_id, h.start_ns);
-
   std::vector<int64_t> step_starts(n);
   for (size_t i = 0; i < n; ++i) step_starts[i] = steps[i]->start_ns;
   for (const Activity& a : t.activities) {
-    if (a.kind == ActivityKind::kSync || a.correlation_id == kUnknown) continue;
-    auto it = launch_by_corr.find(a.correlation_id);
-    if (it == launch_by_corr.end()) continue;
-    int64_t launch = it->second;
+    if (a.kind == ActivityKind::kSync || a.launch_ns == kUnknown) continue;
+    int64_t launch = a.launch_ns;
     auto pos = std::upper_bound(step_starts.begin(), step_starts.end(), launch);
     if (pos == step_starts.begin()) continue;
     size_t i = static_cast<size_t>(pos - step_starts.begin()) - 1;

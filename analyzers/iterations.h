@@ -3,7 +3,7 @@
 //
 // Source: step ranges (RangeKind::kStep, e.g. ProfilerStep#N) on the host. Host ranges
 // run ahead of the GPU, so each step is projected onto the GPU timeline: the GPU work of
-// step i is the work launched (host call matched by correlation id) inside step i's host
+// step i is the work launched (Activity::launch_ns: the host call matched by correlation id when the trace was written) inside step i's host
 // range. Window i starts at its first GPU activity and ends where window i+1 starts (the
 // last window ends at its last GPU activity), so windows partition the timeline and
 // per-iteration figures add up. A step that launched nothing keeps its host range.

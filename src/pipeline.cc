@@ -1,6 +1,8 @@
 #include "src/pipeline.h"
 
 #include <algorithm>
+#include <deque>
+#include <future>
 #include <filesystem>
 #include <numeric>
 #include <system_error>
@@ -50,12 +52,28 @@ StatusOr<RankTrace> ImportFile(const std::string& path, const ImportOptions& opt
 }
 
 StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const ImportOptions& import_options,
-                               const AnalysisOptions& analysis_options) {
+                               const AnalysisOptions& analysis_options, int jobs) {
   Summary summary;
   std::vector<std::unique_ptr<Analyzer>> analyzers = MakeAnalyzers();
+  ImportOptions io = import_options;
+  io.store_needs = TraceNeeds{};
+  for (const auto& a : analyzers) io.store_needs |= a->needs();
+  // Imports run ahead in order, at most jobs-1 of them in flight besides the one analyzed.
+  std::deque<std::future<StatusOr<RankTrace>>> ahead;
+  size_t next_to_start = 0;
+  const size_t window = static_cast<size_t>(std::max(1, jobs)) - 1;
+  auto start_more = [&] {
+    while (ahead.size() < window && next_to_start < files.size()) {
+      std::string path = files[next_to_start++];
+      ahead.push_back(std::async(std::launch::async, [path, io] { return ImportFile(path, io); }));
+    }
+  };
   for (size_t i = 0; i < files.size(); ++i) {
-    StatusOr<RankTrace> t = ImportFile(files[i], import_options);
-    if (!t.ok()) return t.status();
+    start_more();
+    StatusOr<RankTrace> t = window == 0 ? ImportFile(files[next_to_start++], io) : ahead.front().get();
+    if (window > 0) ahead.pop_front();
+    start_more();
+    if (!t.ok()) return t.status();  // futures still in flight finish in their destructors
     for (auto& a : analyzers) {
       Status st = a->AnalyzeRank(*t, i, analysis_options, summary);
       if (!st.ok()) return st.WithPrefix(fmt::format("{}: analyzer {}", files[i], a->name()));

@@ -24,7 +24,10 @@ bool LooksLikeTraceFile(const std::string& filename);
 StatusOr<RankTrace> ImportFile(const std::string& path, const ImportOptions& options);
 
 // Imports and analyzes every file; ranks ordered by rank (unknown last), then by path.
+// `jobs` > 1 imports up to jobs-1 files ahead on other threads while one is analyzed:
+// faster on several cores, but up to `jobs` ranks are in memory at once (default 1:
+// memory bounded by the largest single file).
 StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const ImportOptions& import_options,
-                               const AnalysisOptions& analysis_options);
+                               const AnalysisOptions& analysis_options, int jobs = 1);
 
 }  // namespace overlapprof

@@ -15,6 +15,9 @@ struct ImportOptions {
   // default), 0 = ns (for writers that put integer ns in "ts").
   int kineto_time_exp = 3;
   bool store_quick_check = true;
+  // What to read from stores beyond activities, comm ops and step ranges. Analysis asks
+  // only for what its analyzers need (Analyzer::needs); `import` keeps everything.
+  TraceNeeds store_needs = TraceNeeds::All();
 };
 
 class Importer {

@@ -702,13 +702,14 @@ class KinetoParser {
     by_corr.reserve(t_.host_calls.size());
     for (uint32_t i = 0; i < t_.host_calls.size(); ++i)
       if (t_.host_calls[i].correlation_id != kUnknown) by_corr.emplace(t_.host_calls[i].correlation_id, i);
-    for (const Activity& a : t_.activities) {
+    for (Activity& a : t_.activities) {
       if (a.kind == ActivityKind::kSync) continue;
       auto it = a.correlation_id == kUnknown ? by_corr.end() : by_corr.find(a.correlation_id);
       if (it == by_corr.end()) {
         t_.stats.Add(Stat::correlations_unmatched);
         continue;
       }
+      a.launch_ns = t_.host_calls[it->second].start_ns;
       if (a.comm_op != kNoIndex) {
         CommOp& op = t_.comm_ops[a.comm_op];
         const HostCall& h = t_.host_calls[it->second];

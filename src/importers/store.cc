@@ -14,6 +14,7 @@ class StoreImporter : public Importer {
   StatusOr<RankTrace> Import(const std::string& path, const ImportOptions& options) const override {
     StoreReadOptions ro;
     ro.quick_check = options.store_quick_check;
+    ro.needs = options.store_needs;
     return ReadStore(path, ro);
   }
 };

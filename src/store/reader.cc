@@ -1,8 +1,10 @@
 #include "src/store/reader.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "overlapprof/version.h"
+#include "src/store/chunks.h"
 #include "src/store/schema.h"
 #include "src/store/sqlite_util.h"
 
@@ -40,7 +42,7 @@ Status Invalid(std::string_view table, int64_t row, std::string_view what) {
 
 class Reader {
  public:
-  explicit Reader(Db& db) : db_(db) {}
+  Reader(Db& db, TraceNeeds needs) : db_(db), needs_(needs) {}
 
   Status ReadAll(RankTrace& t) {
     OVERLAPPROF_RETURN_IF_ERROR(ReadMeta(t));
@@ -49,7 +51,7 @@ class Reader {
     OVERLAPPROF_RETURN_IF_ERROR(ReadStreams(t));
     OVERLAPPROF_RETURN_IF_ERROR(ReadCommOps(t));
     OVERLAPPROF_RETURN_IF_ERROR(ReadActivities(t));
-    OVERLAPPROF_RETURN_IF_ERROR(ReadHostCalls(t));
+    if (needs_.host_calls) OVERLAPPROF_RETURN_IF_ERROR(ReadHostCalls(t));
     OVERLAPPROF_RETURN_IF_ERROR(ReadRanges(t));
     OVERLAPPROF_RETURN_IF_ERROR(ReadStats(t));
     return OkStatus();
@@ -171,77 +173,88 @@ class Reader {
     return OkStatus();
   }
 
-  Status ReadActivities(RankTrace& t) {
+  // Activities and host calls come from their chunk tables (src/store/chunks.h). The
+  // chunks must be dense, contiguous, and cover exactly the rows of the queryable table.
+  // The number of records in a chunk table (to reserve once: per-chunk growth would copy
+  // the whole vector again for every chunk).
+  StatusOr<size_t> ChunkRecords(std::string_view chunk_table) {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(), fmt::format("SELECT coalesce(sum(count), 0) FROM {}", chunk_table)));
+    OVERLAPPROF_ASSIGN_OR_RETURN(bool row, s.Step(chunk_table));
+    int64_t n = row ? s.Int(0) : 0;
+    // A sane reservation only: the decode still checks every count.
+    return static_cast<size_t>(std::clamp<int64_t>(n, 0, int64_t{1} << 32));
+  }
+
+  template <typename Decode>
+  Status ReadChunks(std::string_view chunk_table, std::string_view row_table, const ChunkLimits& limits,
+                    Decode decode) {
     Stmt s;
     OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
-        db_.get(),
-        "SELECT start_ns, end_ns, category, kind, stream_id, name_id, correlation_id, bytes, copy_kind, comm_op_id "
-        "FROM gpu_activity ORDER BY id"));
-    sqlite3_stmt* q = s.get();
-    const int64_t nstreams = static_cast<int64_t>(t.streams.size());
-    const int64_t ncomm = static_cast<int64_t>(t.comm_ops.size());
-    for (int64_t row = 0;; ++row) {
-      int rc = sqlite3_step(q);
-      if (rc == SQLITE_DONE) break;
-      if (rc != SQLITE_ROW) return SqliteError(db_.get(), rc, "sqlite3_step(select gpu_activity)");
-      Activity a;
-      a.start_ns = sqlite3_column_int64(q, 0);
-      a.end_ns = sqlite3_column_int64(q, 1);
-      int64_t cat = sqlite3_column_int64(q, 2), kind = sqlite3_column_int64(q, 3);
-      int64_t stream = sqlite3_column_int64(q, 4);
-      bool ok = true;
-      a.name_id = Name(sqlite3_column_int64(q, 5), &ok);
-      if (!TimeInRange(a.start_ns) || !TimeInRange(a.end_ns)) return Invalid("gpu_activity", row, "time out of range");
-      if (a.end_ns < a.start_ns) return Invalid("gpu_activity", row, "end_ns before start_ns");
-      if (cat < 0 || cat > 3) return Invalid("gpu_activity", row, "unknown category");
-      if (kind < 1 || kind > 4) return Invalid("gpu_activity", row, "unknown kind");
-      if (stream < -1 || stream >= nstreams) return Invalid("gpu_activity", row, "stream_id out of range");
-      if (!ok) return Invalid("gpu_activity", row, "name_id out of range");
-      a.category = static_cast<Category>(cat);
-      a.kind = static_cast<ActivityKind>(kind);
-      a.stream = stream < 0 ? kNoIndex : static_cast<uint32_t>(stream);
-      a.correlation_id = sqlite3_column_type(q, 6) == SQLITE_NULL ? kUnknown : sqlite3_column_int64(q, 6);
-      a.bytes = sqlite3_column_type(q, 7) == SQLITE_NULL ? kUnknown : sqlite3_column_int64(q, 7);
-      int64_t ck = sqlite3_column_int64(q, 8);
-      a.copy_kind = (ck >= 0 && ck < 256) ? static_cast<uint8_t>(ck) : 0;
-      if (sqlite3_column_type(q, 9) != SQLITE_NULL) {
-        int64_t op = sqlite3_column_int64(q, 9);
-        if (op < 0 || op >= ncomm) return Invalid("gpu_activity", row, "comm_op_id out of range");
-        a.comm_op = static_cast<uint32_t>(op);
-      }
-      t.activities.push_back(a);
+        db_.get(), fmt::format("SELECT id, first_id, count, data FROM {} ORDER BY id", chunk_table)));
+    int64_t next_first = 0;
+    for (int64_t expect = 0;; ++expect) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(bool row, s.Step(chunk_table));
+      if (!row) break;
+      if (s.Int(0) != expect) return Invalid(chunk_table, s.Int(0), "ids are not dense from 0");
+      if (s.Int(1) != next_first) return Invalid(chunk_table, expect, "first_id does not continue the previous chunk");
+      int64_t count = s.Int(2);
+      if (count <= 0 || count > static_cast<int64_t>(kChunkRows)) return Invalid(chunk_table, expect, "bad count");
+      const void* p = sqlite3_column_blob(s.get(), 3);
+      std::string_view blob(static_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(s.get(), 3)));
+      Status st = decode(blob, static_cast<size_t>(count), limits);
+      if (!st.ok()) return st.WithPrefix(fmt::format("{} {}", chunk_table, expect));
+      next_first += count;
     }
+    // O(log n): the rows have dense ids too, so max(id) + 1 is their number.
+    Stmt m;
+    OVERLAPPROF_RETURN_IF_ERROR(m.Prepare(db_.get(), fmt::format("SELECT coalesce(max(id) + 1, 0) FROM {}", row_table)));
+    OVERLAPPROF_ASSIGN_OR_RETURN(bool got, m.Step(row_table));
+    if (!got || m.Int(0) != next_first)
+      return MakeError(StatusCode::kCorrupt, "{} holds {} records but {} has {} rows", chunk_table, next_first,
+                       row_table, got ? m.Int(0) : -1);
+    return OkStatus();
+  }
+
+  Status ReadActivities(RankTrace& t) {
+    ChunkLimits lim{name_map_.size(), t.streams.size(), t.comm_ops.size()};
+    OVERLAPPROF_ASSIGN_OR_RETURN(size_t total, ChunkRecords("activity_chunk"));
+    t.activities.reserve(total);
+    OVERLAPPROF_RETURN_IF_ERROR(ReadChunks("activity_chunk", "gpu_activity", lim,
+                                           [&](std::string_view blob, size_t n, const ChunkLimits& l) {
+                                             return DecodeActivities(blob, n, l, &t.activities);
+                                           }));
+    if (!IdentityNameMap())
+      for (Activity& a : t.activities) a.name_id = name_map_[a.name_id];
     return OkStatus();
   }
 
   Status ReadHostCalls(RankTrace& t) {
-    Stmt s;
-    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
-        db_.get(), "SELECT start_ns, end_ns, correlation_id, tid, name_id FROM host_call ORDER BY id"));
-    sqlite3_stmt* q = s.get();
-    for (int64_t row = 0;; ++row) {
-      int rc = sqlite3_step(q);
-      if (rc == SQLITE_DONE) break;
-      if (rc != SQLITE_ROW) return SqliteError(db_.get(), rc, "sqlite3_step(select host_call)");
-      HostCall h;
-      h.start_ns = sqlite3_column_int64(q, 0);
-      h.end_ns = sqlite3_column_int64(q, 1);
-      h.correlation_id = sqlite3_column_type(q, 2) == SQLITE_NULL ? kUnknown : sqlite3_column_int64(q, 2);
-      h.tid = sqlite3_column_type(q, 3) == SQLITE_NULL ? kUnknown : sqlite3_column_int64(q, 3);
-      bool ok = true;
-      h.name_id = Name(sqlite3_column_int64(q, 4), &ok);
-      if (!ok) return Invalid("host_call", row, "name_id out of range");
-      if (!TimeInRange(h.start_ns) || !TimeInRange(h.end_ns)) return Invalid("host_call", row, "time out of range");
-      if (h.end_ns < h.start_ns) return Invalid("host_call", row, "end_ns before start_ns");
-      t.host_calls.push_back(h);
-    }
+    ChunkLimits lim{name_map_.size(), t.streams.size(), t.comm_ops.size()};
+    OVERLAPPROF_ASSIGN_OR_RETURN(size_t total, ChunkRecords("host_call_chunk"));
+    t.host_calls.reserve(total);
+    OVERLAPPROF_RETURN_IF_ERROR(ReadChunks("host_call_chunk", "host_call", lim,
+                                           [&](std::string_view blob, size_t n, const ChunkLimits& l) {
+                                             return DecodeHostCalls(blob, n, l, &t.host_calls);
+                                           }));
+    if (!IdentityNameMap())
+      for (HostCall& h : t.host_calls) h.name_id = name_map_[h.name_id];
     return OkStatus();
+  }
+
+  // Stored string ids map to themselves unless the file held duplicate strings.
+  bool IdentityNameMap() const {
+    for (size_t i = 0; i < name_map_.size(); ++i)
+      if (name_map_[i] != i) return false;
+    return true;
   }
 
   Status ReadRanges(RankTrace& t) {
     Stmt s;
     OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
-        db_.get(), "SELECT kind, start_ns, end_ns, name_id, step, tid, stream_id FROM trace_range ORDER BY id"));
+        db_.get(), needs_.annotations ? "SELECT kind, start_ns, end_ns, name_id, step, tid, stream_id FROM trace_range ORDER BY id"
+                           : "SELECT kind, start_ns, end_ns, name_id, step, tid, stream_id FROM trace_range "
+                             "WHERE kind = 1 ORDER BY id"));
     for (int64_t row = 0;; ++row) {
       OVERLAPPROF_ASSIGN_OR_RETURN(bool more, s.Step("select trace_range"));
       if (!more) break;
@@ -292,6 +305,7 @@ class Reader {
   }
 
   Db& db_;
+  TraceNeeds needs_;
   std::vector<uint32_t> name_map_;  // stored string id -> StringTable id
 };
 
@@ -330,18 +344,6 @@ StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& o
                      major, minor, kToolVersion, kSchemaMajor, major);
   if (major < 1) return MakeError(StatusCode::kInvalidInput, "invalid trace schema version {}", user_version);
 
-  if (options.quick_check) {
-    Stmt s;
-    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(h, "PRAGMA quick_check(1)"));
-    StatusOr<bool> row = s.Step("quick_check");
-    if (!row.ok()) return MakeError(StatusCode::kCorrupt, "corrupted SQLite file ({})", row.status().message());
-    std::string verdict(*row ? s.Text(0) : "no result");
-    if (verdict != "ok") {
-      for (char& c : verdict)
-        if (c == '\n' || c == '\r') c = ' ';
-      return MakeError(StatusCode::kCorrupt, "corrupted SQLite file (quick_check: {})", verdict);
-    }
-  }
   {
     Stmt s;
     OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(h, "SELECT 1 FROM sqlite_schema WHERE type='table' AND name=?"));
@@ -353,9 +355,25 @@ StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& o
         return MakeError(StatusCode::kInvalidInput, "trace store lacks table '{}' (schema {}.{})", table, major, minor);
     }
   }
+  if (options.quick_check) {
+    // Structure check of what is read (the row copies of activities and host calls are
+    // not read, so not checked: that keeps the check proportional to the data used).
+    for (std::string_view table : kReadTables) {
+      Stmt s;
+      OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(h, fmt::format("PRAGMA quick_check({})", table)));
+      StatusOr<bool> row = s.Step("quick_check");
+      if (!row.ok()) return MakeError(StatusCode::kCorrupt, "corrupted SQLite file ({})", row.status().message());
+      std::string verdict(*row ? s.Text(0) : "no result");
+      if (verdict != "ok") {
+        for (char& c : verdict)
+          if (c == '\n' || c == '\r') c = ' ';
+        return MakeError(StatusCode::kCorrupt, "corrupted SQLite file (quick_check: {})", verdict);
+      }
+    }
+  }
 
   RankTrace t;
-  Reader reader(db);
+  Reader reader(db, options.needs);
   Status st = reader.ReadAll(t);
   if (!st.ok()) {
     if (st.code() == StatusCode::kCorrupt && st.message().rfind("corrupted", 0) != 0)

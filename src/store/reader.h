@@ -11,7 +11,8 @@
 namespace overlapprof {
 
 struct StoreReadOptions {
-  bool quick_check = true;  // PRAGMA quick_check before reading (O(file size))
+  bool quick_check = true;  // PRAGMA quick_check of the tables read, before reading them
+  TraceNeeds needs = TraceNeeds::All();  // what to read beyond activities, comm ops and steps
 };
 
 StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& options = {});

@@ -68,9 +68,22 @@ CREATE TABLE gpu_activity(
   stream_id      INTEGER NOT NULL REFERENCES stream(id),
   name_id        INTEGER NOT NULL REFERENCES string(id),
   correlation_id INTEGER,
+  launch_ns      INTEGER,
   bytes          INTEGER,
   copy_kind      INTEGER,
   comm_op_id     INTEGER REFERENCES comm_op(id)
+);
+CREATE TABLE activity_chunk(
+  id       INTEGER PRIMARY KEY,
+  first_id INTEGER NOT NULL,
+  count    INTEGER NOT NULL,
+  data     BLOB NOT NULL
+);
+CREATE TABLE host_call_chunk(
+  id       INTEGER PRIMARY KEY,
+  first_id INTEGER NOT NULL,
+  count    INTEGER NOT NULL,
+  data     BLOB NOT NULL
 );
 CREATE TABLE host_call(
   id             INTEGER PRIMARY KEY,
@@ -110,6 +123,12 @@ CREATE INDEX IF NOT EXISTS trace_range_by_kind ON trace_range(kind, start_ns);
 
 // The tables a valid store must have (the reader checks them before reading).
 inline constexpr std::string_view kRequiredTables[] = {
-    "meta", "string", "device", "stream", "comm_op", "gpu_activity", "host_call", "trace_range", "stats"};
+    "meta",        "string",         "device",          "stream",    "comm_op", "gpu_activity",
+    "host_call",   "activity_chunk", "host_call_chunk", "trace_range", "stats"};
+// The tables analysis reads (activities and host calls through their chunks): the reader
+// runs PRAGMA quick_check on these, not on the row copies it never reads.
+inline constexpr std::string_view kReadTables[] = {"meta",        "string",         "device",
+                                                   "stream",      "comm_op",        "activity_chunk",
+                                                   "host_call_chunk", "trace_range", "stats"};
 
 }  // namespace overlapprof

@@ -9,12 +9,13 @@
 #include <cstring>
 
 #include "overlapprof/version.h"
+#include "src/store/chunks.h"
 #include "src/store/schema.h"
 
 namespace overlapprof {
 
 struct StoreWriter::Statements {
-  Stmt string, device, stream, comm_op, activity, host_call, range, stats, meta;
+  Stmt string, device, stream, comm_op, activity, host_call, range, stats, meta, activity_chunk, host_call_chunk;
 };
 
 StoreWriter::StoreWriter() = default;
@@ -63,7 +64,11 @@ Status StoreWriter::Open(const std::string& path, const RunMeta& meta, const Opt
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->activity.Prepare(
       db,
       "INSERT INTO gpu_activity(id, start_ns, end_ns, category, kind, stream_id, name_id, correlation_id, "
-      "bytes, copy_kind, comm_op_id) VALUES(?,?,?,?,?,?,?,?,?,?,?)"));
+      "bytes, copy_kind, comm_op_id, launch_ns) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->activity_chunk.Prepare(
+      db, "INSERT INTO activity_chunk(id, first_id, count, data) VALUES(?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->host_call_chunk.Prepare(
+      db, "INSERT INTO host_call_chunk(id, first_id, count, data) VALUES(?,?,?,?)"));
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->host_call.Prepare(
       db, "INSERT INTO host_call(id, start_ns, end_ns, correlation_id, tid, name_id) VALUES(?,?,?,?,?,?)"));
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->range.Prepare(
@@ -175,6 +180,29 @@ Status StoreWriter::Append(const RankTrace& t) {
   }
   comm_ops_written_ = t.comm_ops.size();
 
+  // Chunks first (what analysis reads), then the row copies, in the same transactions.
+  auto write_chunks = [&](Stmt& q, int64_t& next_chunk, int64_t first_id, size_t n, auto encode) -> Status {
+    for (size_t at = 0; at < n; at += kChunkRows) {
+      size_t k = std::min(kChunkRows, n - at);
+      std::string blob = encode(at, k);
+      q.Bind(1, next_chunk++);
+      q.Bind(2, first_id + static_cast<int64_t>(at));
+      q.Bind(3, static_cast<int64_t>(k));
+      sqlite3_bind_blob64(q.get(), 4, blob.data(), blob.size(), SQLITE_TRANSIENT);
+      OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert chunk"));
+      OVERLAPPROF_RETURN_IF_ERROR(row_done());
+    }
+    return OkStatus();
+  };
+  OVERLAPPROF_RETURN_IF_ERROR(write_chunks(s.activity_chunk, next_activity_chunk_, next_activity_id_,
+                                           t.activities.size(), [&](size_t at, size_t k) {
+                                             return EncodeActivities(t.activities.data() + at, k);
+                                           }));
+  OVERLAPPROF_RETURN_IF_ERROR(write_chunks(s.host_call_chunk, next_host_call_chunk_, next_host_call_id_,
+                                           t.host_calls.size(), [&](size_t at, size_t k) {
+                                             return EncodeHostCalls(t.host_calls.data() + at, k);
+                                           }));
+
   sqlite3_stmt* a = s.activity.get();
   for (const Activity& act : t.activities) {
     // Raw binds on the hot path (millions of rows).
@@ -193,6 +221,8 @@ Status StoreWriter::Append(const RankTrace& t) {
     else sqlite3_bind_int(a, 10, act.copy_kind);
     if (act.comm_op == kNoIndex) sqlite3_bind_null(a, 11);
     else sqlite3_bind_int64(a, 11, act.comm_op);
+    if (act.launch_ns == kUnknown) sqlite3_bind_null(a, 12);
+    else sqlite3_bind_int64(a, 12, act.launch_ns);
     OVERLAPPROF_RETURN_IF_ERROR(s.activity.StepDone("insert gpu_activity"));
     OVERLAPPROF_RETURN_IF_ERROR(row_done());
   }

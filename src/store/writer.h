@@ -58,6 +58,7 @@ class StoreWriter {
   // Ids already written, so repeated Append calls continue from there.
   size_t strings_written_ = 0, streams_written_ = 0, comm_ops_written_ = 0, devices_written_ = 0;
   int64_t next_activity_id_ = 0, next_host_call_id_ = 0, next_range_id_ = 0;
+  int64_t next_activity_chunk_ = 0, next_host_call_chunk_ = 0;
   bool open_ = false;
 };
 

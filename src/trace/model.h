@@ -79,6 +79,9 @@ struct Activity {
   int64_t start_ns = 0;
   int64_t end_ns = 0;  // >= start_ns
   int64_t correlation_id = kUnknown;
+  // Host time of the API call that launched it (resolved through correlation_id when the
+  // trace is written): what attributes GPU work to the iteration that issued it.
+  int64_t launch_ns = kUnknown;
   int64_t bytes = kUnknown;     // memcpy/memset only
   uint32_t name_id = 0;         // StringTable id
   uint32_t stream = kNoIndex;   // index into RankTrace::streams
@@ -156,6 +159,18 @@ struct ExtraStat {
   Severity severity = Severity::kInfo;
   int64_t value = 0;
   std::string description;
+};
+
+// Optional parts of a trace a consumer may not need (readers can skip decoding them).
+struct TraceNeeds {
+  bool host_calls = false;   // RankTrace::host_calls
+  bool annotations = false;  // ranges other than steps (host and GPU annotations)
+  static TraceNeeds All() { return {true, true}; }
+  TraceNeeds& operator|=(const TraceNeeds& o) {
+    host_calls |= o.host_calls;
+    annotations |= o.annotations;
+    return *this;
+  }
 };
 
 struct RankTrace {

@@ -122,6 +122,26 @@ class CliTest(unittest.TestCase):
         rc, _, err = run("import", A100_2, "-o", db, "--force")
         self.assertEqual(rc, 0, err)
 
+    def test_jobs_gives_identical_results(self):
+        d = os.path.join(self.tmp, "run")
+        os.makedirs(d)
+        for name in ("a100_2rank_rank0", "a100_16rank_rank0", "v100_1rank_no_nccl", "mi250_1rank_rocm"):
+            shutil.copy(os.path.join(KINETO, name + ".json.gz"), d)
+        outs = []
+        for jobs in ("1", "2", "3"):
+            rc, out, err = run("analyze", d, "--jobs", jobs, "--json", "-")
+            self.assertEqual(rc, 0, err)
+            outs.append(json.loads(out))
+        self.assertEqual(outs[0], outs[1])
+        self.assertEqual(outs[0], outs[2])
+        rc, _, err = run("analyze", d, "--jobs", "0")
+        self.assertEqual(rc, 2)
+        # A bad file among several stops the run with exit 2 whatever the job count.
+        shutil.copy(os.path.join(DATA, "bad", "truncated.json"), os.path.join(d, "zz.json"))
+        rc, out, err = run("analyze", d, "--jobs", "2")
+        self.assertEqual(rc, 2)
+        self.assertIn("zz.json", err)
+
     def test_import_several_into_directory(self):
         outdir = os.path.join(self.tmp, "stores")
         rc, out, err = run("import", A100_2, A100_16, "-o", outdir)

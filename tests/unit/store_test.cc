@@ -115,27 +115,74 @@ TEST(Store, RefusesOtherSchemasAndMissingTables) {
   EXPECT_NE(b.status().message().find("lacks table 'host_call'"), std::string::npos) << b.status().message();
 }
 
-TEST(Store, RejectsRowsThatBreakTheSchemaContract) {
+TEST(Store, RowCopiesEqualTheChunksAnalysisReads) {
   testing::TempDir dir;
+  RankTrace in = RealTrace();
   std::string path = dir.File("r.db");
-  ASSERT_TRUE(WriteStore(RealTrace(), path, false).ok());
-  Sql(path, "UPDATE gpu_activity SET stream_id = 999 WHERE id = 5");
-  StatusOr<RankTrace> b = ReadStore(path);
-  ASSERT_FALSE(b.ok());
-  EXPECT_EQ(b.status().code(), StatusCode::kCorrupt);
-  EXPECT_NE(b.status().message().find("gpu_activity row 5: stream_id out of range"), std::string::npos)
-      << b.status().message();
+  ASSERT_TRUE(WriteStore(in, path, false).ok());
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db,
+                               "SELECT id, start_ns, end_ns, category, kind, stream_id, correlation_id, launch_ns, "
+                               "coalesce(comm_op_id, -1), (SELECT value FROM string WHERE string.id = name_id) "
+                               "FROM gpu_activity ORDER BY id",
+                               -1, &q, nullptr),
+            SQLITE_OK);
+  size_t n = 0;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    ASSERT_LT(n, in.activities.size());
+    const Activity& a = in.activities[n];
+    ASSERT_EQ(sqlite3_column_int64(q, 0), static_cast<int64_t>(n));
+    ASSERT_EQ(sqlite3_column_int64(q, 1), a.start_ns);
+    ASSERT_EQ(sqlite3_column_int64(q, 2), a.end_ns);
+    ASSERT_EQ(sqlite3_column_int64(q, 3), static_cast<int64_t>(a.category));
+    ASSERT_EQ(sqlite3_column_int64(q, 4), static_cast<int64_t>(a.kind));
+    ASSERT_EQ(sqlite3_column_int64(q, 5), static_cast<int64_t>(a.stream));
+    ASSERT_EQ(sqlite3_column_type(q, 6) == SQLITE_NULL ? kUnknown : sqlite3_column_int64(q, 6), a.correlation_id);
+    ASSERT_EQ(sqlite3_column_type(q, 7) == SQLITE_NULL ? kUnknown : sqlite3_column_int64(q, 7), a.launch_ns);
+    ASSERT_EQ(sqlite3_column_int64(q, 8), a.comm_op == kNoIndex ? -1 : static_cast<int64_t>(a.comm_op));
+    ASSERT_EQ(std::string(reinterpret_cast<const char*>(sqlite3_column_text(q, 9))), in.names.Get(a.name_id));
+    ++n;
+  }
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  EXPECT_EQ(n, in.activities.size());
+  // Most activities of a real trace have their launch time resolved.
+  size_t launched = 0;
+  for (const Activity& a : in.activities) launched += a.launch_ns != kUnknown;
+  EXPECT_GT(launched, in.activities.size() * 9 / 10);
 }
 
-TEST(Store, RejectsTimesOutsideTheAcceptedRange) {
+TEST(Store, RejectsDamagedChunksAndRowsThatDisagreeWithThem) {
   testing::TempDir dir;
   std::string path = dir.File("r.db");
-  ASSERT_TRUE(WriteStore(RealTrace(), path, false).ok());
-  Sql(path, "UPDATE gpu_activity SET start_ns = -9223372036854775807 WHERE id = 3");
-  StatusOr<RankTrace> b = ReadStore(path);
-  ASSERT_FALSE(b.ok());
-  EXPECT_NE(b.status().message().find("gpu_activity row 3: time out of range"), std::string::npos)
-      << b.status().message();
+  RankTrace t = RealTrace();
+  ASSERT_TRUE(WriteStore(t, path, false).ok());
+  struct Case {
+    const char* name;
+    std::string sql, expect;
+  } cases[] = {
+      {"truncated", "UPDATE activity_chunk SET data = substr(data, 1, 100) WHERE id = 0",
+       "activity_chunk 0: activity chunk record"},
+      {"trailing", "UPDATE host_call_chunk SET data = data || x'00' WHERE id = 0",
+       "host_call_chunk 0: host call chunk record"},
+      {"count", "UPDATE activity_chunk SET count = count + 1 WHERE id = 0", "activity_chunk 0"},
+      {"rows", "DELETE FROM gpu_activity WHERE id = (SELECT max(id) FROM gpu_activity)",
+       fmt::format("activity_chunk holds {} records but gpu_activity has {} rows", t.activities.size(),
+                   t.activities.size() - 1)},
+      {"gap", "UPDATE activity_chunk SET first_id = 5 WHERE id = 0", "first_id does not continue"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string copy = dir.File(std::string(c.name) + ".db");
+    std::filesystem::copy_file(path, copy);
+    Sql(copy, c.sql);
+    StatusOr<RankTrace> b = ReadStore(copy);
+    ASSERT_FALSE(b.ok());
+    EXPECT_EQ(b.status().code(), StatusCode::kCorrupt);
+    EXPECT_NE(b.status().message().find(c.expect), std::string::npos) << b.status().message();
+  }
 }
 
 TEST(Store, DetectsCorruptedPagesAndTruncation) {
