@@ -37,7 +37,8 @@ StatusOr<RankTrace> ParseKinetoJson(const char* buffer, size_t size, size_t capa
                                     const ImportOptions& options);
 
 // Exact decimal number token -> round(value * 10^exp10) as int64 (round half away from
-// zero). False if the token is not a JSON number or the result does not fit.
+// zero). Lenient beyond JSON (accepts "01", ".5"); false for anything that is not a
+// decimal number or whose result does not fit.
 bool ParseScaledDecimal(std::string_view token, int exp10, int64_t* out);
 
 }  // namespace overlapprof

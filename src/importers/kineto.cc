@@ -16,6 +16,9 @@
 
 #include <charconv>
 #include <cstring>
+#include <algorithm>
+#include <map>
+#include <set>
 #include <unordered_map>
 
 #include "src/importers/importer.h"
@@ -604,7 +607,7 @@ class KinetoParser {
           int64_t n;
           std::string_view num = ev.name.substr(kStep.size());
           if (!ParseScaledDecimal(num, 0, &n)) n = kUnknown;
-          if (n != kUnknown && !steps_seen_.emplace(n, 1).second) {
+          if (n != kUnknown && !steps_seen_.insert(n).second) {
             t_.stats.Add(Stat::steps_duplicated);
             return;
           }
@@ -697,15 +700,20 @@ class KinetoParser {
       auto it = thread_names_.find({s.device, s.native_id});
       s.name = it != thread_names_.end() ? it->second : fmt::format("stream {}", s.native_id);
     }
-    // Correlate GPU activities with the host calls that launched them.
-    std::unordered_map<int64_t, uint32_t> by_corr;
+    // Correlate GPU activities with the host calls that launched them. A sorted vector
+    // and binary search, not a hash map: correlation ids come from the file, and
+    // libstdc++ hashes integers by identity (floodable).
+    std::vector<std::pair<int64_t, uint32_t>> by_corr;
     by_corr.reserve(t_.host_calls.size());
     for (uint32_t i = 0; i < t_.host_calls.size(); ++i)
-      if (t_.host_calls[i].correlation_id != kUnknown) by_corr.emplace(t_.host_calls[i].correlation_id, i);
+      if (t_.host_calls[i].correlation_id != kUnknown) by_corr.emplace_back(t_.host_calls[i].correlation_id, i);
+    // Stable: the first host call with a given id wins, as in the file.
+    std::stable_sort(by_corr.begin(), by_corr.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     for (Activity& a : t_.activities) {
       if (a.kind == ActivityKind::kSync) continue;
-      auto it = a.correlation_id == kUnknown ? by_corr.end() : by_corr.find(a.correlation_id);
-      if (it == by_corr.end()) {
+      auto it = std::lower_bound(by_corr.begin(), by_corr.end(), a.correlation_id,
+                                 [](const auto& x, int64_t v) { return x.first < v; });
+      if (a.correlation_id == kUnknown || it == by_corr.end() || it->first != a.correlation_id) {
         t_.stats.Add(Stat::correlations_unmatched);
         continue;
       }
@@ -742,13 +750,6 @@ class KinetoParser {
     return OkStatus();
   }
 
-  struct PairHash {
-    size_t operator()(const std::pair<int64_t, int64_t>& p) const {
-      // Unsigned arithmetic: pids/tids come from the file and may be any int64.
-      return std::hash<uint64_t>()(static_cast<uint64_t>(p.first) * 1000003u ^ static_cast<uint64_t>(p.second));
-    }
-  };
-
   const char* buf_;
   size_t size_;
   ImportOptions opts_;
@@ -756,8 +757,9 @@ class KinetoParser {
   RankTrace t_;
   std::unordered_map<std::string_view, uint32_t> raw_intern_;
   std::vector<int8_t> name_is_comm_;  // by name id: -1 not yet classified, 0 compute, 1 comm
-  std::unordered_map<std::pair<int64_t, int64_t>, std::string, PairHash> thread_names_;
-  std::unordered_map<int64_t, int> steps_seen_;
+  // Ordered containers for keys taken from the file (hash flooding, see by_corr above).
+  std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;
+  std::set<int64_t> steps_seen_;
   std::unordered_map<size_t, std::string> pg_ranks_;
   int64_t base_ns_ = 0;
   bool have_base_ = false, have_rank_ = false, have_events_ = false, overflow_ = false;

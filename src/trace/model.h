@@ -6,6 +6,7 @@
 // A RankTrace is built by one thread and then only read; it holds no locks.
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -193,13 +194,9 @@ struct RankTrace {
   void Finalize();
 
  private:
-  struct StreamKeyHash {
-    size_t operator()(const std::pair<int64_t, int64_t>& k) const {
-      uint64_t h = static_cast<uint64_t>(k.first) * 0x9E3779B97F4A7C15ull;
-      return static_cast<size_t>(h ^ (static_cast<uint64_t>(k.second) + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2)));
-    }
-  };
-  std::unordered_map<std::pair<int64_t, int64_t>, uint32_t, StreamKeyHash> stream_index_;
+  // An ordered map: keys come from untrusted files, and any fixed hash of integer pairs can
+  // be flooded with colliding keys (found by the fuzzer); log n of a few streams is cheap.
+  std::map<std::pair<int64_t, int64_t>, uint32_t> stream_index_;
 };
 
 }  // namespace overlapprof
