@@ -56,8 +56,11 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
   Summary summary;
   std::vector<std::unique_ptr<Analyzer>> analyzers = MakeAnalyzers();
   ImportOptions io = import_options;
+  ImportScratch scratch;  // reused across files when one thread imports them all
   io.store_needs = TraceNeeds{};
   for (const auto& a : analyzers) io.store_needs |= a->needs();
+  ImportOptions with_scratch = io;
+  with_scratch.scratch = &scratch;
   // Imports run ahead in order, at most jobs-1 of them in flight besides the one analyzed.
   std::deque<std::future<StatusOr<RankTrace>>> ahead;
   size_t next_to_start = 0;
@@ -70,7 +73,8 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
   };
   for (size_t i = 0; i < files.size(); ++i) {
     start_more();
-    StatusOr<RankTrace> t = window == 0 ? ImportFile(files[next_to_start++], io) : ahead.front().get();
+    StatusOr<RankTrace> t = ahead.empty() && window == 0 ? ImportFile(files[next_to_start++], with_scratch)
+                                                         : ahead.front().get();
     if (window > 0) ahead.pop_front();
     start_more();
     if (!t.ok()) return t.status();  // futures still in flight finish in their destructors

@@ -1,6 +1,5 @@
 // overlapprof command line. Every failure ends in one line on stderr and an exit code
 // from src/common/exit_codes.h; nothing is allowed to escape as an uncaught exception.
-#include <malloc.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -197,11 +196,6 @@ int Main(int argc, char** argv) {
 }  // namespace overlapprof
 
 int main(int argc, char** argv) {
-  // Ranks are analyzed one after another with buffers of similar size: keep freed memory
-  // in the heap for the next rank instead of returning it and faulting it in again.
-  // Peak RSS is unchanged (one rank at a time); the page-fault time is paid once.
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   try {
     return overlapprof::Main(argc, argv);
   } catch (const std::bad_alloc&) {

@@ -6,9 +6,19 @@
 #include <string_view>
 
 #include "src/common/status.h"
+#include "src/io/input_file.h"
 #include "src/trace/model.h"
 
 namespace overlapprof {
+
+// Buffers kept from one import to the next by a single thread (the analysis pipeline
+// with --jobs 1): their pages are already resident, which saves the kernel zeroing a
+// GB-sized buffer again for every rank. Peak memory is unchanged (one file at a time).
+struct ImportScratch {
+  InputBuffer buffer;                 // the decompressed document
+  std::vector<uint8_t> compressed;    // gzip bytes while inflating
+  std::shared_ptr<void> json_parser;  // simdjson::ondemand::parser, made by the Kineto importer
+};
 
 struct ImportOptions {
   // Chrome-trace "ts"/"dur" unit as a power of ten of ns: 3 = µs (the format's unit,
@@ -18,6 +28,7 @@ struct ImportOptions {
   // What to read from stores beyond activities, comm ops and step ranges. Analysis asks
   // only for what its analyzers need (Analyzer::needs); `import` keeps everything.
   TraceNeeds store_needs = TraceNeeds::All();
+  ImportScratch* scratch = nullptr;  // optional; never shared between threads
 };
 
 class Importer {

@@ -232,9 +232,16 @@ std::string Unescape(std::string_view raw) {
 
 class KinetoParser {
  public:
-  KinetoParser(const char* buf, size_t size, const ImportOptions& o) : buf_(buf), size_(size), opts_(o) {}
+  KinetoParser(const char* buf, size_t size, const ImportOptions& o, od::parser& parser)
+      : buf_(buf), size_(size), opts_(o), parser_(parser) {}
 
   Status Parse(size_t capacity) {
+    // A reused parser grows with headroom, so ranks of similar size reuse its index.
+    if (parser_.capacity() < size_) {
+      size_t want = std::min<size_t>(size_ + size_ / 4, simdjson::SIMDJSON_MAXSIZE_BYTES);
+      // On failure iterate() below allocates exactly what it needs, or reports the error.
+      (void)!parser_.allocate(std::max(want, size_));
+    }
     od::document doc;
     if (auto e = parser_.iterate(buf_, size_, capacity).get(doc)) return JsonError(e, nullptr);
     od::json_type type;
@@ -753,7 +760,7 @@ class KinetoParser {
   const char* buf_;
   size_t size_;
   ImportOptions opts_;
-  od::parser parser_;
+  od::parser& parser_;
   RankTrace t_;
   std::unordered_map<std::string_view, uint32_t> raw_intern_;
   std::vector<int8_t> name_is_comm_;  // by name id: -1 not yet classified, 0 compute, 1 comm
@@ -780,10 +787,17 @@ class KinetoImporter : public Importer {
     return 0;
   }
   StatusOr<RankTrace> Import(const std::string& path, const ImportOptions& options) const override {
-    OVERLAPPROF_ASSIGN_OR_RETURN(InputBuffer buf, ReadInputFile(path));
+    ImportScratch local;
+    ImportScratch& scratch = options.scratch ? *options.scratch : local;
+    OVERLAPPROF_RETURN_IF_ERROR(ReadInputFileInto(path, scratch.buffer, scratch.compressed));
+    if (!scratch.json_parser) scratch.json_parser = std::make_shared<od::parser>();
+    const InputBuffer& buf = scratch.buffer;
     size_t skip = buf.view().substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;
-    StatusOr<RankTrace> t = ParseKinetoJson(buf.data() + skip, buf.size() - skip, buf.capacity() - skip, options);
-    if (t.ok()) t->meta.source_path = path;
+    if (buf.size() - skip == 0) return MakeError(StatusCode::kInvalidInput, "empty file");
+    KinetoParser p(buf.data() + skip, buf.size() - skip, options, *static_cast<od::parser*>(scratch.json_parser.get()));
+    OVERLAPPROF_RETURN_IF_ERROR(p.Parse(buf.capacity() - skip));
+    RankTrace t = p.Take();
+    t.meta.source_path = path;
     return t;
   }
 };
@@ -792,7 +806,8 @@ class KinetoImporter : public Importer {
 
 StatusOr<RankTrace> ParseKinetoJson(const char* buffer, size_t size, size_t capacity, const ImportOptions& options) {
   if (size == 0) return MakeError(StatusCode::kInvalidInput, "empty file");
-  KinetoParser p(buffer, size, options);
+  od::parser parser;
+  KinetoParser p(buffer, size, options, parser);
   OVERLAPPROF_RETURN_IF_ERROR(p.Parse(capacity));
   return p.Take();
 }

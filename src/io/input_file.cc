@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <libdeflate.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <new>
 #include <vector>
 
 namespace overlapprof {
@@ -42,12 +45,34 @@ Status ReadAll(int fd, char* out, size_t n) {
 
 }  // namespace
 
-void InputBuffer::Allocate(size_t size) {
-  capacity_ = size + kInputPadding;
-  // new char[] without value-initialization: pages are not touched (no RSS) until written.
-  data_.reset(new char[capacity_]);
-  std::memset(data_.get() + size, 0, kInputPadding);
+void InputBufferFree::operator()(char* p) const {
+  if (mapped) ::munmap(p, mapped);
+  else delete[] p;
+}
+
+void InputBuffer::Allocate(size_t size, size_t keep) {
+  if (!data_ || capacity_ < size + kInputPadding) {
+    size_t cap = size + size / 4 + kInputPadding;
+    std::unique_ptr<char[], InputBufferFree> bigger;
+    constexpr size_t kHuge = size_t{2} << 20;
+    if (cap >= (size_t{64} << 20)) {
+      cap = (cap + kHuge - 1) / kHuge * kHuge;
+      void* m = ::mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (m == MAP_FAILED) throw std::bad_alloc();
+      ::madvise(m, cap, MADV_HUGEPAGE);  // advice only: no huge pages is fine too
+      bigger = std::unique_ptr<char[], InputBufferFree>(static_cast<char*>(m), InputBufferFree{cap});
+    } else {
+      // new char[] without value-initialization: pages are not touched (no RSS) until written.
+      bigger = std::unique_ptr<char[], InputBufferFree>(new char[cap], InputBufferFree{0});
+    }
+    if (keep > 0 && data_) std::memcpy(bigger.get(), data_.get(), std::min(keep, size_));
+    data_ = std::move(bigger);
+    capacity_ = cap;
+  }
   size_ = size;
+  std::memset(data_.get() + size, 0, kInputPadding);
+  was_compressed_ = false;
+  compressed_size_ = 0;
 }
 
 bool IsGzip(std::string_view head) {
@@ -80,7 +105,7 @@ StatusOr<std::string> ReadFileHead(const std::string& path, size_t n) {
   return head;
 }
 
-StatusOr<InputBuffer> GunzipBuffer(const uint8_t* in, size_t in_size) {
+Status GunzipInto(const uint8_t* in, size_t in_size, InputBuffer& out) {
   // Size hint: ISIZE (uncompressed size mod 2^32) of the last member. Wrong for members
   // over 4 GiB or for several members; then the buffer grows and the member is retried.
   size_t hint = in_size * 4;  // grows x2 when too small
@@ -95,8 +120,8 @@ StatusOr<InputBuffer> GunzipBuffer(const uint8_t* in, size_t in_size) {
       libdeflate_alloc_decompressor(), libdeflate_free_decompressor);
   if (!dec) return MakeError(StatusCode::kInternal, "libdeflate_alloc_decompressor failed");
 
-  InputBuffer out;
-  size_t cap = hint + 1;
+  // Use what the buffer already has when it is larger (a reused buffer).
+  size_t cap = std::max(hint + 1, out.capacity() > kInputPadding ? out.capacity() - kInputPadding : 0);
   out.Allocate(cap);
   size_t out_used = 0;
   size_t in_pos = 0;
@@ -108,10 +133,8 @@ StatusOr<InputBuffer> GunzipBuffer(const uint8_t* in, size_t in_size) {
     if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
       // Grow (x2) and retry this member from its start.
       size_t new_cap = cap * 2;
-      InputBuffer bigger;
-      bigger.Allocate(new_cap);
-      std::memcpy(bigger.mutable_data(), out.data(), out_used);
-      out = std::move(bigger);
+      out.set_size(out_used);
+      out.Allocate(new_cap, out_used);
       cap = new_cap;
       continue;
     }
@@ -133,10 +156,16 @@ StatusOr<InputBuffer> GunzipBuffer(const uint8_t* in, size_t in_size) {
   out.set_size(out_used);
   std::memset(out.mutable_data() + out_used, 0, kInputPadding);
   out.set_compressed(in_size);
+  return OkStatus();
+}
+
+StatusOr<InputBuffer> GunzipBuffer(const uint8_t* in, size_t in_size) {
+  InputBuffer out;
+  OVERLAPPROF_RETURN_IF_ERROR(GunzipInto(in, in_size, out));
   return out;
 }
 
-StatusOr<InputBuffer> ReadInputFile(const std::string& path) {
+Status ReadInputFileInto(const std::string& path, InputBuffer& out, std::vector<uint8_t>& compressed) {
   Fd f;
   f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (f.fd < 0) return OpenError(errno);
@@ -151,16 +180,21 @@ StatusOr<InputBuffer> ReadInputFile(const std::string& path) {
   ssize_t r = ::pread(f.fd, head, 2, 0);
   if (r < 0) return MakeError(StatusCode::kIo, "read failed: {}", std::strerror(errno));
   if (IsGzip(std::string_view(head, static_cast<size_t>(r)))) {
-    std::vector<uint8_t> compressed(size);
+    compressed.resize(size);
     OVERLAPPROF_RETURN_IF_ERROR(ReadAll(f.fd, reinterpret_cast<char*>(compressed.data()), size));
-    StatusOr<InputBuffer> out = GunzipBuffer(compressed.data(), compressed.size());
-    if (out.ok() && out->size() == 0) return MakeError(StatusCode::kInvalidInput, "empty file (gzip of nothing)");
-    return out;
+    OVERLAPPROF_RETURN_IF_ERROR(GunzipInto(compressed.data(), size, out));
+    if (out.size() == 0) return MakeError(StatusCode::kInvalidInput, "empty file (gzip of nothing)");
+    return OkStatus();
   }
-  InputBuffer buf;
-  buf.Allocate(size);
-  OVERLAPPROF_RETURN_IF_ERROR(ReadAll(f.fd, buf.mutable_data(), size));
-  return buf;
+  out.Allocate(size);
+  return ReadAll(f.fd, out.mutable_data(), size);
+}
+
+StatusOr<InputBuffer> ReadInputFile(const std::string& path) {
+  InputBuffer out;
+  std::vector<uint8_t> compressed;
+  OVERLAPPROF_RETURN_IF_ERROR(ReadInputFileInto(path, out, compressed));
+  return out;
 }
 
 }  // namespace overlapprof

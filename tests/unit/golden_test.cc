@@ -93,7 +93,9 @@ TEST(GoldenRealTraces, IterationsPartitionTheGpuTimeline) {
   for (size_t i = 0; i < s.iterations.size(); ++i) {
     const IterationResult& it = s.iterations[i];
     EXPECT_EQ(it.step, 550 + static_cast<int64_t>(i));
-    if (i > 0) EXPECT_EQ(it.figures.start_ns, s.iterations[i - 1].figures.end_ns);
+    if (i > 0) {
+      EXPECT_EQ(it.figures.start_ns, s.iterations[i - 1].figures.end_ns);
+    }
     comm += it.figures.comm_ns;
     overlap += it.figures.overlap_ns;
   }
