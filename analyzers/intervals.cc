@@ -52,6 +52,14 @@ IntervalSet IntervalSet::Merge(const IntervalSet& a, const IntervalSet& b) {
   return Union(std::move(all));
 }
 
+IntervalSet IntervalSet::Builder::Build() && {
+  IntervalSet s;
+  s.items_ = std::move(items_);
+  s.items_.shrink_to_fit();
+  s.BuildPrefix();
+  return s;
+}
+
 void IntervalSet::BuildPrefix() {
   prefix_.resize(items_.size());
   int64_t sum = 0;

@@ -2,6 +2,7 @@
 // Exact interval arithmetic on integer ns. Intervals are half-open [start, end): two
 // intervals that touch (a.end == b.start) do not overlap, and merge in a union.
 // Zero-length intervals contribute nothing. All operations are O(n log n) or better.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -23,6 +24,25 @@ class IntervalSet {
   static IntervalSet Intersect(const IntervalSet& a, const IntervalSet& b);
   // The union of two unions (linear merge).
   static IntervalSet Merge(const IntervalSet& a, const IntervalSet& b);
+
+  // Builds a union from intervals added in non-decreasing start order (no sort, no copy).
+  class Builder {
+   public:
+    void Reserve(size_t n) { items_.reserve(n); }
+    // Precondition: start >= the start of the previous Add.
+    void Add(int64_t start, int64_t end) {
+      if (end <= start) return;
+      if (!items_.empty() && start <= items_.back().end) {
+        if (end > items_.back().end) items_.back().end = end;
+      } else {
+        items_.push_back({start, end});
+      }
+    }
+    IntervalSet Build() &&;
+
+   private:
+    std::vector<Interval> items_;
+  };
 
   int64_t Length() const { return prefix_.empty() ? 0 : prefix_.back(); }
   // |this ∩ [lo, hi)|.

@@ -12,24 +12,37 @@ namespace overlapprof {
 
 TimelineSets BuildTimelineSets(const RankTrace& t) {
   TimelineSets s;
-  std::vector<Interval> compute, comm, memory;
+  // RankTrace::Finalize sorts activities by start, so one pass builds every union
+  // directly. (A trace not finalized is sorted here, on a copy of the order only.)
+  std::vector<uint32_t> order;
+  auto by_start = [](const Activity& a, const Activity& b) { return a.start_ns < b.start_ns; };
+  if (!std::is_sorted(t.activities.begin(), t.activities.end(), by_start)) {
+    order.resize(t.activities.size());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t x, uint32_t y) { return t.activities[x].start_ns < t.activities[y].start_ns; });
+  }
+  IntervalSet::Builder compute, comm, memory, busy;
   std::vector<int64_t> op_first(t.comm_ops.size(), INT64_MAX);
+  s.kernel_starts.reserve(t.activities.size());
   bool any = false;
-  for (const Activity& a : t.activities) {
+  const size_t n = t.activities.size();
+  for (size_t k = 0; k < n; ++k) {
+    const Activity& a = order.empty() ? t.activities[k] : t.activities[order[k]];
     if (a.kind == ActivityKind::kSync) continue;
     if (!any) {
       s.first_start = a.start_ns;
       s.last_end = a.end_ns;
       any = true;
     }
-    s.first_start = std::min(s.first_start, a.start_ns);
     s.last_end = std::max(s.last_end, a.end_ns);
     switch (a.category) {
-      case Category::kCompute: compute.push_back({a.start_ns, a.end_ns}); break;
-      case Category::kComm: comm.push_back({a.start_ns, a.end_ns}); break;
-      case Category::kMemory: memory.push_back({a.start_ns, a.end_ns}); break;
+      case Category::kCompute: compute.Add(a.start_ns, a.end_ns); break;
+      case Category::kComm: comm.Add(a.start_ns, a.end_ns); break;
+      case Category::kMemory: memory.Add(a.start_ns, a.end_ns); break;
       case Category::kOther: break;
     }
+    if (a.category != Category::kOther) busy.Add(a.start_ns, a.end_ns);
     if (a.kind == ActivityKind::kKernel) {
       s.kernel_starts.push_back(a.start_ns);
       if (a.category == Category::kComm) s.comm_kernel_starts.push_back(a.start_ns);
@@ -38,24 +51,22 @@ TimelineSets BuildTimelineSets(const RankTrace& t) {
     } else if (a.kind == ActivityKind::kMemset) {
       s.memset_starts.push_back(a.start_ns);
     }
-    if (a.comm_op != kNoIndex && a.comm_op < op_first.size())
+    if (a.comm_op != kNoIndex && a.comm_op < op_first.size()) {
       op_first[a.comm_op] = std::min(op_first[a.comm_op], a.start_ns);
+    } else if (a.category == Category::kComm) {
+      // A comm activity that no op record claims counts as one op.
+      s.comm_op_starts.push_back(a.start_ns);
+    }
   }
   s.any_activity = any;
-  // Comm activities that no op record claims (a comm kernel without identity cannot
-  // happen from our importers, but a store may hold one) count as one op each.
-  for (const Activity& a : t.activities)
-    if (a.category == Category::kComm && a.comm_op == kNoIndex && a.kind != ActivityKind::kSync)
-      s.comm_op_starts.push_back(a.start_ns);
   for (int64_t v : op_first)
     if (v != INT64_MAX) s.comm_op_starts.push_back(v);
-  for (auto* v : {&s.kernel_starts, &s.comm_kernel_starts, &s.memcpy_starts, &s.memset_starts, &s.comm_op_starts})
-    if (!std::is_sorted(v->begin(), v->end())) std::sort(v->begin(), v->end());
-  s.compute = IntervalSet::Union(std::move(compute));
-  s.comm = IntervalSet::Union(std::move(comm));
-  s.memory = IntervalSet::Union(std::move(memory));
+  std::sort(s.comm_op_starts.begin(), s.comm_op_starts.end());  // the others are in start order already
+  s.compute = std::move(compute).Build();
+  s.comm = std::move(comm).Build();
+  s.memory = std::move(memory).Build();
+  s.busy = std::move(busy).Build();
   s.overlap = IntervalSet::Intersect(s.compute, s.comm);
-  s.busy = IntervalSet::Merge(IntervalSet::Merge(s.compute, s.comm), s.memory);
   return s;
 }
 

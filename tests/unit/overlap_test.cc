@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "analyzers/iterations.h"
+
+#include <algorithm>
 #include "test_util.h"
 
 namespace overlapprof {
@@ -168,6 +170,39 @@ TEST(Iterations, StepWithoutGpuWorkKeepsHostRangeAndIsCounted) {
   EXPECT_FALSE(it.windows[0].projected);
   EXPECT_EQ(it.windows[0].end_ns - it.windows[0].start_ns, 100000);
   EXPECT_EQ(stats.Get(Stat::steps_without_gpu_work), 1);
+}
+
+}  // namespace
+}  // namespace overlapprof
+
+namespace overlapprof {
+namespace {
+
+// BuildTimelineSets takes activities in any order (a RankTrace not yet finalized).
+TEST(OverlapEngine, UnsortedActivitiesGiveTheSameFigures) {
+  std::vector<testing::Ev> evs = {
+      {"kernel", "gemm_A", "1000000000000.000", "100.000", 7},
+      {"kernel", "gemm_B", "1000000000020.000", "30.000", 8},
+      {"kernel", "ncclDevKernel_AllReduce", "1000000000090.000", "40.000", 20},
+      {"gpu_memcpy", "Memcpy DtoD", "1000000000140.000", "40.000", 7},
+      {"kernel", "ncclDevKernel_AllGather", "1000000000120.000", "50.000", 21},
+  };
+  StatusOr<RankTrace> t = testing::ParseJsonText(testing::KinetoJson(evs));
+  ASSERT_TRUE(t.ok());
+  OverlapFigures sorted = WholeTraceFigures(BuildTimelineSets(*t));
+  std::reverse(t->activities.begin(), t->activities.end());
+  OverlapFigures reversed = WholeTraceFigures(BuildTimelineSets(*t));
+  EXPECT_EQ(sorted.compute_ns, 100000);
+  EXPECT_EQ(sorted.comm_ns, 80000);
+  EXPECT_EQ(sorted.overlap_ns, 10000);
+  EXPECT_EQ(reversed.compute_ns, sorted.compute_ns);
+  EXPECT_EQ(reversed.comm_ns, sorted.comm_ns);
+  EXPECT_EQ(reversed.overlap_ns, sorted.overlap_ns);
+  EXPECT_EQ(reversed.busy_ns, sorted.busy_ns);
+  EXPECT_EQ(reversed.memory_ns, sorted.memory_ns);
+  EXPECT_EQ(reversed.wall_ns, sorted.wall_ns);
+  EXPECT_EQ(reversed.comm_ops, sorted.comm_ops);
+  EXPECT_EQ(reversed.kernels, sorted.kernels);
 }
 
 }  // namespace
