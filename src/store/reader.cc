@@ -216,30 +216,27 @@ class Reader {
     return OkStatus();
   }
 
-  Status ReadActivities(RankTrace& t) {
+  // Reads one chunk table into `out` (reserved once), then maps stored name ids.
+  template <typename Record, typename DecodeFn>
+  Status ReadChunkTable(std::string_view chunk_table, std::string_view row_table, const RankTrace& t,
+                        std::vector<Record>& out, DecodeFn decode) {
     ChunkLimits lim{name_map_.size(), t.streams.size(), t.comm_ops.size()};
-    OVERLAPPROF_ASSIGN_OR_RETURN(size_t total, ChunkRecords("activity_chunk"));
-    t.activities.reserve(total);
-    OVERLAPPROF_RETURN_IF_ERROR(ReadChunks("activity_chunk", "gpu_activity", lim,
+    OVERLAPPROF_ASSIGN_OR_RETURN(size_t total, ChunkRecords(chunk_table));
+    out.reserve(total);
+    OVERLAPPROF_RETURN_IF_ERROR(ReadChunks(chunk_table, row_table, lim,
                                            [&](std::string_view blob, size_t n, const ChunkLimits& l) {
-                                             return DecodeActivities(blob, n, l, &t.activities);
+                                             return decode(blob, n, l, &out);
                                            }));
     if (!IdentityNameMap())
-      for (Activity& a : t.activities) a.name_id = name_map_[a.name_id];
+      for (Record& r : out) r.name_id = name_map_[r.name_id];
     return OkStatus();
   }
 
+  Status ReadActivities(RankTrace& t) {
+    return ReadChunkTable("activity_chunk", "gpu_activity", t, t.activities, DecodeActivities);
+  }
   Status ReadHostCalls(RankTrace& t) {
-    ChunkLimits lim{name_map_.size(), t.streams.size(), t.comm_ops.size()};
-    OVERLAPPROF_ASSIGN_OR_RETURN(size_t total, ChunkRecords("host_call_chunk"));
-    t.host_calls.reserve(total);
-    OVERLAPPROF_RETURN_IF_ERROR(ReadChunks("host_call_chunk", "host_call", lim,
-                                           [&](std::string_view blob, size_t n, const ChunkLimits& l) {
-                                             return DecodeHostCalls(blob, n, l, &t.host_calls);
-                                           }));
-    if (!IdentityNameMap())
-      for (HostCall& h : t.host_calls) h.name_id = name_map_[h.name_id];
-    return OkStatus();
+    return ReadChunkTable("host_call_chunk", "host_call", t, t.host_calls, DecodeHostCalls);
   }
 
   // Stored string ids map to themselves unless the file held duplicate strings.

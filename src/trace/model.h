@@ -185,7 +185,6 @@ struct RankTrace {
   std::vector<Range> ranges;         // sorted by start_ns after Finalize()
   StatCounters stats;
   std::vector<ExtraStat> extra_stats;
-  std::vector<std::string> notices;  // human-readable remarks from import
 
   // Returns the index of the stream (device, native_id), adding it if new.
   uint32_t StreamIndex(int64_t device, int64_t native_id);
