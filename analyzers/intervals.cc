@@ -22,23 +22,23 @@ IntervalSet IntervalSet::Union(std::vector<Interval> v) {
 
 IntervalSet IntervalSet::Intersect(const IntervalSet& a, const IntervalSet& b) {
   IntervalSet s;
+  std::vector<Interval>& items = s.items_;
+  items.reserve(a.items_.size() + b.items_.size());  // the most pieces there can be
   size_t i = 0, j = 0;
-  const auto& x = a.items_;
-  const auto& y = b.items_;
-  while (i < x.size() && j < y.size()) {
+  const Interval* x = a.items_.data();
+  const Interval* y = b.items_.data();
+  const size_t nx = a.items_.size(), ny = b.items_.size();
+  while (i < nx && j < ny) {
     int64_t lo = std::max(x[i].start, y[j].start);
     int64_t hi = std::min(x[i].end, y[j].end);
-    if (lo < hi) s.items_.push_back({lo, hi});
+    if (lo < hi) {
+      // Pieces of two disjoint unions can touch (a.end == b.start) after intersection only
+      // if the inputs touched, which unions exclude; still, normalise to be safe.
+      if (!items.empty() && lo <= items.back().end) items.back().end = std::max(items.back().end, hi);
+      else items.push_back({lo, hi});
+    }
     if (x[i].end < y[j].end) ++i;
     else ++j;
-  }
-  // Pieces of two disjoint unions can touch (a.end == b.start) after intersection only
-  // if the inputs touched, which unions exclude; still, normalise to be safe.
-  std::vector<Interval> tmp;
-  tmp.swap(s.items_);
-  for (const Interval& iv : tmp) {
-    if (!s.items_.empty() && iv.start <= s.items_.back().end) s.items_.back().end = std::max(s.items_.back().end, iv.end);
-    else s.items_.push_back(iv);
   }
   s.BuildPrefix();
   return s;
@@ -54,8 +54,7 @@ IntervalSet IntervalSet::Merge(const IntervalSet& a, const IntervalSet& b) {
 
 IntervalSet IntervalSet::Builder::Build() && {
   IntervalSet s;
-  s.items_ = std::move(items_);
-  s.items_.shrink_to_fit();
+  s.items_ = std::move(items_);  // not shrunk: that would copy it all once more
   s.BuildPrefix();
   return s;
 }

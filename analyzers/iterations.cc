@@ -23,15 +23,27 @@ IterationInfo FindIterations(const RankTrace& t, StatCounters& stats) {
   constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
   std::vector<int64_t> first(n, kNone), last(n, std::numeric_limits<int64_t>::min());
 
-  std::vector<int64_t> step_starts(n);
-  for (size_t i = 0; i < n; ++i) step_starts[i] = steps[i]->start_ns;
+  std::vector<int64_t> step_starts(n), step_ends(n);
+  for (size_t i = 0; i < n; ++i) {
+    step_starts[i] = steps[i]->start_ns;
+    step_ends[i] = steps[i]->end_ns;
+  }
+  // The step of a launch: the last step starting at or before it (upper_bound - 1).
+  // Consecutive activities were mostly launched in the same step, so the previous answer
+  // is tried first: it holds while step_starts[i] <= launch < step_starts[i + 1].
+  size_t i = 0;
+  int64_t lo = INT64_MAX, hi = INT64_MIN;  // launches in [lo, hi) are in step i (none yet)
   for (const Activity& a : t.activities) {
     if (a.kind == ActivityKind::kSync || a.launch_ns == kUnknown) continue;
-    int64_t launch = a.launch_ns;
-    auto pos = std::upper_bound(step_starts.begin(), step_starts.end(), launch);
-    if (pos == step_starts.begin()) continue;
-    size_t i = static_cast<size_t>(pos - step_starts.begin()) - 1;
-    if (launch > steps[i]->end_ns) continue;  // launched between steps
+    const int64_t launch = a.launch_ns;
+    if (launch < lo || launch >= hi) {
+      auto pos = std::upper_bound(step_starts.begin(), step_starts.end(), launch);
+      if (pos == step_starts.begin()) continue;
+      i = static_cast<size_t>(pos - step_starts.begin()) - 1;
+      lo = step_starts[i];
+      hi = i + 1 < n ? step_starts[i + 1] : std::numeric_limits<int64_t>::max();
+    }
+    if (launch > step_ends[i]) continue;  // launched between steps
     first[i] = std::min(first[i], a.start_ns);
     last[i] = std::max(last[i], a.end_ns);
   }

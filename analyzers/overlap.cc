@@ -24,18 +24,22 @@ TimelineSets BuildTimelineSets(const RankTrace& t) {
   }
   IntervalSet::Builder compute, comm, memory, busy;
   std::vector<int64_t> op_first(t.comm_ops.size(), INT64_MAX);
-  s.kernel_starts.reserve(t.activities.size());
-  bool any = false;
+  // Room for every activity (address space only: pages never written are never touched),
+  // so that no union grows by copying.
   const size_t n = t.activities.size();
+  for (IntervalSet::Builder* b : {&compute, &comm, &memory, &busy}) b->Reserve(n);
+  s.kernel_starts.reserve(n);
+  bool any = false;
+  int64_t first_start = 0, last_end = 0;
   for (size_t k = 0; k < n; ++k) {
     const Activity& a = order.empty() ? t.activities[k] : t.activities[order[k]];
     if (a.kind == ActivityKind::kSync) continue;
     if (!any) {
-      s.first_start = a.start_ns;
-      s.last_end = a.end_ns;
+      first_start = a.start_ns;
+      last_end = a.end_ns;
       any = true;
     }
-    s.last_end = std::max(s.last_end, a.end_ns);
+    last_end = std::max(last_end, a.end_ns);
     switch (a.category) {
       case Category::kCompute: compute.Add(a.start_ns, a.end_ns); break;
       case Category::kComm: comm.Add(a.start_ns, a.end_ns); break;
@@ -59,6 +63,8 @@ TimelineSets BuildTimelineSets(const RankTrace& t) {
     }
   }
   s.any_activity = any;
+  s.first_start = any ? first_start : 0;
+  s.last_end = any ? last_end : 0;
   for (int64_t v : op_first)
     if (v != INT64_MAX) s.comm_op_starts.push_back(v);
   std::sort(s.comm_op_starts.begin(), s.comm_op_starts.end());  // the others are in start order already

@@ -1,6 +1,10 @@
 #include "src/store/reader.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 #include <unordered_map>
 
 #include "overlapprof/version.h"
@@ -40,19 +44,77 @@ Status Invalid(std::string_view table, int64_t row, std::string_view what) {
   return MakeError(StatusCode::kCorrupt, "{} row {}: {}", table, row, what);
 }
 
+// Asks for transparent huge pages (THP, 2 MiB) under the whole 2 MiB-aligned part of a
+// large buffer not written yet: the first rank's tens of MB of records then take a few
+// dozen page faults instead of thousands. Advice only (THP off, or none free: 4 KiB pages).
+void AdviseHugePages(void* p, size_t bytes) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  if (bytes < 4 * kHuge) return;
+  uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
+  uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+}
+
+// Where the optional chunked copies are (docs/schema.md, "Chunks").
+struct Layout {
+  bool comm_op_chunks = false;  // comm ops from comm_op_chunk, else from the comm_op rows
+  bool range_chunks = false;    // ranges from trace_range_chunk, else from the trace_range rows
+};
+
+// Reads chunk blobs with sqlite3_blob_read into one buffer reused for every chunk (no
+// per-chunk allocation, and SQLite reads overflow pages straight into it).
+class BlobReader {
+ public:
+  BlobReader() = default;
+  BlobReader(const BlobReader&) = delete;
+  BlobReader& operator=(const BlobReader&) = delete;
+  ~BlobReader() { Close(); }
+  void Close() {
+    if (blob_) sqlite3_blob_close(blob_);
+    blob_ = nullptr;
+  }
+  // The `data` of row `rowid` of `table`; valid until the next Read.
+  StatusOr<std::string_view> Read(sqlite3* db, std::string_view table, int64_t rowid) {
+    int rc;
+    if (!blob_ || table != table_) {
+      Close();
+      table_ = std::string(table);
+      rc = sqlite3_blob_open(db, "main", table_.c_str(), "data", rowid, 0, &blob_);
+    } else {
+      rc = sqlite3_blob_reopen(blob_, rowid);
+    }
+    if (rc != SQLITE_OK) {
+      Status st = SqliteError(db, rc, fmt::format("sqlite3_blob_open({})", table));
+      Close();  // after a failed reopen the handle is unusable
+      return st;
+    }
+    const int n = sqlite3_blob_bytes(blob_);
+    if (n < 0 || static_cast<size_t>(n) > kMaxChunkBytes)
+      return MakeError(StatusCode::kCorrupt, "{} row {}: chunk larger than {} bytes", table, rowid, kMaxChunkBytes);
+    if (buffer_.size() < static_cast<size_t>(n)) buffer_.resize(static_cast<size_t>(n));
+    if (n > 0) OVERLAPPROF_SQLITE(db, sqlite3_blob_read(blob_, buffer_.data(), n, 0), "sqlite3_blob_read");
+    return std::string_view(buffer_.data(), static_cast<size_t>(n));
+  }
+
+ private:
+  sqlite3_blob* blob_ = nullptr;
+  std::string table_;
+  std::string buffer_;
+};
+
 class Reader {
  public:
-  Reader(Db& db, TraceNeeds needs) : db_(db), needs_(needs) {}
+  Reader(Db& db, TraceNeeds needs, Layout layout) : db_(db), needs_(needs), layout_(layout) {}
 
   Status ReadAll(RankTrace& t) {
     OVERLAPPROF_RETURN_IF_ERROR(ReadMeta(t));
     OVERLAPPROF_RETURN_IF_ERROR(ReadStrings(t));
     OVERLAPPROF_RETURN_IF_ERROR(ReadDevices(t));
     OVERLAPPROF_RETURN_IF_ERROR(ReadStreams(t));
-    OVERLAPPROF_RETURN_IF_ERROR(ReadCommOps(t));
+    OVERLAPPROF_RETURN_IF_ERROR(layout_.comm_op_chunks ? ReadCommOpChunks(t) : ReadCommOps(t));
     OVERLAPPROF_RETURN_IF_ERROR(ReadActivities(t));
     if (needs_.host_calls) OVERLAPPROF_RETURN_IF_ERROR(ReadHostCalls(t));
-    OVERLAPPROF_RETURN_IF_ERROR(ReadRanges(t));
+    OVERLAPPROF_RETURN_IF_ERROR(layout_.range_chunks ? ReadRangeChunks(t) : ReadRanges(t));
     OVERLAPPROF_RETURN_IF_ERROR(ReadStats(t));
     return OkStatus();
   }
@@ -135,6 +197,7 @@ class Reader {
     return OkStatus();
   }
 
+  // Comm ops from the rows (stores written before comm_op_chunk existed).
   Status ReadCommOps(RankTrace& t) {
     Stmt s;
     OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
@@ -178,20 +241,29 @@ class Reader {
   // The number of records in a chunk table (to reserve once: per-chunk growth would copy
   // the whole vector again for every chunk).
   StatusOr<size_t> ChunkRecords(std::string_view chunk_table) {
+    // A sane reservation only (the decode still checks every count): counts as the rows
+    // claim them, but no more records than a quarter of the blob bytes (no record is
+    // shorter than 4 bytes), so a small crafted file cannot make it reserve gigabytes.
+    // total() never overflows; length() of a blob comes from the record header.
     Stmt s;
-    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(), fmt::format("SELECT coalesce(sum(count), 0) FROM {}", chunk_table)));
+    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
+        db_.get(), fmt::format("SELECT total(min(max(count, 0), {})), total(length(data)) FROM {}", kChunkRows,
+                               chunk_table)));
     OVERLAPPROF_ASSIGN_OR_RETURN(bool row, s.Step(chunk_table));
-    int64_t n = row ? s.Int(0) : 0;
-    // A sane reservation only: the decode still checks every count.
-    return static_cast<size_t>(std::clamp<int64_t>(n, 0, int64_t{1} << 32));
+    if (!row) return size_t{0};
+    const double n = std::min(sqlite3_column_double(s.get(), 0), sqlite3_column_double(s.get(), 1) / 4);
+    return static_cast<size_t>(std::clamp(n, 0.0, 4294967296.0));
   }
 
   template <typename Decode>
   Status ReadChunks(std::string_view chunk_table, std::string_view row_table, const ChunkLimits& limits,
                     Decode decode) {
+    // typeof() of a blob comes from the record header: the data is not loaded here but by
+    // BlobReader, straight into its buffer. rowid is what sqlite3_blob_open takes (the
+    // same as id in a store, but the file is not trusted to say so).
     Stmt s;
     OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
-        db_.get(), fmt::format("SELECT id, first_id, count, data FROM {} ORDER BY id", chunk_table)));
+        db_.get(), fmt::format("SELECT id, first_id, count, typeof(data), rowid FROM {} ORDER BY id", chunk_table)));
     int64_t next_first = 0;
     for (int64_t expect = 0;; ++expect) {
       OVERLAPPROF_ASSIGN_OR_RETURN(bool row, s.Step(chunk_table));
@@ -200,12 +272,16 @@ class Reader {
       if (s.Int(1) != next_first) return Invalid(chunk_table, expect, "first_id does not continue the previous chunk");
       int64_t count = s.Int(2);
       if (count <= 0 || count > static_cast<int64_t>(kChunkRows)) return Invalid(chunk_table, expect, "bad count");
-      const void* p = sqlite3_column_blob(s.get(), 3);
-      std::string_view blob(static_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(s.get(), 3)));
-      Status st = decode(blob, static_cast<size_t>(count), limits);
+      // Its bytes as they are (as sqlite3_column_blob would give them): text too, so that
+      // a hand-edited chunk (x || y makes text) is judged by its content.
+      if (s.Text(3) != "blob" && s.Text(3) != "text") return Invalid(chunk_table, expect, "data is not a blob");
+      StatusOr<std::string_view> blob = blobs_.Read(db_.get(), chunk_table, s.Int(4));
+      if (!blob.ok()) return blob.status().WithPrefix(fmt::format("{} {}", chunk_table, expect));
+      Status st = decode(*blob, static_cast<size_t>(count), limits);
       if (!st.ok()) return st.WithPrefix(fmt::format("{} {}", chunk_table, expect));
       next_first += count;
     }
+    blobs_.Close();
     // O(log n): the rows have dense ids too, so max(id) + 1 is their number.
     Stmt m;
     OVERLAPPROF_RETURN_IF_ERROR(m.Prepare(db_.get(), fmt::format("SELECT coalesce(max(id) + 1, 0) FROM {}", row_table)));
@@ -223,20 +299,64 @@ class Reader {
     ChunkLimits lim{name_map_.size(), t.streams.size(), t.comm_ops.size()};
     OVERLAPPROF_ASSIGN_OR_RETURN(size_t total, ChunkRecords(chunk_table));
     out.reserve(total);
+    AdviseHugePages(out.data(), out.capacity() * sizeof(Record));
     OVERLAPPROF_RETURN_IF_ERROR(ReadChunks(chunk_table, row_table, lim,
                                            [&](std::string_view blob, size_t n, const ChunkLimits& l) {
                                              return decode(blob, n, l, &out);
                                            }));
-    if (!IdentityNameMap())
-      for (Record& r : out) r.name_id = name_map_[r.name_id];
+    if constexpr (!std::is_same_v<Record, CommOp>) {
+      if (!IdentityNameMap())
+        for (Record& r : out) r.name_id = name_map_[r.name_id];
+    }
     return OkStatus();
   }
 
+  Status ReadCommOpChunks(RankTrace& t) {
+    return ReadChunkTable(kCommOpChunks.chunks, kCommOpChunks.rows, t, t.comm_ops, DecodeCommOps);
+  }
+  // All ranges are decoded (a few bytes each); those analysis does not need are dropped.
+  Status ReadRangeChunks(RankTrace& t) {
+    OVERLAPPROF_RETURN_IF_ERROR(
+        ReadChunkTable(kRangeChunks.chunks, kRangeChunks.rows, t, t.ranges,
+                       [&](std::string_view blob, size_t n, const ChunkLimits& l, std::vector<Range>* out) {
+                         return DecodeRanges(blob, n, l, out, &range_order_);
+                       }));
+    if (!needs_.annotations)
+      t.ranges.erase(std::remove_if(t.ranges.begin(), t.ranges.end(),
+                                    [](const Range& r) { return r.kind != RangeKind::kStep; }),
+                     t.ranges.end());
+    return OkStatus();
+  }
   Status ReadActivities(RankTrace& t) {
-    return ReadChunkTable("activity_chunk", "gpu_activity", t, t.activities, DecodeActivities);
+    return ReadChunkTable("activity_chunk", "gpu_activity", t, t.activities,
+                          [&](std::string_view blob, size_t n, const ChunkLimits& l, std::vector<Activity>* out) {
+                            return DecodeActivities(blob, n, l, out, &activity_order_);
+                          });
   }
   Status ReadHostCalls(RankTrace& t) {
-    return ReadChunkTable("host_call_chunk", "host_call", t, t.host_calls, DecodeHostCalls);
+    return ReadChunkTable("host_call_chunk", "host_call", t, t.host_calls,
+                          [&](std::string_view blob, size_t n, const ChunkLimits& l, std::vector<HostCall>* out) {
+                            return DecodeHostCalls(blob, n, l, out, &host_call_order_);
+                          });
+  }
+
+ public:
+  // What RankTrace::Finalize does (sort by start, then end, stably), without its is-sorted
+  // passes over records the decoder already saw in order.
+  void Finalize(RankTrace& t) const {
+    SortByTime(t.activities, activity_order_.sorted);
+    SortByTime(t.host_calls, host_call_order_.sorted);
+    SortByTime(t.ranges, layout_.range_chunks && range_order_.sorted);
+  }
+
+ private:
+  template <typename T>
+  static void SortByTime(std::vector<T>& v, bool known_sorted) {
+    if (known_sorted) return;
+    auto by_time = [](const T& a, const T& b) {  // RankTrace::Finalize's order
+      return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns < b.end_ns;
+    };
+    if (!std::is_sorted(v.begin(), v.end(), by_time)) std::stable_sort(v.begin(), v.end(), by_time);
   }
 
   // Stored string ids map to themselves unless the file held duplicate strings.
@@ -246,6 +366,7 @@ class Reader {
     return true;
   }
 
+  // Ranges from the rows (stores written before trace_range_chunk existed).
   Status ReadRanges(RankTrace& t) {
     Stmt s;
     OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
@@ -303,6 +424,9 @@ class Reader {
 
   Db& db_;
   TraceNeeds needs_;
+  Layout layout_;
+  BlobReader blobs_;
+  TimeOrder activity_order_, host_call_order_, range_order_;  // as decoded
   std::vector<uint32_t> name_map_;  // stored string id -> StringTable id
 };
 
@@ -341,21 +465,35 @@ StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& o
                      major, minor, kToolVersion, kSchemaMajor, major);
   if (major < 1) return MakeError(StatusCode::kInvalidInput, "invalid trace schema version {}", user_version);
 
+  Layout layout;
   {
     Stmt s;
     OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(h, "SELECT 1 FROM sqlite_schema WHERE type='table' AND name=?"));
-    for (std::string_view table : kRequiredTables) {
+    auto has_table = [&](std::string_view table) -> StatusOr<bool> {
       s.Bind(1, table);
-      OVERLAPPROF_ASSIGN_OR_RETURN(bool present, s.Step("check table"));
+      StatusOr<bool> present = s.Step("check table");
       s.Reset();
+      return present;
+    };
+    for (std::string_view table : kRequiredTables) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(bool present, has_table(table));
       if (!present)
         return MakeError(StatusCode::kInvalidInput, "trace store lacks table '{}' (schema {}.{})", table, major, minor);
     }
+    OVERLAPPROF_ASSIGN_OR_RETURN(layout.comm_op_chunks, has_table(kCommOpChunks.chunks));
+    OVERLAPPROF_ASSIGN_OR_RETURN(layout.range_chunks, has_table(kRangeChunks.chunks));
   }
   if (options.quick_check) {
-    // Structure check of what is read (the row copies of activities and host calls are
-    // not read, so not checked: that keeps the check proportional to the data used).
-    for (std::string_view table : kReadTables) {
+    // Structure check of exactly the tables read (the row copies of chunked records are
+    // not read, so not checked: that keeps the check proportional to the data used; the
+    // chunks' own contents are validated record by record when decoded).
+    std::vector<std::string_view> read_tables = {"meta", "string", "device", "stream"};
+    read_tables.push_back(layout.comm_op_chunks ? kCommOpChunks.chunks : kCommOpChunks.rows);
+    read_tables.push_back("activity_chunk");
+    if (options.needs.host_calls) read_tables.push_back("host_call_chunk");
+    read_tables.push_back(layout.range_chunks ? kRangeChunks.chunks : kRangeChunks.rows);
+    read_tables.push_back("stats");
+    for (std::string_view table : read_tables) {
       Stmt s;
       OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(h, fmt::format("PRAGMA quick_check({})", table)));
       StatusOr<bool> row = s.Step("quick_check");
@@ -370,7 +508,7 @@ StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& o
   }
 
   RankTrace t;
-  Reader reader(db, options.needs);
+  Reader reader(db, options.needs, layout);
   Status st = reader.ReadAll(t);
   if (!st.ok()) {
     if (st.code() == StatusCode::kCorrupt && st.message().rfind("corrupted", 0) != 0)
@@ -378,7 +516,7 @@ StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& o
     return st;
   }
   t.meta.source_path = path;
-  t.Finalize();
+  reader.Finalize(t);
   return t;
 }
 

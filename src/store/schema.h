@@ -85,6 +85,18 @@ CREATE TABLE host_call_chunk(
   count    INTEGER NOT NULL,
   data     BLOB NOT NULL
 );
+CREATE TABLE comm_op_chunk(
+  id       INTEGER PRIMARY KEY,
+  first_id INTEGER NOT NULL,
+  count    INTEGER NOT NULL,
+  data     BLOB NOT NULL
+);
+CREATE TABLE trace_range_chunk(
+  id       INTEGER PRIMARY KEY,
+  first_id INTEGER NOT NULL,
+  count    INTEGER NOT NULL,
+  data     BLOB NOT NULL
+);
 CREATE TABLE host_call(
   id             INTEGER PRIMARY KEY,
   start_ns       INTEGER NOT NULL,
@@ -123,12 +135,17 @@ CREATE INDEX IF NOT EXISTS trace_range_by_kind ON trace_range(kind, start_ns);
 
 // The tables a valid store must have (the reader checks them before reading).
 inline constexpr std::string_view kRequiredTables[] = {
-    "meta",        "string",         "device",          "stream",    "comm_op", "gpu_activity",
+    "meta",        "string",         "device",          "stream",      "comm_op", "gpu_activity",
     "host_call",   "activity_chunk", "host_call_chunk", "trace_range", "stats"};
-// The tables analysis reads (activities and host calls through their chunks): the reader
-// runs PRAGMA quick_check on these, not on the row copies it never reads.
-inline constexpr std::string_view kReadTables[] = {"meta",        "string",         "device",
-                                                   "stream",      "comm_op",        "activity_chunk",
-                                                   "host_call_chunk", "trace_range", "stats"};
+// Chunked copies of row tables that stores written before they existed lack (additions to
+// schema 1.0; docs/schema.md "Chunks"): readers use one when it is there and read the rows
+// otherwise. {chunk table, row table}.
+struct OptionalChunkTable {
+  std::string_view chunks, rows;
+};
+inline constexpr OptionalChunkTable kCommOpChunks{"comm_op_chunk", "comm_op"};
+inline constexpr OptionalChunkTable kRangeChunks{"trace_range_chunk", "trace_range"};
+// Analysis reads the dictionaries and the chunk tables, never the row copies of chunked
+// data; the reader runs PRAGMA quick_check on exactly the tables it reads (see ReadStore).
 
 }  // namespace overlapprof

@@ -15,7 +15,8 @@
 namespace overlapprof {
 
 struct StoreWriter::Statements {
-  Stmt string, device, stream, comm_op, activity, host_call, range, stats, meta, activity_chunk, host_call_chunk;
+  Stmt string, device, stream, comm_op, activity, host_call, range, stats, meta, activity_chunk, host_call_chunk,
+      comm_op_chunk, range_chunk;
 };
 
 StoreWriter::StoreWriter() = default;
@@ -69,6 +70,10 @@ Status StoreWriter::Open(const std::string& path, const RunMeta& meta, const Opt
       db, "INSERT INTO activity_chunk(id, first_id, count, data) VALUES(?,?,?,?)"));
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->host_call_chunk.Prepare(
       db, "INSERT INTO host_call_chunk(id, first_id, count, data) VALUES(?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->comm_op_chunk.Prepare(
+      db, "INSERT INTO comm_op_chunk(id, first_id, count, data) VALUES(?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->range_chunk.Prepare(
+      db, "INSERT INTO trace_range_chunk(id, first_id, count, data) VALUES(?,?,?,?)"));
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->host_call.Prepare(
       db, "INSERT INTO host_call(id, start_ns, end_ns, correlation_id, tid, name_id) VALUES(?,?,?,?,?,?)"));
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->range.Prepare(
@@ -155,6 +160,37 @@ Status StoreWriter::Append(const RankTrace& t) {
     OVERLAPPROF_RETURN_IF_ERROR(s.stream.StepDone("insert stream"));
   }
   streams_written_ = t.streams.size();
+  // Chunks first (what analysis reads), then the row copies, in the same transactions.
+  // A chunk holds up to kChunkRows records and, so that readers accept it, at most
+  // kMaxChunkBytes (only comm ops, whose strings have no bound, can come near it).
+  auto write_chunks = [&](Stmt& q, int64_t& next_chunk, int64_t first_id, size_t n, auto encode) -> Status {
+    for (size_t at = 0; at < n;) {
+      size_t k = std::min(kChunkRows, n - at);
+      std::string blob = encode(at, k);
+      while (blob.size() > kMaxChunkBytes && k > 1) {
+        k /= 2;
+        blob = encode(at, k);
+      }
+      if (blob.size() > kMaxChunkBytes)
+        return MakeError(StatusCode::kInvalidInput, "record {} is too large for a store chunk ({} bytes)",
+                         first_id + static_cast<int64_t>(at), blob.size());
+      q.Bind(1, next_chunk++);
+      q.Bind(2, first_id + static_cast<int64_t>(at));
+      q.Bind(3, static_cast<int64_t>(k));
+      sqlite3_bind_blob64(q.get(), 4, blob.data(), blob.size(), SQLITE_TRANSIENT);
+      OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert chunk"));
+      OVERLAPPROF_RETURN_IF_ERROR(row_done());
+      at += k;
+    }
+    return OkStatus();
+  };
+  // Comm ops are a cumulative dictionary: the ops beyond those already written.
+  const size_t new_ops = t.comm_ops.size() - std::min(comm_ops_written_, t.comm_ops.size());
+  OVERLAPPROF_RETURN_IF_ERROR(write_chunks(s.comm_op_chunk, next_comm_op_chunk_,
+                                           static_cast<int64_t>(comm_ops_written_), new_ops,
+                                           [&](size_t at, size_t k) {
+                                             return EncodeCommOps(t.comm_ops.data() + comm_ops_written_ + at, k);
+                                           }));
   for (size_t i = comm_ops_written_; i < t.comm_ops.size(); ++i) {
     const CommOp& c = t.comm_ops[i];
     Stmt& q = s.comm_op;
@@ -178,22 +214,8 @@ Status StoreWriter::Append(const RankTrace& t) {
     OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert comm_op"));
     OVERLAPPROF_RETURN_IF_ERROR(row_done());
   }
-  comm_ops_written_ = t.comm_ops.size();
+  comm_ops_written_ = std::max(comm_ops_written_, t.comm_ops.size());
 
-  // Chunks first (what analysis reads), then the row copies, in the same transactions.
-  auto write_chunks = [&](Stmt& q, int64_t& next_chunk, int64_t first_id, size_t n, auto encode) -> Status {
-    for (size_t at = 0; at < n; at += kChunkRows) {
-      size_t k = std::min(kChunkRows, n - at);
-      std::string blob = encode(at, k);
-      q.Bind(1, next_chunk++);
-      q.Bind(2, first_id + static_cast<int64_t>(at));
-      q.Bind(3, static_cast<int64_t>(k));
-      sqlite3_bind_blob64(q.get(), 4, blob.data(), blob.size(), SQLITE_TRANSIENT);
-      OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert chunk"));
-      OVERLAPPROF_RETURN_IF_ERROR(row_done());
-    }
-    return OkStatus();
-  };
   OVERLAPPROF_RETURN_IF_ERROR(write_chunks(s.activity_chunk, next_activity_chunk_, next_activity_id_,
                                            t.activities.size(), [&](size_t at, size_t k) {
                                              return EncodeActivities(t.activities.data() + at, k);
@@ -202,6 +224,8 @@ Status StoreWriter::Append(const RankTrace& t) {
                                            t.host_calls.size(), [&](size_t at, size_t k) {
                                              return EncodeHostCalls(t.host_calls.data() + at, k);
                                            }));
+  OVERLAPPROF_RETURN_IF_ERROR(write_chunks(s.range_chunk, next_range_chunk_, next_range_id_, t.ranges.size(),
+                                           [&](size_t at, size_t k) { return EncodeRanges(t.ranges.data() + at, k); }));
 
   sqlite3_stmt* a = s.activity.get();
   for (const Activity& act : t.activities) {

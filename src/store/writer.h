@@ -39,6 +39,14 @@ class StoreWriter {
   // are a delta, all written. Dictionaries are written before the rows that refer to
   // them. In kLive mode one call is one transaction; kBulk commits every rows_per_batch.
   Status Append(const RankTrace& trace);
+  // kLive helpers for the injector (writer_live.cc); each is one transaction.
+  // Rewrites the run's meta fields (the injector learns the rank from a communicator).
+  Status UpdateMeta(const RunMeta& meta);
+  // Sets one meta key to a text value.
+  Status PutMeta(std::string_view key, std::string_view value);
+  // Writes the stats table now (replacing earlier values), so a killed process leaves the
+  // counters of its last flush.
+  Status WriteStats(const StatCounters& stats, const std::vector<ExtraStat>& extra = {});
   // Writes the stats table (replacing earlier values), the indexes, and closes. In kBulk
   // mode it also renames the partial file into place.
   Status Finish(const StatCounters& stats, const std::vector<ExtraStat>& extra = {});
@@ -58,7 +66,7 @@ class StoreWriter {
   // Ids already written, so repeated Append calls continue from there.
   size_t strings_written_ = 0, streams_written_ = 0, comm_ops_written_ = 0, devices_written_ = 0;
   int64_t next_activity_id_ = 0, next_host_call_id_ = 0, next_range_id_ = 0;
-  int64_t next_activity_chunk_ = 0, next_host_call_chunk_ = 0;
+  int64_t next_activity_chunk_ = 0, next_host_call_chunk_ = 0, next_comm_op_chunk_ = 0, next_range_chunk_ = 0;
   bool open_ = false;
 };
 

@@ -108,6 +108,11 @@ struct CommOp {
   int64_t host_tid = kUnknown;
   std::string pg_desc;
   CommSource source = CommSource::kKernelName;
+  // Injector only: the external correlation id pushed (CUPTI) around the call that launched
+  // this op's GPU work (the op itself, or the outermost ncclGroupEnd); ops of one group share
+  // it. Links the op to its kernel through RankTrace::external_correlations.
+  int64_t launch_id = kUnknown;
+  int64_t stream_handle = kUnknown;  // the cudaStream_t value passed to NCCL (injector only)
 };
 
 // A host API call (CUDA runtime/driver) that launched GPU work.
@@ -183,6 +188,9 @@ struct RankTrace {
   std::vector<CommOp> comm_ops;
   std::vector<HostCall> host_calls;  // sorted by start_ns after Finalize()
   std::vector<Range> ranges;         // sorted by start_ns after Finalize()
+  // CUPTI external correlation records: (correlation_id of an API call, external id pushed
+  // around it). Injector traces only; resolved against CommOp::launch_id by the reader.
+  std::vector<std::pair<int64_t, int64_t>> external_correlations;
   StatCounters stats;
   std::vector<ExtraStat> extra_stats;
 

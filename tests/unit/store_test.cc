@@ -251,3 +251,133 @@ TEST(Store, LiveModeAppendsBatchesEachCommitted) {
 
 }  // namespace
 }  // namespace overlapprof
+
+namespace overlapprof {
+namespace {
+
+void ExpectSameTrace(const RankTrace& a, const RankTrace& b) {
+  ASSERT_EQ(a.comm_ops.size(), b.comm_ops.size());
+  for (size_t i = 0; i < a.comm_ops.size(); ++i) {
+    const CommOp &x = a.comm_ops[i], &y = b.comm_ops[i];
+    ASSERT_EQ(std::tie(x.communicator, x.comm_rank, x.comm_nranks, x.seq, x.op, x.datatype, x.count, x.bytes,
+                       x.root_peer, x.stream, x.host_enter_ns, x.host_exit_ns, x.host_tid, x.pg_desc, x.source),
+              std::tie(y.communicator, y.comm_rank, y.comm_nranks, y.seq, y.op, y.datatype, y.count, y.bytes,
+                       y.root_peer, y.stream, y.host_enter_ns, y.host_exit_ns, y.host_tid, y.pg_desc, y.source))
+        << i;
+  }
+  ASSERT_EQ(a.ranges.size(), b.ranges.size());
+  for (size_t i = 0; i < a.ranges.size(); ++i) {
+    const Range &x = a.ranges[i], &y = b.ranges[i];
+    ASSERT_EQ(std::tie(x.start_ns, x.end_ns, x.step, x.tid, x.stream, x.kind),
+              std::tie(y.start_ns, y.end_ns, y.step, y.tid, y.stream, y.kind))
+        << i;
+    ASSERT_EQ(a.names.Get(x.name_id), b.names.Get(y.name_id)) << i;
+  }
+  ASSERT_EQ(a.activities.size(), b.activities.size());
+  for (size_t i = 0; i < a.activities.size(); ++i) {
+    ASSERT_EQ(a.activities[i].start_ns, b.activities[i].start_ns);
+    ASSERT_EQ(a.activities[i].end_ns, b.activities[i].end_ns);
+  }
+}
+
+// Stores written before comm_op_chunk and trace_range_chunk existed (schema 1.0 as first
+// released) are read from their rows, with the same result.
+TEST(Store, ReadsStoresWithoutTheCommOpAndRangeChunks) {
+  testing::TempDir dir;
+  RankTrace in = RealTrace();
+  std::string path = dir.File("r.db");
+  ASSERT_TRUE(WriteStore(in, path, false).ok());
+  std::string old = dir.File("old.db");
+  std::filesystem::copy_file(path, old);
+  Sql(old, "DROP TABLE comm_op_chunk; DROP TABLE trace_range_chunk; VACUUM;");
+  for (bool annotations : {true, false}) {
+    SCOPED_TRACE(annotations);
+    StoreReadOptions o;
+    o.needs.annotations = annotations;
+    StatusOr<RankTrace> a = ReadStore(path, o);
+    StatusOr<RankTrace> b = ReadStore(old, o);
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    ExpectSameTrace(*a, *b);
+    if (!annotations) {
+      for (const Range& r : a->ranges) EXPECT_EQ(r.kind, RangeKind::kStep);
+    }
+  }
+  StatusOr<RankTrace> all = ReadStore(path);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->ranges.size(), in.ranges.size());
+  EXPECT_EQ(all->comm_ops.size(), in.comm_ops.size());
+  EXPECT_EQ(all->comm_ops.size(), 21u);
+}
+
+TEST(Store, RejectsDamagedCommOpAndRangeChunks) {
+  testing::TempDir dir;
+  std::string path = dir.File("r.db");
+  RankTrace t = RealTrace();
+  ASSERT_TRUE(WriteStore(t, path, false).ok());
+  struct Case {
+    const char* name;
+    std::string sql, expect;
+  } cases[] = {
+      {"comm op truncated", "UPDATE comm_op_chunk SET data = substr(data, 1, 30) WHERE id = 0",
+       "comm_op_chunk 0: comm op chunk record"},
+      {"comm op rows", "DELETE FROM comm_op WHERE id = (SELECT max(id) FROM comm_op)",
+       fmt::format("comm_op_chunk holds {} records but comm_op has {} rows", t.comm_ops.size(), t.comm_ops.size() - 1)},
+      {"comm op count", "UPDATE comm_op_chunk SET count = count - 1 WHERE id = 0", "comm_op_chunk 0"},
+      {"range trailing", "UPDATE trace_range_chunk SET data = data || x'00' WHERE id = 0",
+       "trace_range_chunk 0: range chunk record"},
+      {"range gap", "UPDATE trace_range_chunk SET first_id = 1 WHERE id = 0", "first_id does not continue"},
+      {"not a blob", "UPDATE trace_range_chunk SET data = 7 WHERE id = 0", "data is not a blob"},
+      {"too large", "UPDATE activity_chunk SET data = zeroblob(17000000) WHERE id = 0", "chunk larger than"},
+      // Claims of billions of records reserve no more than the blobs could hold.
+      {"huge count", "UPDATE activity_chunk SET count = 4000000000000 WHERE id = 0", "activity_chunk row 0: bad count"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string copy = dir.File(std::string(c.name) + ".db");
+    std::filesystem::copy_file(path, copy);
+    Sql(copy, c.sql);
+    for (bool quick_check : {true, false}) {
+      StoreReadOptions o;
+      o.quick_check = quick_check;
+      StatusOr<RankTrace> b = ReadStore(copy, o);
+      ASSERT_FALSE(b.ok());
+      EXPECT_EQ(b.status().code(), StatusCode::kCorrupt);
+      EXPECT_NE(b.status().message().find(c.expect), std::string::npos) << b.status().message();
+    }
+  }
+}
+
+TEST(Store, LiveModeChunksCommOpsAndRangesOfEveryBatch) {
+  testing::TempDir dir;
+  std::string path = dir.File("live.db");
+  RankTrace all = RealTrace();
+  ASSERT_GE(all.comm_ops.size(), 4u);
+  StoreWriter w;
+  StoreWriter::Options o;
+  o.mode = StoreWriter::Mode::kLive;
+  ASSERT_TRUE(w.Open(path, all.meta, o).ok());
+  // Three batches: comm ops (a cumulative dictionary) grow; ranges and activities are deltas.
+  RankTrace batch;
+  batch.meta = all.meta;
+  for (size_t i = 1; i < all.names.size(); ++i) batch.names.Intern(all.names.Get(static_cast<uint32_t>(i)));
+  batch.devices = all.devices;
+  batch.streams = all.streams;
+  const size_t parts[] = {0, all.comm_ops.size() / 3, all.comm_ops.size() / 3, all.comm_ops.size()};
+  for (int k = 0; k < 3; ++k) {
+    batch.comm_ops.assign(all.comm_ops.begin(), all.comm_ops.begin() + static_cast<ptrdiff_t>(parts[k + 1]));
+    size_t r0 = all.ranges.size() * k / 3, r1 = all.ranges.size() * (k + 1) / 3;
+    batch.ranges.assign(all.ranges.begin() + static_cast<ptrdiff_t>(r0), all.ranges.begin() + static_cast<ptrdiff_t>(r1));
+    size_t a0 = all.activities.size() * k / 3, a1 = all.activities.size() * (k + 1) / 3;
+    batch.activities.assign(all.activities.begin() + static_cast<ptrdiff_t>(a0),
+                            all.activities.begin() + static_cast<ptrdiff_t>(a1));
+    ASSERT_TRUE(w.Append(batch).ok());
+  }
+  ASSERT_TRUE(w.Finish(all.stats).ok());
+  StatusOr<RankTrace> out = ReadStore(path);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ExpectSameTrace(all, *out);
+}
+
+}  // namespace
+}  // namespace overlapprof
