@@ -12,6 +12,7 @@
 
 #include "overlapprof/version.h"
 #include "src/common/exit_codes.h"
+#include "src/cli/run.h"
 #include "src/pipeline.h"
 #include "src/registry.h"
 #include "src/store/writer.h"
@@ -173,10 +174,35 @@ int Main(int argc, char** argv) {
   import->add_flag("--force", ia.force, "replace existing output files");
   import->add_option("--ts-unit", ia.ts_unit, "unit of Chrome-trace ts/dur: us (default) or ns");
 
-  if (argc > 1 && argv[1][0] != '-' && std::string_view(argv[1]) != "analyze" && std::string_view(argv[1]) != "import") {
-    std::fprintf(stderr, "overlapprof: error: unknown command '%s' (commands: analyze, import; see overlapprof --help)\n",
+  RunArgs ra;
+  CLI::App* run = app.add_subcommand(
+      "run", "Run a training command with the injector and record every rank (overlapprof run -- CMD ARGS...)");
+  run->add_option("-o,--output", ra.output_dir, "directory for the rank files (default overlapprof-YYYYmmdd-HHMMSS)");
+  run->add_option("--flush-ms", ra.flush_ms, "commit the rank files at least this often (ms); bounds what SIGKILL loses")
+      ->check(CLI::Range(10, 600000));
+  run->add_flag("--no-analyze", ra.no_analyze, "only record; do not analyze afterwards");
+  // Everything from the first positional argument (or after "--") is the command, passed on
+  // untouched, its own options included.
+  run->prefix_command();
+  run->allow_extras();
+
+  if (argc > 1 && argv[1][0] != '-' && std::string_view(argv[1]) != "analyze" &&
+      std::string_view(argv[1]) != "import" && std::string_view(argv[1]) != "run") {
+    std::fprintf(stderr,
+                 "overlapprof: error: unknown command '%s' (commands: analyze, import, run; see overlapprof --help)\n",
                  argv[1]);
     return kExitUsageOrInput;
+  }
+  // `run ... -- CMD ARGS`: everything after the first "--" is the command, untouched.
+  std::vector<std::string> after_dashes;
+  if (argc > 1 && std::string_view(argv[1]) == "run") {
+    for (int i = 2; i < argc; ++i) {
+      if (std::string_view(argv[i]) == "--") {
+        after_dashes.assign(argv + i + 1, argv + argc);
+        argc = i;
+        break;
+      }
+    }
   }
   try {
     app.parse(argc, argv);
@@ -192,6 +218,15 @@ int Main(int argc, char** argv) {
   }
   if (analyze->parsed()) return RunAnalyze(aa);
   if (import->parsed()) return RunImport(ia);
+  if (run->parsed()) {
+    ra.command = run->remaining();
+    ra.command.insert(ra.command.end(), after_dashes.begin(), after_dashes.end());
+    return RunCommand(ra, [](const std::string& dir) {
+      AnalyzeArgs a;
+      a.traces = {dir};
+      return RunAnalyze(a);
+    });
+  }
   return kExitUsageOrInput;
 }
 

@@ -273,7 +273,7 @@ std::string EncodeCommOps(const CommOp* c, size_t n) {
                      (x.bytes != kUnknown ? kCommBytes : 0) | (x.root_peer != kUnknown ? kCommRootPeer : 0) |
                      (x.stream != kNoIndex ? kCommStream : 0) | (x.host_enter_ns != kUnknown ? kCommHostEnter : 0) |
                      (x.host_exit_ns != kUnknown ? kCommHostExit : 0) | (x.host_tid != kUnknown ? kCommHostTid : 0) |
-                     (x.launch_id != kUnknown ? kCommExtension : 0);
+                     (x.launch_id != kUnknown || x.stream_handle != kUnknown ? kCommExtension : 0);
     PutVarint(out, flags);
     out.push_back(static_cast<char>(x.source));
     const std::string_view strs[4] = {x.communicator, x.op, x.datatype, x.pg_desc};
@@ -309,8 +309,10 @@ std::string EncodeCommOps(const CommOp* c, size_t n) {
       prev_tid = x.host_tid;
     }
     if (flags & kCommExtension) {
-      PutVarint(out, 1);
+      // Extension values, in the order they were added: launch_id, stream_handle.
+      PutVarint(out, 2);
       PutVarint(out, Zigzag(x.launch_id));
+      PutVarint(out, Zigzag(x.stream_handle));
     }
   }
   return out;
@@ -374,6 +376,7 @@ Status DecodeCommOps(std::string_view blob, size_t count, const ChunkLimits& lim
         int64_t value;
         if (!next(&value)) return Bad("comm op", i, "truncated");
         if (k == 0) x.launch_id = value;
+        if (k == 1) x.stream_handle = value;
       }
     }
   }

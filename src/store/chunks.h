@@ -22,7 +22,7 @@
 // seq minus the previous present seq, zigzag count, zigzag bytes, zigzag root_peer, varint
 // stream, and zigzag deltas of host_enter_ns, host_exit_ns and host_tid from their previous
 // present values; with bit10, a varint n and n zigzag values, fields added after the first
-// version in order (launch_id), so that a reader skips the ones it does not know and an
+// version in order (launch_id, stream_handle), so that a reader skips the ones it does not know and an
 // added field stays a minor schema change. Deltas wrap (two's complement), so every int64
 // round-trips.
 // Ranges: flags (bit0 step, bit1 tid, bit2 stream); kind byte; zigzag start delta; varint

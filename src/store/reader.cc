@@ -1,4 +1,5 @@
 #include "src/store/reader.h"
+#include "src/trace/link.h"
 
 #include <sys/mman.h>
 
@@ -59,6 +60,8 @@ void AdviseHugePages(void* p, size_t bytes) {
 struct Layout {
   bool comm_op_chunks = false;  // comm ops from comm_op_chunk, else from the comm_op rows
   bool range_chunks = false;    // ranges from trace_range_chunk, else from the trace_range rows
+  bool injector = false;        // written by the injector: raw records, linked after reading (link.h)
+  bool row_copies = true;       // gpu_activity / host_call rows copy the chunks (meta row_copies = 0: empty)
 };
 
 // Reads chunk blobs with sqlite3_blob_read into one buffer reused for every chunk (no
@@ -116,6 +119,7 @@ class Reader {
     if (needs_.host_calls) OVERLAPPROF_RETURN_IF_ERROR(ReadHostCalls(t));
     OVERLAPPROF_RETURN_IF_ERROR(layout_.range_chunks ? ReadRangeChunks(t) : ReadRanges(t));
     OVERLAPPROF_RETURN_IF_ERROR(ReadStats(t));
+    if (layout_.injector) OVERLAPPROF_RETURN_IF_ERROR(ReadExternalCorrelations(t));
     return OkStatus();
   }
 
@@ -286,7 +290,12 @@ class Reader {
     Stmt m;
     OVERLAPPROF_RETURN_IF_ERROR(m.Prepare(db_.get(), fmt::format("SELECT coalesce(max(id) + 1, 0) FROM {}", row_table)));
     OVERLAPPROF_ASSIGN_OR_RETURN(bool got, m.Step(row_table));
-    if (!got || m.Int(0) != next_first)
+    const bool chunks_only =
+        !layout_.row_copies && (row_table == std::string_view("gpu_activity") || row_table == std::string_view("host_call"));
+    if (chunks_only) {
+      if (!got || m.Int(0) != 0)
+        return MakeError(StatusCode::kCorrupt, "{} should be empty (meta row_copies = 0) but has rows", row_table);
+    } else if (!got || m.Int(0) != next_first)
       return MakeError(StatusCode::kCorrupt, "{} holds {} records but {} has {} rows", chunk_table, next_first,
                        row_table, got ? m.Int(0) : -1);
     return OkStatus();
@@ -400,6 +409,18 @@ class Reader {
     return OkStatus();
   }
 
+  Status ReadExternalCorrelations(RankTrace& t) {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(
+        s.Prepare(db_.get(), "SELECT correlation_id, external_id FROM external_correlation"));
+    for (;;) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(bool row, s.Step("select external_correlation"));
+      if (!row) break;
+      t.external_correlations.emplace_back(s.Int(0), s.Int(1));
+    }
+    return OkStatus();
+  }
+
   Status ReadStats(RankTrace& t) {
     Stmt s;
     OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(), "SELECT name, severity, value, description FROM stats"));
@@ -482,15 +503,34 @@ StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& o
     }
     OVERLAPPROF_ASSIGN_OR_RETURN(layout.comm_op_chunks, has_table(kCommOpChunks.chunks));
     OVERLAPPROF_ASSIGN_OR_RETURN(layout.range_chunks, has_table(kRangeChunks.chunks));
+    OVERLAPPROF_ASSIGN_OR_RETURN(bool ext_table, has_table("external_correlation"));
+    layout.injector = ext_table;  // confirmed from meta after the structure check
   }
-  if (options.quick_check) {
+  // Injector stores link activities to launches and comm ops through host calls.
+  StoreReadOptions opts = options;
+  if (layout.injector) opts.needs.host_calls = true;
+  auto read_layout_meta = [&]() -> Status {
+    if (layout.injector) {
+      Stmt m;
+      OVERLAPPROF_RETURN_IF_ERROR(m.Prepare(h, "SELECT value FROM meta WHERE key='source_format'"));
+      OVERLAPPROF_ASSIGN_OR_RETURN(bool row, m.Step("select meta"));
+      layout.injector = row && m.Text(0) == "overlapprof";
+    }
+    Stmt rc;
+    OVERLAPPROF_RETURN_IF_ERROR(rc.Prepare(h, "SELECT value FROM meta WHERE key='row_copies'"));
+    OVERLAPPROF_ASSIGN_OR_RETURN(bool has_rc, rc.Step("select meta"));
+    layout.row_copies = !(has_rc && sqlite3_column_type(rc.get(), 0) == SQLITE_INTEGER && rc.Int(0) == 0);
+    return OkStatus();
+  };
+  if (opts.quick_check) {
     // Structure check of exactly the tables read (the row copies of chunked records are
     // not read, so not checked: that keeps the check proportional to the data used; the
     // chunks' own contents are validated record by record when decoded).
     std::vector<std::string_view> read_tables = {"meta", "string", "device", "stream"};
     read_tables.push_back(layout.comm_op_chunks ? kCommOpChunks.chunks : kCommOpChunks.rows);
     read_tables.push_back("activity_chunk");
-    if (options.needs.host_calls) read_tables.push_back("host_call_chunk");
+    if (opts.needs.host_calls) read_tables.push_back("host_call_chunk");
+    if (layout.injector) read_tables.push_back("external_correlation");
     read_tables.push_back(layout.range_chunks ? kRangeChunks.chunks : kRangeChunks.rows);
     read_tables.push_back("stats");
     for (std::string_view table : read_tables) {
@@ -507,8 +547,9 @@ StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& o
     }
   }
 
+  OVERLAPPROF_RETURN_IF_ERROR(read_layout_meta());
   RankTrace t;
-  Reader reader(db, options.needs, layout);
+  Reader reader(db, opts.needs, layout);
   Status st = reader.ReadAll(t);
   if (!st.ok()) {
     if (st.code() == StatusCode::kCorrupt && st.message().rfind("corrupted", 0) != 0)
@@ -517,6 +558,7 @@ StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& o
   }
   t.meta.source_path = path;
   reader.Finalize(t);
+  if (layout.injector) LinkInjectorRecords(t);
   return t;
 }
 

@@ -12,7 +12,7 @@ namespace overlapprof {
 
 inline constexpr int32_t kStoreApplicationId = 0x4F564C50;  // 'OVLP'
 inline constexpr int kSchemaMajor = 1;
-inline constexpr int kSchemaMinor = 0;
+inline constexpr int kSchemaMinor = 1;
 inline constexpr int kSchemaUserVersion = kSchemaMajor * 1000 + kSchemaMinor;
 
 // Tables and their columns. Times are INTEGER ns on the clock named by meta.clock_source.
@@ -57,7 +57,13 @@ CREATE TABLE comm_op(
   host_exit_ns  INTEGER,
   host_tid      INTEGER,
   pg_desc       TEXT,
-  source        INTEGER NOT NULL
+  source        INTEGER NOT NULL,
+  launch_id     INTEGER,
+  stream_handle INTEGER
+);
+CREATE TABLE external_correlation(
+  correlation_id INTEGER NOT NULL,
+  external_id    INTEGER NOT NULL
 );
 CREATE TABLE gpu_activity(
   id             INTEGER PRIMARY KEY,

@@ -15,7 +15,7 @@
 namespace overlapprof {
 
 struct StoreWriter::Statements {
-  Stmt string, device, stream, comm_op, activity, host_call, range, stats, meta, activity_chunk, host_call_chunk,
+  Stmt string, device, stream, comm_op, activity, host_call, range, stats, meta, activity_chunk, host_call_chunk, ext_corr,
       comm_op_chunk, range_chunk;
 };
 
@@ -60,12 +60,14 @@ Status StoreWriter::Open(const std::string& path, const RunMeta& meta, const Opt
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->comm_op.Prepare(
       db,
       "INSERT INTO comm_op(id, communicator, comm_rank, comm_nranks, seq, op, datatype, count, bytes, "
-      "root_peer, stream_id, host_enter_ns, host_exit_ns, host_tid, pg_desc, source) "
-      "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+      "root_peer, stream_id, host_enter_ns, host_exit_ns, host_tid, pg_desc, source, launch_id, stream_handle) "
+      "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->activity.Prepare(
       db,
       "INSERT INTO gpu_activity(id, start_ns, end_ns, category, kind, stream_id, name_id, correlation_id, "
       "bytes, copy_kind, comm_op_id, launch_ns) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->ext_corr.Prepare(
+      db, "INSERT INTO external_correlation(correlation_id, external_id) VALUES(?,?)"));
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->activity_chunk.Prepare(
       db, "INSERT INTO activity_chunk(id, first_id, count, data) VALUES(?,?,?,?)"));
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->host_call_chunk.Prepare(
@@ -81,6 +83,12 @@ Status StoreWriter::Open(const std::string& path, const RunMeta& meta, const Opt
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->stats.Prepare(
       db, "INSERT OR REPLACE INTO stats(name, severity, value, description) VALUES(?,?,?,?)"));
   OVERLAPPROF_RETURN_IF_ERROR(WriteMeta(meta));
+  if (!options.row_copies) {
+    // Readers then expect empty gpu_activity / host_call tables (docs/schema.md, "Chunks").
+    stmts_->meta.Bind(1, std::string_view("row_copies"));
+    stmts_->meta.Bind(2, int64_t{0});
+    OVERLAPPROF_RETURN_IF_ERROR(stmts_->meta.StepDone("insert meta"));
+  }
   return Commit();
 }
 
@@ -184,17 +192,17 @@ Status StoreWriter::Append(const RankTrace& t) {
     }
     return OkStatus();
   };
-  // Comm ops are a cumulative dictionary: the ops beyond those already written.
-  const size_t new_ops = t.comm_ops.size() - std::min(comm_ops_written_, t.comm_ops.size());
+  // Comm ops are rows of this batch (a delta): their ids continue from those written before.
+  const size_t new_ops = t.comm_ops.size();
   OVERLAPPROF_RETURN_IF_ERROR(write_chunks(s.comm_op_chunk, next_comm_op_chunk_,
                                            static_cast<int64_t>(comm_ops_written_), new_ops,
                                            [&](size_t at, size_t k) {
-                                             return EncodeCommOps(t.comm_ops.data() + comm_ops_written_ + at, k);
+                                             return EncodeCommOps(t.comm_ops.data() + at, k);
                                            }));
-  for (size_t i = comm_ops_written_; i < t.comm_ops.size(); ++i) {
-    const CommOp& c = t.comm_ops[i];
+  for (size_t j = 0; j < t.comm_ops.size(); ++j) {
+    const CommOp& c = t.comm_ops[j];
     Stmt& q = s.comm_op;
-    q.Bind(1, static_cast<int64_t>(i));
+    q.Bind(1, static_cast<int64_t>(comm_ops_written_ + j));
     q.Bind(2, c.communicator);
     q.BindOptional(3, c.comm_rank);
     q.BindOptional(4, c.comm_nranks);
@@ -211,10 +219,12 @@ Status StoreWriter::Append(const RankTrace& t) {
     q.BindOptional(14, c.host_tid);
     q.Bind(15, c.pg_desc);
     q.Bind(16, static_cast<int64_t>(c.source));
+    q.BindOptional(17, c.launch_id);
+    q.BindOptional(18, c.stream_handle);
     OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert comm_op"));
     OVERLAPPROF_RETURN_IF_ERROR(row_done());
   }
-  comm_ops_written_ = std::max(comm_ops_written_, t.comm_ops.size());
+  comm_ops_written_ += t.comm_ops.size();
 
   OVERLAPPROF_RETURN_IF_ERROR(write_chunks(s.activity_chunk, next_activity_chunk_, next_activity_id_,
                                            t.activities.size(), [&](size_t at, size_t k) {
@@ -227,8 +237,20 @@ Status StoreWriter::Append(const RankTrace& t) {
   OVERLAPPROF_RETURN_IF_ERROR(write_chunks(s.range_chunk, next_range_chunk_, next_range_id_, t.ranges.size(),
                                            [&](size_t at, size_t k) { return EncodeRanges(t.ranges.data() + at, k); }));
 
+  for (const auto& [correlation, external] : t.external_correlations) {
+    s.ext_corr.Bind(1, correlation);
+    s.ext_corr.Bind(2, external);
+    OVERLAPPROF_RETURN_IF_ERROR(s.ext_corr.StepDone("insert external_correlation"));
+    OVERLAPPROF_RETURN_IF_ERROR(row_done());
+  }
+  if (!options_.row_copies) {
+    next_activity_id_ += static_cast<int64_t>(t.activities.size());
+    next_host_call_id_ += static_cast<int64_t>(t.host_calls.size());
+  }
+  static const std::vector<Activity> kNoActivities;
+  static const std::vector<HostCall> kNoHostCalls;
   sqlite3_stmt* a = s.activity.get();
-  for (const Activity& act : t.activities) {
+  for (const Activity& act : options_.row_copies ? t.activities : kNoActivities) {
     // Raw binds on the hot path (millions of rows).
     sqlite3_bind_int64(a, 1, next_activity_id_++);
     sqlite3_bind_int64(a, 2, act.start_ns);
@@ -251,7 +273,7 @@ Status StoreWriter::Append(const RankTrace& t) {
     OVERLAPPROF_RETURN_IF_ERROR(row_done());
   }
   sqlite3_stmt* h = s.host_call.get();
-  for (const HostCall& hc : t.host_calls) {
+  for (const HostCall& hc : options_.row_copies ? t.host_calls : kNoHostCalls) {
     sqlite3_bind_int64(h, 1, next_host_call_id_++);
     sqlite3_bind_int64(h, 2, hc.start_ns);
     sqlite3_bind_int64(h, 3, hc.end_ns);

@@ -24,6 +24,9 @@ class StoreWriter {
     Mode mode = Mode::kBulk;
     bool overwrite = false;       // replace an existing file at `path`
     size_t rows_per_batch = 1 << 16;  // kBulk: commit every this many rows
+    // Also write activities and host calls as SQL rows (gpu_activity, host_call) beside the
+    // chunks analysis reads. The injector turns it off: chunks only, for throughput.
+    bool row_copies = true;
   };
 
   StoreWriter();

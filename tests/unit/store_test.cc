@@ -229,7 +229,7 @@ TEST(Store, LiveModeAppendsBatchesEachCommitted) {
   StoreWriter::Options o;
   o.mode = StoreWriter::Mode::kLive;
   ASSERT_TRUE(w.Open(path, all.meta, o).ok());
-  // Two batches: dictionaries cumulative, rows as deltas.
+  // Two batches: dictionaries cumulative, rows (comm ops too) as deltas.
   RankTrace batch;
   batch.meta = all.meta;
   for (size_t i = 1; i < all.names.size(); ++i) batch.names.Intern(all.names.Get(static_cast<uint32_t>(i)));
@@ -241,6 +241,7 @@ TEST(Store, LiveModeAppendsBatchesEachCommitted) {
   ASSERT_TRUE(w.Append(batch).ok());
   EXPECT_TRUE(std::filesystem::exists(path + "-wal"));
   batch.activities.assign(all.activities.begin() + half, all.activities.end());
+  batch.comm_ops.clear();
   ASSERT_TRUE(w.Append(batch).ok());
   ASSERT_TRUE(w.Finish(all.stats).ok());
   StatusOr<RankTrace> out = ReadStore(path);
@@ -357,7 +358,7 @@ TEST(Store, LiveModeChunksCommOpsAndRangesOfEveryBatch) {
   StoreWriter::Options o;
   o.mode = StoreWriter::Mode::kLive;
   ASSERT_TRUE(w.Open(path, all.meta, o).ok());
-  // Three batches: comm ops (a cumulative dictionary) grow; ranges and activities are deltas.
+  // Three batches: comm ops, ranges and activities are deltas (ids continue across batches).
   RankTrace batch;
   batch.meta = all.meta;
   for (size_t i = 1; i < all.names.size(); ++i) batch.names.Intern(all.names.Get(static_cast<uint32_t>(i)));
@@ -365,7 +366,8 @@ TEST(Store, LiveModeChunksCommOpsAndRangesOfEveryBatch) {
   batch.streams = all.streams;
   const size_t parts[] = {0, all.comm_ops.size() / 3, all.comm_ops.size() / 3, all.comm_ops.size()};
   for (int k = 0; k < 3; ++k) {
-    batch.comm_ops.assign(all.comm_ops.begin(), all.comm_ops.begin() + static_cast<ptrdiff_t>(parts[k + 1]));
+    batch.comm_ops.assign(all.comm_ops.begin() + static_cast<ptrdiff_t>(parts[k]),
+                          all.comm_ops.begin() + static_cast<ptrdiff_t>(parts[k + 1]));
     size_t r0 = all.ranges.size() * k / 3, r1 = all.ranges.size() * (k + 1) / 3;
     batch.ranges.assign(all.ranges.begin() + static_cast<ptrdiff_t>(r0), all.ranges.begin() + static_cast<ptrdiff_t>(r1));
     size_t a0 = all.activities.size() * k / 3, a1 = all.activities.size() * (k + 1) / 3;
@@ -377,6 +379,67 @@ TEST(Store, LiveModeChunksCommOpsAndRangesOfEveryBatch) {
   StatusOr<RankTrace> out = ReadStore(path);
   ASSERT_TRUE(out.ok()) << out.status().message();
   ExpectSameTrace(all, *out);
+}
+
+// The injector's configuration: live, chunks only (no gpu_activity / host_call rows), raw
+// records linked after reading through host calls and external correlations.
+TEST(Store, LiveChunksOnlyInjectorStoreIsLinkedOnRead) {
+  testing::TempDir dir;
+  std::string path = dir.File("inj.db");
+  RankTrace t;
+  t.meta.source_format = "overlapprof";
+  t.meta.rank = 0;
+  uint32_t k = t.names.Intern("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  uint32_t gemm = t.names.Intern("sm90_gemm");
+  uint32_t launch = t.names.Intern("cuLaunchKernelEx");
+  uint32_t s7 = t.StreamIndex(0, 7), s20 = t.StreamIndex(0, 20);
+  auto act = [&](int64_t a, int64_t b, uint32_t name, uint32_t stream, int64_t corr, Category c) {
+    Activity x;
+    x.start_ns = a;
+    x.end_ns = b;
+    x.name_id = name;
+    x.stream = stream;
+    x.correlation_id = corr;
+    x.category = c;
+    return x;
+  };
+  t.activities = {act(1000, 5000, gemm, s7, 1, Category::kCompute), act(2000, 4000, k, s20, 2, Category::kComm),
+                  act(6000, 7000, k, s20, 3, Category::kComm)};
+  t.host_calls = {{900, 950, 1, 11, launch}, {1900, 1950, 2, 11, launch}, {5900, 5950, 3, 11, launch}};
+  CommOp op;
+  op.communicator = "c";
+  op.op = "allreduce";
+  op.source = CommSource::kNcclHook;
+  op.launch_id = 100;
+  op.stream_handle = 0x5100;
+  CommOp grouped = op;
+  grouped.launch_id = 200;
+  CommOp grouped2 = grouped;
+  CommOp lost = op;
+  lost.launch_id = 300;
+  t.comm_ops = {op, grouped, grouped2, lost};
+  t.external_correlations = {{2, 100}, {3, 200}};
+  StoreWriter w;
+  StoreWriter::Options o;
+  o.mode = StoreWriter::Mode::kLive;
+  o.row_copies = false;
+  ASSERT_TRUE(w.Open(path, t.meta, o).ok());
+  ASSERT_TRUE(w.Append(t).ok());
+  ASSERT_TRUE(w.Finish(t.stats).ok());
+  StatusOr<RankTrace> out = ReadStore(path, {});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_EQ(out->activities.size(), 3u);
+  EXPECT_EQ(out->activities[0].launch_ns, 900);
+  EXPECT_EQ(out->activities[0].comm_op, kNoIndex);
+  EXPECT_EQ(out->activities[1].comm_op, 0u);
+  EXPECT_EQ(out->activities[1].launch_ns, 1900);
+  EXPECT_EQ(out->activities[2].comm_op, 1u);  // a group's kernel: its first op
+  EXPECT_EQ(out->comm_ops[0].stream, s20);
+  EXPECT_EQ(out->comm_ops[2].stream, s20);  // the second op of the group shares the kernel
+  EXPECT_EQ(out->comm_ops[0].stream_handle, 0x5100);
+  EXPECT_EQ(out->comm_ops[3].stream, kNoIndex);
+  EXPECT_EQ(out->stats.Get(Stat::comm_ops_without_gpu_activity), 1);
+  EXPECT_EQ(out->stats.Get(Stat::correlations_unmatched), 0);
 }
 
 }  // namespace

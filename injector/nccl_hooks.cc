@@ -1,0 +1,491 @@
+// NCCL interposition (LD_PRELOAD). Each exported ncclX forwards to the real function of the
+// NCCL already loaded in the process, resolved lazily on first use: NCCL's pnccl* alias
+// first, then the library found among the loaded objects (PyTorch loads NCCL with
+// RTLD_LOCAL, where RTLD_DEFAULT/RTLD_NEXT cannot see it). libnccl is never linked or loaded
+// by us. A function the loaded NCCL lacks answers ncclInvalidUsage (counted, logged once).
+//
+// Recording: a call makes one HookRecord (op, datatype, count, root/peer, communicator,
+// per-communicator sequence number, stream, host enter/exit). The GPU work of a call is
+// tagged with a CUPTI external correlation id pushed around the call that launches it: the
+// call itself outside a group, the outermost ncclGroupEnd inside one (NCCL launches grouped
+// ops there); ops of a group share the id.
+//
+// Threads: hooks run on the application's threads. The communicator table is read without
+// locks; inserts and removals (communicator creation/destruction, rare) take g_comm_mu,
+// which is never held across a call into NCCL or CUPTI.
+#include <dlfcn.h>
+#include <link.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include "injector/injector.h"
+
+#define OVERLAPPROF_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace overlapprof::inject {
+namespace {
+
+// ---- Finding the real NCCL ----------------------------------------------------------
+
+int FindNcclCallback(struct dl_phdr_info* info, size_t, void* data) {
+  const char* name = info->dlpi_name;
+  if (name && std::strstr(name, "libnccl.so")) {
+    std::strncpy(static_cast<char*>(data), name, 4095);
+    return 1;
+  }
+  return 0;
+}
+
+void* LoadedNcclHandle() {
+  static std::atomic<void*> handle{nullptr};
+  void* h = handle.load(std::memory_order_acquire);
+  if (h) return h;
+  char path[4096] = {};
+  dl_iterate_phdr(FindNcclCallback, path);
+  if (!path[0]) return nullptr;
+  h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);  // only an already-loaded NCCL, never a new load
+  if (h) handle.store(h, std::memory_order_release);
+  return h;
+}
+
+void* Resolve(const char* name) {
+  char pname[128] = "p";
+  std::strncat(pname, name, sizeof pname - 2);
+  if (void* f = dlsym(RTLD_DEFAULT, pname)) return f;
+  if (void* h = LoadedNcclHandle()) {
+    if (void* f = dlsym(h, pname)) return f;
+    if (void* f = dlsym(h, name)) return f;
+  }
+  return dlsym(RTLD_NEXT, name);
+}
+
+// The real function, resolved on first use (a benign race: every thread resolves the same).
+template <typename Fn>
+class Real {
+ public:
+  explicit constexpr Real(const char* name) : name_(name) {}
+  Fn get() {
+    void* f = fn_.load(std::memory_order_acquire);
+    if (f == kMissing) return nullptr;
+    if (!f) {
+      f = Resolve(name_);
+      fn_.store(f ? f : kMissing, std::memory_order_release);
+      if (!f) {
+        Log("%s is not in the loaded NCCL (or no NCCL is loaded): the call returns ncclInvalidUsage", name_);
+        return nullptr;
+      }
+    }
+    return reinterpret_cast<Fn>(f);
+  }
+
+ private:
+  static inline void* const kMissing = reinterpret_cast<void*>(1);
+  const char* name_;
+  std::atomic<void*> fn_{nullptr};
+};
+
+ncclResult_t Missing() {
+  g_counters.nccl_missing_function.fetch_add(1, std::memory_order_relaxed);
+  return ncclInvalidUsage;
+}
+
+// ---- Communicators ------------------------------------------------------------------
+
+struct CommInfo {
+  uint64_t id = 0;
+  int32_t rank = -1, nranks = -1, device = -1;
+  bool nonblocking = false;
+  std::atomic<uint64_t> seq{0};     // next op's sequence number
+  std::atomic<uint64_t> splits{0};  // ncclCommSplit/Shrink calls so far (derives child ids)
+};
+
+// Open addressing, power-of-two size. Keys are ncclComm_t values; a removed key becomes
+// kTombstone. CommInfos are never freed (a lookup may race with a removal).
+constexpr size_t kCommSlots = 4096;
+const ncclComm_t kTombstone = reinterpret_cast<ncclComm_t>(uintptr_t{1});
+struct CommSlot {
+  std::atomic<ncclComm_t> key{nullptr};
+  std::atomic<CommInfo*> info{nullptr};
+};
+CommSlot g_comms[kCommSlots];
+std::mutex g_comm_mu;  // inserts and removals only; never held across NCCL or CUPTI calls
+
+size_t SlotOf(ncclComm_t c) {
+  uint64_t x = reinterpret_cast<uintptr_t>(c);
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return x & (kCommSlots - 1);
+}
+
+CommInfo* FindComm(ncclComm_t c) {
+  if (!c) return nullptr;
+  size_t i = SlotOf(c);
+  for (size_t n = 0; n < kCommSlots; ++n, i = (i + 1) & (kCommSlots - 1)) {
+    ncclComm_t k = g_comms[i].key.load(std::memory_order_acquire);
+    if (k == c) return g_comms[i].info.load(std::memory_order_acquire);
+    if (k == nullptr) return nullptr;
+  }
+  return nullptr;
+}
+
+CommInfo* AddComm(ncclComm_t c, uint64_t id, int rank, int nranks, int device, bool nonblocking) {
+  auto* info = new (std::nothrow) CommInfo();
+  if (!info) return nullptr;
+  info->id = id;
+  info->rank = rank;
+  info->nranks = nranks;
+  info->device = device;
+  info->nonblocking = nonblocking;
+  std::lock_guard<std::mutex> lock(g_comm_mu);
+  size_t i = SlotOf(c);
+  for (size_t n = 0; n < kCommSlots; ++n, i = (i + 1) & (kCommSlots - 1)) {
+    ncclComm_t k = g_comms[i].key.load(std::memory_order_relaxed);
+    if (k == nullptr || k == kTombstone || k == c) {
+      g_comms[i].info.store(info, std::memory_order_release);
+      g_comms[i].key.store(c, std::memory_order_release);
+      return info;
+    }
+  }
+  return info;  // table full: ops on it are recorded without communicator identity
+}
+
+void RemoveComm(ncclComm_t c) {
+  std::lock_guard<std::mutex> lock(g_comm_mu);
+  size_t i = SlotOf(c);
+  for (size_t n = 0; n < kCommSlots; ++n, i = (i + 1) & (kCommSlots - 1)) {
+    ncclComm_t k = g_comms[i].key.load(std::memory_order_relaxed);
+    if (k == c) {
+      g_comms[i].key.store(kTombstone, std::memory_order_release);
+      return;
+    }
+    if (k == nullptr) return;
+  }
+}
+
+uint64_t Fnv(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ULL) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+int DeviceOf(ncclComm_t c) {
+  static Real<decltype(&ncclCommCuDevice)> real("ncclCommCuDevice");
+  int dev = -1;
+  auto fn = real.get();
+  if (fn && c && fn(c, &dev) != ncclSuccess) dev = -1;
+  return dev;
+}
+
+void RecordInit(CommInitCall call, ncclComm_t c, uint64_t id, uint64_t parent, int rank, int nranks,
+                bool nonblocking, int64_t t0) {
+  int device = DeviceOf(c);
+  AddComm(c, id, rank, nranks, device, nonblocking);
+  HookRecord r;
+  r.kind = RecKind::kCommInit;
+  r.op = static_cast<uint8_t>(call);
+  r.tid = Tid();
+  r.t_enter = t0;
+  r.t_exit = NowNs();
+  r.comm_id = id;
+  r.comm_rank = rank;
+  r.comm_nranks = nranks;
+  r.device = device;
+  r.seq = parent;
+  r.flags = nonblocking ? kFlagNonblocking : 0;
+  Push(r);
+}
+
+bool IsNonblocking(const ncclConfig_t* config) {
+  // NCCL_CONFIG_UNDEF_INT means "default" (blocking).
+  return config && config->blocking == 0;
+}
+
+// ---- Groups and launch ids -------------------------------------------------------------
+
+std::atomic<uint64_t> g_next_launch_id{1};
+thread_local int t_group_depth = 0;
+thread_local uint64_t t_group_launch_id = 0;
+
+// One collective or point-to-point call: fills the record, tags its launch, pushes it.
+class OpScope {
+ public:
+  OpScope(CommOpCode op, ncclComm_t comm, size_t count, ncclDataType_t dt, int root_peer, cudaStream_t stream) {
+    r_.kind = RecKind::kCommOp;
+    r_.op = static_cast<uint8_t>(op);
+    r_.datatype = static_cast<int8_t>(dt);
+    r_.count = count;
+    r_.root_peer = root_peer;
+    r_.stream = reinterpret_cast<uintptr_t>(stream);
+    r_.tid = Tid();
+    if (CommInfo* info = FindComm(comm)) {
+      r_.comm_id = info->id;
+      r_.comm_rank = info->rank;
+      r_.comm_nranks = info->nranks;
+      r_.device = info->device;
+      r_.seq = info->seq.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (t_group_depth > 0) {
+      r_.flags |= kFlagInGroup;
+      r_.launch_id = t_group_launch_id;
+    } else {
+      r_.launch_id = g_next_launch_id.fetch_add(1, std::memory_order_relaxed);
+      CuptiPushExternalId(r_.launch_id);
+      pushed_ = true;
+    }
+    r_.t_enter = NowNs();
+  }
+  void Done(ncclResult_t res) {
+    r_.t_exit = NowNs();
+    if (pushed_) CuptiPopExternalId();
+    r_.result = res;
+    Push(r_);
+  }
+
+ private:
+  HookRecord r_;
+  bool pushed_ = false;
+};
+
+}  // namespace
+}  // namespace overlapprof::inject
+
+using namespace overlapprof::inject;
+
+// ---- Collectives and point-to-point ---------------------------------------------------
+
+#define OVERLAPPROF_OP_HOOK(NAME, CODE, PARAMS, ARGS, COUNT, DTYPE, ROOT, COMM, STREAM) \
+  OVERLAPPROF_EXPORT ncclResult_t NAME PARAMS {                                          \
+    static Real<decltype(&NAME)> real(#NAME);                                            \
+    auto fn = real.get();                                                                \
+    if (!fn) return Missing();                                                           \
+    if (!Recording()) return fn ARGS;                                                    \
+    OpScope scope(CommOpCode::CODE, COMM, COUNT, DTYPE, ROOT, STREAM);                   \
+    ncclResult_t res = fn ARGS;                                                          \
+    scope.Done(res);                                                                     \
+    return res;                                                                          \
+  }
+
+OVERLAPPROF_OP_HOOK(ncclAllReduce, kAllReduce,
+                    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                     ncclComm_t comm, cudaStream_t stream),
+                    (sendbuff, recvbuff, count, datatype, op, comm, stream), count, datatype, -1, comm, stream)
+OVERLAPPROF_OP_HOOK(ncclBroadcast, kBroadcast,
+                    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                     ncclComm_t comm, cudaStream_t stream),
+                    (sendbuff, recvbuff, count, datatype, root, comm, stream), count, datatype, root, comm, stream)
+OVERLAPPROF_OP_HOOK(ncclBcast, kBroadcast,
+                    (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                     cudaStream_t stream),
+                    (buff, count, datatype, root, comm, stream), count, datatype, root, comm, stream)
+OVERLAPPROF_OP_HOOK(ncclReduce, kReduce,
+                    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                     int root, ncclComm_t comm, cudaStream_t stream),
+                    (sendbuff, recvbuff, count, datatype, op, root, comm, stream), count, datatype, root, comm,
+                    stream)
+// AllGather's count is per rank (sendcount); ReduceScatter's is per rank (recvcount). The
+// record keeps NCCL's argument as it was passed.
+OVERLAPPROF_OP_HOOK(ncclAllGather, kAllGather,
+                    (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                     ncclComm_t comm, cudaStream_t stream),
+                    (sendbuff, recvbuff, sendcount, datatype, comm, stream), sendcount, datatype, -1, comm, stream)
+OVERLAPPROF_OP_HOOK(ncclReduceScatter, kReduceScatter,
+                    (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                     ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
+                    (sendbuff, recvbuff, recvcount, datatype, op, comm, stream), recvcount, datatype, -1, comm,
+                    stream)
+OVERLAPPROF_OP_HOOK(ncclAlltoAll, kAllToAll,
+                    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                     cudaStream_t stream),
+                    (sendbuff, recvbuff, count, datatype, comm, stream), count, datatype, -1, comm, stream)
+OVERLAPPROF_OP_HOOK(ncclGather, kGather,
+                    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                     ncclComm_t comm, cudaStream_t stream),
+                    (sendbuff, recvbuff, count, datatype, root, comm, stream), count, datatype, root, comm, stream)
+OVERLAPPROF_OP_HOOK(ncclScatter, kScatter,
+                    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                     ncclComm_t comm, cudaStream_t stream),
+                    (sendbuff, recvbuff, count, datatype, root, comm, stream), count, datatype, root, comm, stream)
+OVERLAPPROF_OP_HOOK(ncclSend, kSend,
+                    (const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                     cudaStream_t stream),
+                    (sendbuff, count, datatype, peer, comm, stream), count, datatype, peer, comm, stream)
+OVERLAPPROF_OP_HOOK(ncclRecv, kRecv,
+                    (void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                     cudaStream_t stream),
+                    (recvbuff, count, datatype, peer, comm, stream), count, datatype, peer, comm, stream)
+
+// ---- Groups ---------------------------------------------------------------------------
+
+OVERLAPPROF_EXPORT ncclResult_t ncclGroupStart() {
+  static Real<decltype(&ncclGroupStart)> real("ncclGroupStart");
+  auto fn = real.get();
+  if (!fn) return Missing();
+  if (Recording() && t_group_depth++ == 0)
+    t_group_launch_id = g_next_launch_id.fetch_add(1, std::memory_order_relaxed);
+  return fn();
+}
+
+OVERLAPPROF_EXPORT ncclResult_t ncclGroupEnd() {
+  static Real<decltype(&ncclGroupEnd)> real("ncclGroupEnd");
+  auto fn = real.get();
+  if (!fn) return Missing();
+  if (t_group_depth <= 0 || !Recording()) return fn();
+  if (t_group_depth > 1) {
+    --t_group_depth;
+    return fn();
+  }
+  // The outermost end launches every op of the group: tag that launch.
+  CuptiPushExternalId(t_group_launch_id);
+  ncclResult_t res = fn();
+  CuptiPopExternalId();
+  t_group_depth = 0;
+  return res;
+}
+
+// ---- Communicator creation and destruction --------------------------------------------
+
+OVERLAPPROF_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  static Real<decltype(&ncclCommInitRank)> real("ncclCommInitRank");
+  auto fn = real.get();
+  if (!fn) return Missing();
+  if (!Recording()) return fn(comm, nranks, commId, rank);
+  int64_t t0 = NowNs();
+  ncclResult_t res = fn(comm, nranks, commId, rank);
+  if ((res == ncclSuccess || res == ncclInProgress) && comm && *comm)
+    RecordInit(CommInitCall::kInitRank, *comm, Fnv(&commId, sizeof commId), 0, rank, nranks, false, t0);
+  return res;
+}
+
+OVERLAPPROF_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                                       ncclConfig_t* config) {
+  static Real<decltype(&ncclCommInitRankConfig)> real("ncclCommInitRankConfig");
+  auto fn = real.get();
+  if (!fn) return Missing();
+  if (!Recording()) return fn(comm, nranks, commId, rank, config);
+  int64_t t0 = NowNs();
+  ncclResult_t res = fn(comm, nranks, commId, rank, config);
+  if ((res == ncclSuccess || res == ncclInProgress) && comm && *comm)
+    RecordInit(CommInitCall::kInitRankConfig, *comm, Fnv(&commId, sizeof commId), 0, rank, nranks,
+               IsNonblocking(config), t0);
+  return res;
+}
+
+OVERLAPPROF_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                                         ncclUniqueId* commIds, ncclConfig_t* config) {
+  static Real<decltype(&ncclCommInitRankScalable)> real("ncclCommInitRankScalable");
+  auto fn = real.get();
+  if (!fn) return Missing();
+  if (!Recording()) return fn(newcomm, nranks, myrank, nId, commIds, config);
+  int64_t t0 = NowNs();
+  ncclResult_t res = fn(newcomm, nranks, myrank, nId, commIds, config);
+  if ((res == ncclSuccess || res == ncclInProgress) && newcomm && *newcomm && commIds && nId > 0)
+    RecordInit(CommInitCall::kInitRankScalable, *newcomm, Fnv(commIds, sizeof(ncclUniqueId) * nId), 0, myrank,
+               nranks, IsNonblocking(config), t0);
+  return res;
+}
+
+OVERLAPPROF_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  static Real<decltype(&ncclCommInitAll)> real("ncclCommInitAll");
+  static std::atomic<uint64_t> calls{0};
+  auto fn = real.get();
+  if (!fn) return Missing();
+  if (!Recording()) return fn(comms, ndev, devlist);
+  int64_t t0 = NowNs();
+  ncclResult_t res = fn(comms, ndev, devlist);
+  if (res == ncclSuccess && comms && ndev > 0) {
+    // Single-process communicators: an id unique to this process and call.
+    uint64_t key[3] = {static_cast<uint64_t>(getpid()), calls.fetch_add(1), 0x696e6974616c6cULL};
+    uint64_t id = Fnv(key, sizeof key);
+    for (int i = 0; i < ndev; ++i)
+      if (comms[i]) RecordInit(CommInitCall::kInitAll, comms[i], id, 0, i, ndev, false, t0);
+  }
+  return res;
+}
+
+OVERLAPPROF_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                              ncclConfig_t* config) {
+  static Real<decltype(&ncclCommSplit)> real("ncclCommSplit");
+  auto fn = real.get();
+  if (!fn) return Missing();
+  if (!Recording()) return fn(comm, color, key, newcomm, config);
+  int64_t t0 = NowNs();
+  CommInfo* parent = FindComm(comm);
+  // Every rank of the parent calls Split collectively, in the same order: (parent id, split
+  // index, color) names the child identically on the ranks that share it.
+  uint64_t split_index = parent ? parent->splits.fetch_add(1) : 0;
+  ncclResult_t res = fn(comm, color, key, newcomm, config);
+  if ((res == ncclSuccess || res == ncclInProgress) && newcomm && *newcomm) {
+    uint64_t k[3] = {parent ? parent->id : 0, split_index, static_cast<uint64_t>(static_cast<int64_t>(color))};
+    static Real<decltype(&ncclCommUserRank)> user_rank("ncclCommUserRank");
+    static Real<decltype(&ncclCommCount)> count("ncclCommCount");
+    int r = -1, n = -1;
+    if (auto f = user_rank.get(); f && f(*newcomm, &r) != ncclSuccess) r = -1;
+    if (auto f = count.get(); f && f(*newcomm, &n) != ncclSuccess) n = -1;
+    RecordInit(CommInitCall::kSplit, *newcomm, Fnv(k, sizeof k), parent ? parent->id : 0, r, n,
+               IsNonblocking(config) || (parent && parent->nonblocking), t0);
+  }
+  return res;
+}
+
+OVERLAPPROF_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                               ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  static Real<decltype(&ncclCommShrink)> real("ncclCommShrink");
+  auto fn = real.get();
+  if (!fn) return Missing();
+  if (!Recording()) return fn(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  int64_t t0 = NowNs();
+  CommInfo* parent = FindComm(comm);
+  uint64_t split_index = parent ? parent->splits.fetch_add(1) : 0;
+  ncclResult_t res = fn(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  if ((res == ncclSuccess || res == ncclInProgress) && newcomm && *newcomm) {
+    uint64_t k[3] = {parent ? parent->id : 0, split_index, 0x7368726e6bULL};
+    static Real<decltype(&ncclCommUserRank)> user_rank("ncclCommUserRank");
+    static Real<decltype(&ncclCommCount)> count("ncclCommCount");
+    int r = -1, n = -1;
+    if (auto f = user_rank.get(); f && f(*newcomm, &r) != ncclSuccess) r = -1;
+    if (auto f = count.get(); f && f(*newcomm, &n) != ncclSuccess) n = -1;
+    RecordInit(CommInitCall::kShrink, *newcomm, Fnv(k, sizeof k), parent ? parent->id : 0, r, n,
+               IsNonblocking(config) || (parent && parent->nonblocking), t0);
+  }
+  return res;
+}
+
+namespace {
+ncclResult_t EndComm(ncclResult_t (*fn)(ncclComm_t), ncclComm_t comm) {
+  if (!Recording()) return fn(comm);
+  CommInfo* info = FindComm(comm);
+  HookRecord r;
+  r.kind = RecKind::kCommDestroy;
+  r.tid = Tid();
+  r.t_enter = NowNs();
+  ncclResult_t res = fn(comm);
+  r.t_exit = NowNs();
+  r.result = res;
+  if (info) {
+    r.comm_id = info->id;
+    r.comm_rank = info->rank;
+    r.comm_nranks = info->nranks;
+    RemoveComm(comm);
+  }
+  Push(r);
+  return res;
+}
+}  // namespace
+
+OVERLAPPROF_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  static Real<decltype(&ncclCommDestroy)> real("ncclCommDestroy");
+  auto fn = real.get();
+  if (!fn) return Missing();
+  return EndComm(fn, comm);
+}
+
+OVERLAPPROF_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  static Real<decltype(&ncclCommAbort)> real("ncclCommAbort");
+  auto fn = real.get();
+  if (!fn) return Missing();
+  return EndComm(fn, comm);
+}

@@ -1,0 +1,58 @@
+#pragma once
+// What the in-process hooks hand to the writer thread through the ring (ring.h). One
+// fixed-size, trivially copyable record per event; strings are copied inline (truncated)
+// so a hook never allocates. Times are CLOCK_REALTIME nanoseconds (the clock CUPTI uses on
+// Linux, so host and GPU records share one timeline).
+#include <cstdint>
+
+namespace overlapprof::inject {
+
+enum class RecKind : uint8_t {
+  kCommOp = 1,       // a collective or point-to-point call
+  kCommInit = 2,     // communicator created (InitRank, InitRankConfig, InitAll, Split, ...)
+  kCommDestroy = 3,  // ncclCommDestroy / ncclCommAbort
+  kRangePush = 4,    // NVTX push (per thread)
+  kRangePop = 5,     // NVTX pop (per thread)
+  kRangeStart = 6,   // NVTX start/end range (by id, any thread)
+  kRangeEnd = 7,
+  kMark = 8,         // NVTX instantaneous marker
+};
+
+// Collectives and point-to-point calls, in the normalized names of docs/classification.md.
+enum class CommOpCode : uint8_t {
+  kAllReduce = 1, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kGather, kScatter,
+  kSend, kRecv,
+};
+
+inline constexpr int kInlineNameBytes = 48;
+
+struct HookRecord {
+  RecKind kind{};
+  uint8_t op = 0;        // CommOpCode for kCommOp; creation call for kCommInit (CommInitCall)
+  int8_t datatype = -1;  // ncclDataType_t, -1 unknown
+  uint8_t flags = 0;     // kFlagInGroup, kFlagNonblocking, ...
+  int32_t tid = 0;       // kernel thread id of the calling thread
+  int64_t t_enter = 0;   // ns
+  int64_t t_exit = 0;    // ns
+  uint64_t comm_id = 0;  // communicator identity (same on every rank of the communicator)
+  int32_t comm_rank = -1;
+  int32_t comm_nranks = -1;
+  int32_t device = -1;
+  int32_t root_peer = -1;  // root of rooted collectives, peer of send/recv; -1 otherwise
+  uint64_t seq = 0;        // per-communicator sequence number (kCommOp); parent id (kCommInit)
+  uint64_t count = 0;      // elements
+  uint64_t stream = 0;     // cudaStream_t value (kCommOp); NVTX range id (kRangeStart/End)
+  uint64_t launch_id = 0;  // external correlation id pushed around the launching call
+  int32_t result = 0;      // ncclResult_t the real call returned
+  char name[kInlineNameBytes] = {};  // NVTX message (truncated, NUL-terminated)
+};
+
+inline constexpr uint8_t kFlagInGroup = 1;      // issued inside ncclGroupStart/End
+inline constexpr uint8_t kFlagNonblocking = 2;  // communicator created non-blocking
+inline constexpr uint8_t kFlagTruncated = 4;    // name did not fit
+
+enum class CommInitCall : uint8_t {
+  kInitRank = 1, kInitRankConfig, kInitAll, kSplit, kInitRankScalable, kShrink,
+};
+
+}  // namespace overlapprof::inject

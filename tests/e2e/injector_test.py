@@ -1,0 +1,398 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the injector and `overlapprof run`, on this CPU machine.
+
+The NCCL boundary is the test double tests/injector/fake_nccl.cc (NCCL's real header, no
+GPU); test programs (tests/injector/nccl_driver.cc) call it under the real `overlapprof run`
+with the real injector, and the tests read the rank files with SQLite.
+
+Usage: injector_test.py OVERLAPPROF NCCL_DRIVER FAKE_OLD_DIR LOCAL_USER_LIB   (ctest passes them)
+Every process runs under a timeout: a hang is a failure.
+"""
+import glob
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+CLI = DRIVER = FAKE_OLD = LOCAL_USER = None
+ERROR_STATS = ("records_dropped_hooks", "records_dropped_cupti", "cupti_unavailable")
+
+
+def env_with(**kw):
+    e = dict(os.environ)
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID",
+              "OVERLAPPROF_OUTPUT_DIR", "LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"):
+        e.pop(k, None)
+    e.update({k: str(v) for k, v in kw.items()})
+    return e
+
+
+def run(args, env=None, timeout=120):
+    p = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout, env=env or env_with())
+    return p.returncode, p.stdout, p.stderr
+
+
+class Store:
+    """A rank file, read with Python's own SQLite (the file format is the contract)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+    def close(self):
+        self.db.close()
+
+    def q(self, sql, *args):
+        return self.db.execute(sql, args).fetchall()
+
+    def meta(self, key):
+        r = self.q("SELECT value FROM meta WHERE key=?", key)
+        return r[0][0] if r else None
+
+    def stat(self, name):
+        r = self.q("SELECT value FROM stats WHERE name=?", name)
+        return r[0][0] if r else None
+
+    def ops(self):
+        cols = ["communicator", "comm_rank", "comm_nranks", "seq", "op", "datatype", "count", "bytes",
+                "root_peer", "host_enter_ns", "host_exit_ns", "host_tid", "source", "launch_id", "stream_handle"]
+        rows = self.q(f"SELECT {', '.join(cols)} FROM comm_op ORDER BY id")
+        return [dict(zip(cols, r)) for r in rows]
+
+    def integrity(self):
+        return self.q("PRAGMA integrity_check")[0][0]
+
+
+class InjectorTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="overlapprof-inj-")
+        self.out = os.path.join(self.tmp, "out")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def files(self):
+        return sorted(glob.glob(os.path.join(self.out, "*.db")))
+
+    def only_store(self):
+        files = self.files()
+        self.assertEqual(len(files), 1, files)
+        s = Store(files[0])
+        self.addCleanup(s.close)
+        return s
+
+    def assertClean(self, s):
+        self.assertEqual(s.integrity(), "ok")
+        for name in ERROR_STATS:
+            self.assertEqual(s.stat(name), 0, name)
+        self.assertEqual(s.meta("recording_state"), "finished")
+        self.assertEqual(glob.glob(s.path + "-wal"), [])
+
+    # ---- metadata of every op -------------------------------------------------------------
+
+    def test_every_op_recorded_with_its_metadata_and_sequence_numbers(self):
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "ops"],
+                           env=env_with(RANK=2, WORLD_SIZE=4, LOCAL_RANK=2))
+        self.assertEqual(rc, 0, err)
+        files = self.files()
+        self.assertEqual(len(files), 1)
+        self.assertTrue(os.path.basename(files[0]).startswith("rank2_"), files[0])
+        s = self.only_store()
+        self.assertClean(s)
+        self.assertEqual((s.meta("rank"), s.meta("world_size"), s.meta("local_rank")), (2, 4, 2))
+        self.assertEqual(s.meta("source_format"), "overlapprof")
+        self.assertEqual(s.meta("clock_source"), "CLOCK_REALTIME")
+        ops = s.ops()
+        # (op, datatype, count, bytes, root/peer, stream) in the order nccl_driver.cc issues them.
+        expected = [
+            ("allreduce", "float32", 1024, 4096, None, 0x5100),
+            ("broadcast", "int64", 10, 80, 1, 0x5100),
+            ("broadcast", "uint8", 20, 20, 0, 0x5100),
+            ("reduce", "float16", 300, 600, 2, 0x5100),
+            ("allgather", "bfloat16", 256, 512, None, 0x5100),
+            ("reducescatter", "float32", 128, 512, None, 0x5100),
+            ("alltoall", "int8", 64, 64, None, 0x5100),
+            ("gather", "float64", 16, 128, 0, 0x5100),
+            ("scatter", "int32", 16, 64, 0, 0x5100),
+            ("send", "float32", 32, 128, 3, 0x5200),
+            ("recv", "float32", 32, 128, 1, 0x5200),
+            ("allreduce", "float32", 8, 32, None, 0x5100),
+            ("allreduce", "float32", 9, 36, None, 0x5100),
+            ("allreduce", "float32", 77, 308, None, 0x5300),
+        ]
+        got = [(o["op"], o["datatype"], o["count"], o["bytes"], o["root_peer"], o["stream_handle"]) for o in ops]
+        self.assertEqual(got, expected)
+        world, child = ops[0]["communicator"], ops[13]["communicator"]
+        self.assertNotEqual(world, child)
+        self.assertEqual([o["seq"] for o in ops[:13]], list(range(13)))
+        self.assertTrue(all(o["communicator"] == world and o["comm_rank"] == 2 and o["comm_nranks"] == 4
+                            for o in ops[:13]))
+        self.assertEqual((ops[13]["seq"], ops[13]["comm_nranks"]), (0, 2))
+        self.assertTrue(all(o["source"] == 1 for o in ops))  # kNcclHook
+        self.assertTrue(all(0 < o["host_enter_ns"] <= o["host_exit_ns"] for o in ops))
+        # Launch ids: one per call outside groups; a group's ops share the outermost group's.
+        ids = [o["launch_id"] for o in ops]
+        self.assertEqual(ids[9], ids[10])
+        self.assertEqual(ids[11], ids[12])
+        self.assertEqual(len(set(ids)), 12, ids)
+        comms = s.meta("communicators")
+        self.assertIn('"created_by":"ncclCommSplit"', comms)
+        self.assertIn(f'"parent":"{world}"', comms)
+
+    def test_communicator_ids_agree_across_ranks(self):
+        # Every rank of a communicator derives the same id (from the ncclUniqueId, and for a
+        # split from the parent, the split index and the color).
+        procs = []
+        for rank in range(4):
+            d = os.path.join(self.tmp, f"r{rank}")
+            procs.append((rank, d, subprocess.Popen(
+                [CLI, "run", "-o", d, "--no-analyze", "--", DRIVER, "ops"],
+                env=env_with(RANK=rank, WORLD_SIZE=4), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
+        worlds, children = set(), {}
+        for rank, d, p in procs:
+            self.assertEqual(p.wait(timeout=60), 0)
+            [f] = glob.glob(os.path.join(d, "*.db"))
+            s = Store(f)
+            ops = s.ops()
+            s.close()
+            worlds.add(ops[0]["communicator"])
+            children.setdefault(rank % 2, set()).add(ops[13]["communicator"])
+        self.assertEqual(len(worlds), 1)
+        self.assertEqual([len(children[0]), len(children[1])], [1, 1])
+        self.assertNotEqual(children[0], children[1])
+
+    def test_threads_each_with_a_communicator(self):
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "threads", "8", "500"])
+        self.assertEqual(rc, 0, err)
+        s = self.only_store()
+        self.assertClean(s)
+        ops = s.ops()
+        self.assertEqual(len(ops), 4000)
+        by_comm = {}
+        for o in ops:
+            by_comm.setdefault(o["communicator"], []).append(o)
+        self.assertEqual(len(by_comm), 8)
+        for comm_ops in by_comm.values():
+            self.assertEqual(sorted(o["seq"] for o in comm_ops), list(range(500)))
+            self.assertEqual(sorted(o["count"] for o in comm_ops), list(range(1, 501)))
+            self.assertEqual(len({o["host_tid"] for o in comm_ops}), 1)
+        self.assertEqual(len({o["host_tid"] for o in ops}), 8)
+
+    def test_sixteen_processes_lose_nothing(self):
+        # A launcher starting 16 ranks, as torchrun does, all under one `overlapprof run`.
+        script = os.path.join(self.tmp, "launch.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\nfor r in $(seq 0 15); do RANK=$r WORLD_SIZE=16 \"$1\" loop 3000 0 1000 >/dev/null & done\n"
+                    "wait\n")
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", "sh", script, DRIVER], timeout=300)
+        self.assertEqual(rc, 0, err)
+        files = self.files()
+        self.assertEqual(len(files), 16, files)
+        ranks = set()
+        for f in files:
+            s = Store(f)
+            self.assertClean(s)
+            ops = s.ops()
+            self.assertEqual([o["seq"] for o in ops], list(range(3000)), f)
+            ranks.add(s.meta("rank"))
+            s.close()
+        self.assertEqual(ranks, set(range(16)))
+
+    # ---- processes that must stay untouched ---------------------------------------------
+
+    def test_forked_child_writes_nothing(self):
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "fork"])
+        self.assertEqual(rc, 0, err)
+        s = self.only_store()
+        self.assertClean(s)
+        self.assertEqual([o["count"] for o in s.ops()], [1, 2])  # not the child's 1000..1004
+        self.assertEqual(s.meta("pid") is not None, True)
+
+    def test_processes_without_nccl_or_cuda_write_nothing(self):
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "none"])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(self.files(), [])
+        self.assertIn("nothing was recorded", err)
+
+    def test_injector_inert_without_output_dir(self):
+        # Preloaded but not under `overlapprof run` (no OVERLAPPROF_OUTPUT_DIR): no file, no output.
+        inj = os.path.join(os.path.dirname(CLI), "injector", "liboverlapprof_inject.so")
+        p = subprocess.run([DRIVER, "ops"], env=env_with(LD_PRELOAD=inj), capture_output=True, text=True,
+                           timeout=60, cwd=self.tmp)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "")
+        self.assertEqual(glob.glob(os.path.join(self.tmp, "**", "*.db"), recursive=True), [])
+
+    # ---- NCCL variants ----------------------------------------------------------------------
+
+    def test_function_missing_in_loaded_nccl_returns_an_error(self):
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "missing"],
+                           env=env_with(LD_LIBRARY_PATH=FAKE_OLD))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("ncclAlltoAll: 5", out)  # ncclInvalidUsage, no crash
+        self.assertIn("ncclAlltoAll is not in the loaded NCCL", err)
+        s = self.only_store()
+        self.assertEqual(s.stat("nccl_missing_function"), 1)
+        self.assertEqual([o["op"] for o in s.ops()], ["allreduce"])
+
+    def test_nonblocking_communicator(self):
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "nonblocking"],
+                           env=env_with(FAKE_NCCL_INPROGRESS=3))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("init: 7 polls: 3", out)  # ncclInProgress, then 3 polls
+        s = self.only_store()
+        self.assertClean(s)
+        [op] = s.ops()
+        self.assertEqual((op["op"], op["count"], op["comm_rank"], op["comm_nranks"], op["seq"]),
+                         ("allreduce", 5, 1, 2, 0))
+        self.assertIn('"created_by":"ncclCommInitRankConfig"', s.meta("communicators"))
+
+    def test_nccl_loaded_with_rtld_local(self):
+        # PyTorch loads NCCL inside libraries opened with RTLD_LOCAL: the hooks must still
+        # find the real functions.
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "local", LOCAL_USER])
+        self.assertEqual(rc, 0, err)
+        s = self.only_store()
+        self.assertClean(s)
+        self.assertEqual([o["op"] for o in s.ops()], ["allreduce"] * 3)
+
+    def test_init_all_and_group_across_communicators(self):
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "initall"])
+        self.assertEqual(rc, 0, err)
+        s = self.only_store()
+        ops = s.ops()
+        self.assertEqual(len(ops), 2)
+        # ncclCommInitAll makes one communicator whose ranks are all in this process.
+        self.assertEqual(ops[0]["communicator"], ops[1]["communicator"])
+        self.assertEqual(ops[0]["launch_id"], ops[1]["launch_id"])  # one group, one launch
+        self.assertEqual([(o["comm_rank"], o["comm_nranks"]) for o in ops], [(0, 2), (1, 2)])
+
+    # ---- NVTX -----------------------------------------------------------------------------------
+
+    def test_nvtx_ranges(self):
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "nvtx"])
+        self.assertEqual(rc, 0, err)
+        s = self.only_store()
+        rows = s.q("SELECT r.kind, s.value, r.step, r.start_ns, r.end_ns FROM trace_range r "
+                   "JOIN string s ON s.id = r.name_id ORDER BY r.start_ns, r.end_ns DESC")
+        steps = [(n, st) for k, n, st, _, _ in rows if k == 1]
+        self.assertEqual(steps, [("ProfilerStep#1", 1), ("ProfilerStep#2", 2), ("ProfilerStep#3", 3)])
+        names = [n for _, n, _, _, _ in rows]
+        self.assertEqual(names.count("forward"), 3)
+        self.assertIn("checkpoint", names)
+        self.assertIn("marker", names)
+        self.assertIn("a-range-name-that-is-much-longer-than-forty-sev", names)
+        self.assertEqual(s.stat("nvtx_names_truncated"), 1)
+        self.assertTrue(all(a <= b for _, _, _, a, b in rows))
+        # Each step range encloses its all-reduce.
+        ops = s.ops()
+        for (_, n, st, a, b), op in zip([r for r in rows if r[0] == 1], ops):
+            self.assertTrue(a <= op["host_enter_ns"] <= op["host_exit_ns"] <= b, n)
+
+    # ---- drops, signals, kill -9 -------------------------------------------------------------
+
+    def test_full_ring_drops_and_counts_never_blocks(self):
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "threads", "4", "50000"],
+                         env=env_with(OVERLAPPROF_RING_RECORDS=64), timeout=300)
+        self.assertEqual(rc, 0, err)
+        s = self.only_store()
+        dropped = s.stat("records_dropped_hooks")
+        stored = len(s.ops())
+        # Every op is either stored or counted: nothing is lost silently. (The counter also
+        # counts the 4 communicator creations and 4 destructions when they were dropped.)
+        self.assertGreater(dropped, 0)
+        self.assertGreaterEqual(stored + dropped, 4 * 50000)
+        self.assertLessEqual(stored + dropped, 4 * 50000 + 8)
+        rc, _, err = run(["analyze", self.out])
+        self.assertEqual(rc, 4, err)  # an error-level counter fails analysis
+        self.assertIn("records_dropped_hooks", run(["analyze", self.out])[1])
+
+    def _start_loop(self, flush_ms):
+        p = subprocess.Popen([CLI, "run", "-o", self.out, "--no-analyze", "--flush-ms", str(flush_ms), "--",
+                              DRIVER, "loop", "100000", "1000", "1"],
+                             env=env_with(RANK=0, WORLD_SIZE=1), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        pid = int(p.stdout.readline().split()[1])
+        return p, pid
+
+    def _read_progress(self, p, until):
+        last = 0
+        while last < until:
+            line = p.stdout.readline()
+            if not line:
+                break
+            last = int(line.split()[1])
+        return last
+
+    def test_kill_9_keeps_everything_committed_before_the_last_flush(self):
+        p, pid = self._start_loop(flush_ms=100)
+        done = self._read_progress(p, 300)
+        time.sleep(0.5)  # several flushes since op `done` returned
+        os.kill(pid, signal.SIGKILL)
+        rest, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 128 + signal.SIGKILL, err)
+        self.assertIn("did not finish recording", err)
+        s = self.only_store()
+        self.assertEqual(s.integrity(), "ok")
+        ops = s.ops()
+        self.assertGreaterEqual(len(ops), done)
+        self.assertEqual([o["seq"] for o in ops], list(range(len(ops))))  # a prefix, no holes
+        self.assertEqual(s.meta("recording_state"), "incomplete")
+        self.assertEqual(s.stat("recording_incomplete"), 1)
+
+    def test_sigterm_leaves_a_complete_file(self):
+        p, pid = self._start_loop(flush_ms=60000)  # only the signal can flush
+        done = self._read_progress(p, 200)
+        p.send_signal(signal.SIGTERM)  # to overlapprof, which forwards it to the job
+        rest, err = p.communicate(timeout=60)
+        last = max([done] + [int(l.split()[1]) for l in rest.split("\n") if l.startswith("progress")])
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+        s = self.only_store()
+        self.assertEqual(s.integrity(), "ok")
+        self.assertEqual(s.meta("recording_state"), "finished")
+        ops = s.ops()
+        self.assertIn(len(ops), (last, last + 1))  # the op in flight may or may not be in
+        self.assertEqual([o["seq"] for o in ops], list(range(len(ops))))
+
+    # ---- the run command itself -----------------------------------------------------------
+
+    def test_run_returns_the_commands_exit_code(self):
+        self.assertEqual(run(["run", "-o", self.out, "--", "sh", "-c", "exit 3"])[0], 3)
+        self.assertEqual(run(["run", "-o", self.out + "2", "--", "sh", "-c", "kill -TERM $$"])[0], 143)
+
+    def test_run_errors(self):
+        rc, _, err = run(["run", "-o", self.out])
+        self.assertEqual((rc, err.count("\n")), (2, 1), err)
+        self.assertIn("no command given", err)
+        rc, _, err = run(["run", "-o", self.out, "--", "no-such-command-xyz"])
+        self.assertEqual(rc, 2)
+        self.assertIn("cannot run 'no-such-command-xyz'", err)
+        os.makedirs(self.out, exist_ok=True)
+        open(os.path.join(self.out, "old.db"), "w").close()
+        rc, _, err = run(["run", "-o", self.out, "--", "true"])
+        self.assertEqual(rc, 2)
+        self.assertIn("already holds rank files", err)
+        bogus = os.path.join(self.tmp, "bogus.so")
+        with open(bogus, "w") as f:
+            f.write("not a library")
+        rc, _, err = run(["run", "-o", self.out + "x", "--", "true"], env=env_with(OVERLAPPROF_INJECTOR=bogus))
+        self.assertEqual(rc, 2)
+        self.assertIn("the injector cannot be loaded", err)
+
+    def test_run_then_analyze(self):
+        rc, out, err = run(["run", "-o", self.out, "--", DRIVER, "ops"], env=env_with(RANK=0, WORLD_SIZE=4))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("rank", out)
+        self.assertIn("verdict", out)
+        rc, out, err = run(["analyze", self.out, "--json", "-"])
+        self.assertEqual(rc, 0, err)
+
+
+if __name__ == "__main__":
+    CLI, DRIVER, FAKE_OLD, LOCAL_USER = (os.path.abspath(a) for a in sys.argv[1:5])
+    unittest.main(argv=[sys.argv[0], "-v"] + sys.argv[5:])

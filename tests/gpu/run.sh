@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# One command for overlapprof's GPU checks (tests/gpu/README.md):
+#   tests/gpu/run.sh [BUILD_DIR] [--quick] [check.py options...]
+# Builds overlapprof and samples/gemm_allreduce into BUILD_DIR (default: build) when they are missing,
+# then runs tests/gpu/check.py, which writes tests/gpu/out/{results.json,results.md,fixtures/}.
+# BUILD_DIR may also be a bundle made by tests/gpu/bundle.sh on a machine with the build deps.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+build="$root/build"
+if [[ $# -gt 0 && "$1" != -* ]]; then
+  build="$1"
+  shift
+fi
+case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
+
+die() { echo "tests/gpu/run.sh: $*" >&2; exit 2; }
+
+# 1. A GPU, or one clear line.
+command -v nvidia-smi >/dev/null 2>&1 || die "no GPU: nvidia-smi not found (these checks need one NVIDIA GPU)"
+gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)"
+[[ "$gpus" -ge 1 ]] || die "no GPU: nvidia-smi lists no device (these checks need one NVIDIA GPU)"
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 8))' 2>/dev/null || die "python3 >= 3.8 needed"
+
+# 2. Libraries a carried build needs (bundle.sh puts them in gpu-libs/), and NCCL/cuBLAS from the
+#    Python wheels (nvidia-*) when the system has none.
+py_nvidia_libdirs() {
+  python3 - "$@" <<'PY' 2>/dev/null || true
+import glob, os, site, sys
+roots = set(site.getsitepackages() + [site.getusersitepackages()])
+dirs = []
+for r in roots:
+    for lib in sys.argv[1:]:
+        for p in glob.glob(os.path.join(r, "nvidia", "**", lib), recursive=True):
+            d = os.path.dirname(p)
+            if d not in dirs:
+                dirs.append(d)
+print(":".join(dirs))
+PY
+}
+extra_ld=""
+[[ -d "$build/gpu-libs" ]] && extra_ld="$build/gpu-libs"
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+  [[ -d "$d" ]] && extra_ld="${extra_ld:+$extra_ld:}$d"
+done
+# Last: the wheels' NCCL/cuBLAS (the ones PyTorch uses) for whatever the toolkit folders lack.
+wheel_dirs="$(py_nvidia_libdirs 'libnccl.so*' 'libcublas.so*' 'libcublasLt.so*' 'libcudart.so*')"
+[[ -n "$wheel_dirs" ]] && extra_ld="${extra_ld:+$extra_ld:}$wheel_dirs"
+export LD_LIBRARY_PATH="${extra_ld}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# 3. Build what is missing.
+sample=""
+for s in "$build/samples/gemm_allreduce/gemm_allreduce" "$build/samples-standalone/gemm_allreduce"; do
+  [[ -x "$s" ]] && sample="$s" && break
+done
+jobs="$(nproc 2>/dev/null || echo 4)"
+if [[ ! -x "$build/overlapprof" ]]; then
+  command -v cmake >/dev/null 2>&1 || die "no overlapprof in $build and no cmake to build it"
+  echo "tests/gpu/run.sh: building overlapprof in $build" >&2
+  gen=()
+  command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+  if ! cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+        -DOVERLAPPROF_BUILD_TESTS=OFF -DOVERLAPPROF_BUILD_BENCH=OFF >"$build.configure.log" 2>&1; then
+    tail -5 "$build.configure.log" >&2
+    die "cannot configure overlapprof here (log: $build.configure.log); build it where its deps are, run tests/gpu/bundle.sh there and pass the bundle as BUILD_DIR"
+  fi
+  cmake --build "$build" -j "$jobs" >"$build.build.log" 2>&1 || { tail -20 "$build.build.log" >&2; die "build failed (log: $build.build.log)"; }
+fi
+[[ -x "$build/overlapprof" ]] || die "no overlapprof binary in $build after the build"
+if [[ -z "$sample" ]]; then
+  for s in "$build/samples/gemm_allreduce/gemm_allreduce" "$build/samples-standalone/gemm_allreduce"; do
+    [[ -x "$s" ]] && sample="$s" && break
+  done
+fi
+if [[ -z "$sample" ]]; then
+  # The root CMakeLists.txt may not include samples/ (yet): build the sample on its own.
+  command -v cmake >/dev/null 2>&1 || die "no gemm_allreduce in $build and no cmake to build it"
+  nccl_root=""
+  if [[ -z "${NCCL_ROOT:-}" ]] && ! compgen -G "/usr/local/cuda/include/nccl.h" >/dev/null; then
+    nccl_root="$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || true)"
+  fi
+  echo "tests/gpu/run.sh: building samples/gemm_allreduce in $build/samples-standalone" >&2
+  if ! { cmake -S "$root/samples/gemm_allreduce" -B "$build/samples-standalone" -DCMAKE_BUILD_TYPE=Release \
+           ${nccl_root:+-DNCCL_ROOT="$nccl_root"} >"$build.sample.log" 2>&1 &&
+         cmake --build "$build/samples-standalone" -j "$jobs" >>"$build.sample.log" 2>&1; }; then
+    tail -20 "$build.sample.log" >&2
+    die "cannot build samples/gemm_allreduce (log: $build.sample.log)"
+  fi
+  sample="$build/samples-standalone/gemm_allreduce"
+fi
+if ldd "$sample" "$build/overlapprof" 2>/dev/null | grep -q 'not found'; then
+  ldd "$sample" "$build/overlapprof" | grep 'not found' >&2
+  die "shared libraries missing (above); set LD_LIBRARY_PATH or use a bundle (tests/gpu/bundle.sh)"
+fi
+
+# 4. The checks (a hard limit keeps a hung rank from eating the machine).
+exec timeout --signal=TERM --kill-after=30 900 \
+  python3 "$here/check.py" --build-dir "$build" --overlapprof "$build/overlapprof" --sample "$sample" "$@"

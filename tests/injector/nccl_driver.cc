@@ -1,0 +1,234 @@
+// Test program for the injector: calls the NCCL API (against the test double fake_nccl.cc,
+// or a real NCCL) in the patterns the tests check. `nccl_driver MODE [ARGS]`; exit code 0
+// on success, 1 on a failed NCCL call (with a line naming it on stderr), 2 on bad usage.
+//
+// Communicator unique ids are derived from $UID_SEED (default 1) so every rank of a
+// multi-process test builds the same id without exchanging it (the double does not talk).
+#include <dlfcn.h>
+#include <nccl.h>
+#include <nvtx3/nvToolsExt.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#define NCCL_CHECK(call)                                                                       \
+  do {                                                                                         \
+    ncclResult_t _r = (call);                                                                  \
+    if (_r != ncclSuccess && _r != ncclInProgress) {                                           \
+      std::fprintf(stderr, "nccl_driver: %s failed: %d (%s)\n", #call, static_cast<int>(_r),   \
+                   ncclGetErrorString(_r));                                                    \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+namespace {
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+ncclUniqueId MakeId(int salt) {
+  ncclUniqueId id;
+  unsigned seed = static_cast<unsigned>(EnvInt("UID_SEED", 1) * 7919 + salt);
+  for (char& b : id.internal) {
+    seed = seed * 1103515245u + 12345u;
+    b = static_cast<char>(seed >> 16);
+  }
+  return id;
+}
+
+cudaStream_t Stream(uintptr_t v) { return reinterpret_cast<cudaStream_t>(v); }
+char g_buf[1 << 16];
+
+ncclComm_t InitWorld() {
+  int nranks = EnvInt("WORLD_SIZE", 4);
+  int rank = EnvInt("RANK", 0);
+  ncclComm_t comm = nullptr;
+  NCCL_CHECK(ncclCommInitRank(&comm, nranks, MakeId(0), rank));
+  return comm;
+}
+
+// Every op type once, a group of point-to-point calls, nested groups, a split.
+// The expectations in tests/e2e/injector_test.py follow this sequence exactly.
+int Ops() {
+  ncclComm_t comm = InitWorld();
+  int nranks = EnvInt("WORLD_SIZE", 4);
+  int rank = EnvInt("RANK", 0);
+  cudaStream_t s = Stream(0x5100);
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 1024, ncclFloat32, ncclSum, comm, s));           // seq 0
+  NCCL_CHECK(ncclBroadcast(g_buf, g_buf, 10, ncclInt64, 1, comm, s));                     // seq 1
+  NCCL_CHECK(ncclBcast(g_buf, 20, ncclUint8, 0, comm, s));                                // seq 2
+  NCCL_CHECK(ncclReduce(g_buf, g_buf, 300, ncclFloat16, ncclMax, 2 % nranks, comm, s));   // seq 3
+  NCCL_CHECK(ncclAllGather(g_buf, g_buf, 256, ncclBfloat16, comm, s));                    // seq 4
+  NCCL_CHECK(ncclReduceScatter(g_buf, g_buf, 128, ncclFloat32, ncclSum, comm, s));        // seq 5
+  NCCL_CHECK(ncclAlltoAll(g_buf, g_buf, 64, ncclInt8, comm, s));                          // seq 6
+  NCCL_CHECK(ncclGather(g_buf, g_buf, 16, ncclFloat64, 0, comm, s));                      // seq 7
+  NCCL_CHECK(ncclScatter(g_buf, g_buf, 16, ncclInt32, 0, comm, s));                       // seq 8
+  NCCL_CHECK(ncclGroupStart());
+  NCCL_CHECK(ncclSend(g_buf, 32, ncclFloat32, (rank + 1) % nranks, comm, Stream(0x5200)));           // seq 9
+  NCCL_CHECK(ncclRecv(g_buf, 32, ncclFloat32, (rank + nranks - 1) % nranks, comm, Stream(0x5200)));  // seq 10
+  NCCL_CHECK(ncclGroupEnd());
+  NCCL_CHECK(ncclGroupStart());
+  NCCL_CHECK(ncclGroupStart());
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 8, ncclFloat32, ncclSum, comm, s));  // seq 11, group 2
+  NCCL_CHECK(ncclGroupEnd());
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 9, ncclFloat32, ncclSum, comm, s));  // seq 12, group 2
+  NCCL_CHECK(ncclGroupEnd());
+  ncclComm_t child = nullptr;
+  NCCL_CHECK(ncclCommSplit(comm, rank % 2, rank, &child, nullptr));
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 77, ncclFloat32, ncclSum, child, Stream(0x5300)));  // child seq 0
+  NCCL_CHECK(ncclCommDestroy(child));
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
+// N all-reduces, `sleep_us` apart. Prints "pid P" first, then "progress K" after every
+// `every`-th op returned (flushed), so a test can signal it at a known point.
+int Loop(int n, int sleep_us, int every) {
+  std::printf("pid %d\n", static_cast<int>(getpid()));
+  std::fflush(stdout);
+  ncclComm_t comm = InitWorld();
+  for (int i = 0; i < n; ++i) {
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, i + 1, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+    if ((i + 1) % every == 0) {
+      std::printf("progress %d\n", i + 1);
+      std::fflush(stdout);
+    }
+    if (sleep_us > 0) usleep(sleep_us);
+  }
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
+// T threads, each with its own communicator, K all-reduces each.
+int Threads(int t, int k) {
+  std::vector<std::thread> threads;
+  for (int i = 0; i < t; ++i)
+    threads.emplace_back([i, k] {
+      ncclComm_t comm = nullptr;
+      NCCL_CHECK(ncclCommInitRank(&comm, 2, MakeId(100 + i), 0));
+      for (int j = 0; j < k; ++j)
+        NCCL_CHECK(ncclAllReduce(g_buf, g_buf, j + 1, ncclFloat32, ncclSum, comm, Stream(0x6000 + i)));
+      NCCL_CHECK(ncclCommDestroy(comm));
+    });
+  for (auto& th : threads) th.join();
+  return 0;
+}
+
+// A forked child (a DataLoader worker) calls NCCL and exits through exit() (atexit
+// handlers run): it must write nothing. The parent goes on recording.
+int Fork() {
+  ncclComm_t comm = InitWorld();
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 1, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+  pid_t pid = fork();
+  if (pid < 0) return 1;
+  if (pid == 0) {
+    for (int i = 0; i < 5; ++i) ncclAllReduce(g_buf, g_buf, 1000 + i, ncclFloat32, ncclSum, comm, Stream(0x5100));
+    std::exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 2, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
+// A non-blocking communicator: init returns ncclInProgress until polled.
+int Nonblocking() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, 2, MakeId(7), 1, &config);
+  if (r != ncclSuccess && r != ncclInProgress) return 1;
+  ncclResult_t state = ncclInProgress;
+  int polls = 0;
+  while (state == ncclInProgress && polls < 1000) {
+    NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+    ++polls;
+  }
+  std::printf("init: %d polls: %d\n", static_cast<int>(r), polls);
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 5, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
+// Calls ncclAlltoAll and prints the code it returned (the "old" double lacks it).
+int Missing() {
+  ncclComm_t comm = InitWorld();
+  ncclResult_t r = ncclAlltoAll(g_buf, g_buf, 4, ncclFloat32, comm, Stream(0x5100));
+  std::printf("ncclAlltoAll: %d\n", static_cast<int>(r));
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 3, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
+// NCCL reached only through a library loaded with RTLD_LOCAL (as PyTorch loads it).
+int Local(const char* lib) {
+  void* h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    std::fprintf(stderr, "nccl_driver: dlopen %s: %s\n", lib, dlerror());
+    return 1;
+  }
+  auto run = reinterpret_cast<int (*)(int)>(dlsym(h, "run_local_ops"));
+  return run ? run(3) : 1;
+}
+
+// NVTX ranges around NCCL calls: ProfilerStep#N push/pop, a start/end range, a marker and
+// a name longer than the injector's inline buffer.
+int Nvtx() {
+  ncclComm_t comm = InitWorld();
+  for (int step = 1; step <= 3; ++step) {
+    std::string name = "ProfilerStep#" + std::to_string(step);
+    nvtxRangePushA(name.c_str());
+    nvtxRangePushA("forward");
+    nvtxRangePop();
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, step, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+    nvtxRangePop();
+  }
+  nvtxRangeId_t id = nvtxRangeStartA("checkpoint");
+  nvtxMarkA("marker");
+  nvtxRangePushA("a-range-name-that-is-much-longer-than-forty-seven-bytes-in-total");
+  nvtxRangePop();
+  nvtxRangeEnd(id);
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
+int InitAll() {
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  NCCL_CHECK(ncclCommInitAll(comms, 2, nullptr));
+  NCCL_CHECK(ncclGroupStart());
+  for (int i = 0; i < 2; ++i)
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 10, ncclFloat32, ncclSum, comms[i], Stream(0x7000 + i)));
+  NCCL_CHECK(ncclGroupEnd());
+  for (auto* c : comms) NCCL_CHECK(ncclCommDestroy(c));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "ops") return Ops();
+  if (mode == "loop" && argc > 3)
+    return Loop(std::atoi(argv[2]), std::atoi(argv[3]), argc > 4 ? std::max(1, std::atoi(argv[4])) : 100);
+  if (mode == "threads" && argc > 3) return Threads(std::atoi(argv[2]), std::atoi(argv[3]));
+  if (mode == "fork") return Fork();
+  if (mode == "nonblocking") return Nonblocking();
+  if (mode == "missing") return Missing();
+  if (mode == "local" && argc > 2) return Local(argv[2]);
+  if (mode == "nvtx") return Nvtx();
+  if (mode == "initall") return InitAll();
+  if (mode == "none") return 0;
+  std::fprintf(stderr,
+               "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|none\n");
+  return 2;
+}
