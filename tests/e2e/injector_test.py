@@ -5,7 +5,10 @@ The NCCL boundary is the test double tests/injector/fake_nccl.cc (NCCL's real he
 GPU); test programs (tests/injector/nccl_driver.cc) call it under the real `overlapprof run`
 with the real injector, and the tests read the rank files with SQLite.
 
-Usage: injector_test.py OVERLAPPROF NCCL_DRIVER FAKE_OLD_DIR LOCAL_USER_LIB   (ctest passes them)
+The GPU boundary is the CUPTI double tests/injector/fake_cupti.cc: the injector's real CUPTI
+code (InitializeInjection, buffers, decoding, external correlation) runs against it.
+
+Usage: injector_test.py OVERLAPPROF NCCL_DRIVER FAKE_OLD_DIR LOCAL_USER_LIB FAKE_CUPTI_LIB (ctest passes them)
 Every process runs under a timeout: a hang is a failure.
 """
 import glob
@@ -19,7 +22,7 @@ import tempfile
 import time
 import unittest
 
-CLI = DRIVER = FAKE_OLD = LOCAL_USER = None
+CLI = DRIVER = FAKE_OLD = LOCAL_USER = FAKE_CUPTI = None
 ERROR_STATS = ("records_dropped_hooks", "records_dropped_cupti", "cupti_unavailable")
 
 
@@ -294,6 +297,51 @@ class InjectorTest(unittest.TestCase):
         for (_, n, st, a, b), op in zip([r for r in rows if r[0] == 1], ops):
             self.assertTrue(a <= op["host_enter_ns"] <= op["host_exit_ns"] <= b, n)
 
+    # ---- CUPTI (through its test double) -----------------------------------------------------
+
+    def test_cupti_records_link_each_op_to_its_kernel_and_give_the_exact_overlap(self):
+        # nccl_driver.cc's "cupti" mode: 5 iterations of a 6 ms GEMM and a 4 ms all-reduce kernel
+        # overlapping it by 2 ms, a grouped send/recv (one kernel, 1 ms, not overlapped), a memcpy.
+        rc, out, err = run(["run", "-o", self.out, "--", DRIVER, "cupti", FAKE_CUPTI],
+                           env=env_with(RANK=0, WORLD_SIZE=2, OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("47.6%", out)
+        rc, js, err = run(["analyze", self.out, "--json", "-", "--per-iteration"])
+        self.assertEqual(rc, 0, err)
+        import json
+        summary = json.loads(js)
+        [r] = summary["ranks"]
+        ms = 1000000
+        self.assertEqual((r["comm_ns"], r["compute_ns"], r["overlap_ns"], r["memory_ns"]),
+                         (21 * ms, 31 * ms, 10 * ms, 1 * ms))
+        self.assertEqual(r["overlap_ratio"], 0.4762)
+        self.assertEqual(r["comm_kernels"], 6)
+        self.assertEqual((r["iterations"], r["iteration_source"]), (5, "ProfilerStep"))
+        self.assertEqual(r["data_quality"], [])  # every op linked, every launch matched
+        its = [i for i in summary["iterations"] if i["index"] < 4]
+        self.assertEqual([(i["step"], i["overlap_ratio"]) for i in its], [(k, 0.5) for k in range(4)])
+        s = self.only_store()
+        self.assertClean(s)
+        # Chunks only for activities and host calls; the launching driver calls kept, the rest not.
+        self.assertEqual(s.meta("row_copies"), 0)
+        self.assertEqual(s.q("SELECT count(*) FROM gpu_activity"), [(0,)])
+        self.assertEqual(s.q("SELECT count(*) FROM external_correlation"), [(6,)])
+        ops = s.ops()
+        ext = dict(s.q("SELECT external_id, correlation_id FROM external_correlation"))
+        self.assertTrue(all(o["launch_id"] in ext for o in ops))  # each op's launch was tagged
+
+    def test_cupti_held_by_another_tool_is_said_and_the_job_runs(self):
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "cupti", FAKE_CUPTI],
+                           env=env_with(RANK=0, WORLD_SIZE=2, OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI, FAKE_CUPTI_BUSY=1))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("CUPTI is already held by another CUPTI client", err)
+        self.assertIn("GPU activities are not recorded for this process (NCCL calls still are)", err)
+        s = self.only_store()
+        self.assertEqual(s.stat("cupti_unavailable"), 1)
+        self.assertEqual(len(s.ops()), 7)
+        rc, _, err = run(["analyze", self.out])
+        self.assertEqual(rc, 4, err)
+
     # ---- drops, signals, kill -9 -------------------------------------------------------------
 
     def test_full_ring_drops_and_counts_never_blocks(self):
@@ -394,5 +442,5 @@ class InjectorTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    CLI, DRIVER, FAKE_OLD, LOCAL_USER = (os.path.abspath(a) for a in sys.argv[1:5])
-    unittest.main(argv=[sys.argv[0], "-v"] + sys.argv[5:])
+    CLI, DRIVER, FAKE_OLD, LOCAL_USER, FAKE_CUPTI = (os.path.abspath(a) for a in sys.argv[1:6])
+    unittest.main(argv=[sys.argv[0], "-v"] + sys.argv[6:])

@@ -7,7 +7,9 @@
 // (AlltoAll, Gather, Scatter, InitRankScalable, Shrink), to test calls into a function the
 // loaded NCCL lacks. FAKE_NCCL_INPROGRESS=N (environment) makes non-blocking communicators
 // report ncclInProgress from init and from their first N-1 ncclCommGetAsyncError polls.
+#include <dlfcn.h>
 #include <nccl.h>
+#include <time.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -52,11 +54,33 @@ ncclResult_t NewComm(ncclComm_t* out, int nranks, int rank, ncclConfig_t* config
   }
   return ncclSuccess;
 }
+// With the CUPTI double loaded (tests/injector/fake_cupti.cc), a collective "launches" its
+// kernel as NCCL would, at the GPU times the test program set with fake_nccl_next_kernel:
+// outside a group the call itself launches, inside one the outermost ncclGroupEnd.
+using LaunchFn = void (*)(const char*, uint32_t, uint64_t, uint64_t, uint64_t, int);
+uint64_t g_kernel_start = 0, g_kernel_end = 0;
+thread_local int g_group_depth = 0;
+void MaybeLaunch(const char* kernel) {
+  if (g_kernel_end == 0 || g_group_depth > 0) return;
+  auto launch = reinterpret_cast<LaunchFn>(dlsym(RTLD_DEFAULT, "fake_cupti_launch"));
+  if (!launch) return;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  launch(kernel, 20, g_kernel_start, g_kernel_end, uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec), 0);
+  g_kernel_end = 0;
+}
 ncclResult_t Op(ncclComm_t comm, ncclDataType_t t) {
   if (ncclResult_t r = Check(comm); r != ncclSuccess) return r;
-  return CheckType(t);
+  if (ncclResult_t r = CheckType(t); r != ncclSuccess) return r;
+  MaybeLaunch("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  return ncclSuccess;
 }
 }  // namespace
+
+extern "C" __attribute__((visibility("default"))) void fake_nccl_next_kernel(uint64_t start, uint64_t end) {
+  g_kernel_start = start;
+  g_kernel_end = end;
+}
 
 FAKE_API(ncclResult_t, ncclGetVersion, int* version) {
   if (!version) return ncclInvalidArgument;
@@ -163,9 +187,6 @@ FAKE_API(ncclResult_t, ncclRecv, void*, size_t, ncclDataType_t t, int peer, nccl
   if (comm && (peer < 0 || peer >= comm->nranks)) return ncclInvalidArgument;
   return Op(comm, t);
 }
-namespace {
-thread_local int g_group_depth = 0;
-}
 FAKE_API(ncclResult_t, ncclGroupStart) {
   ++g_group_depth;
   return ncclSuccess;
@@ -173,6 +194,7 @@ FAKE_API(ncclResult_t, ncclGroupStart) {
 FAKE_API(ncclResult_t, ncclGroupEnd) {
   if (g_group_depth <= 0) return ncclInvalidUsage;
   --g_group_depth;
+  MaybeLaunch("ncclDevKernel_SendRecv");
   return ncclSuccess;
 }
 #ifndef FAKE_NCCL_OLD

@@ -8,6 +8,7 @@
 #include <nccl.h>
 #include <nvtx3/nvToolsExt.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -202,6 +203,56 @@ int Nvtx() {
   return 0;
 }
 
+// GPU activity through the CUPTI double: the program calls InitializeInjection as libcuda
+// would, "launches" GEMMs itself and lets the NCCL double launch the collectives' kernels at
+// set GPU times. Per iteration i (ProfilerStep#i, 10 ms apart): a GEMM on stream 7 over
+// [0, 6) ms and an all-reduce kernel on stream 20 over [4, 8) ms: 2 of 4 ms hidden. Then a
+// grouped send/recv whose one kernel [52, 53) ms does not overlap the GEMM [50, 51) ms, and
+// a memcpy [60, 61) ms. Expected: comm 21 ms, compute 31 ms, overlap 10 ms, memory 1 ms.
+int Cupti(const char* fake_cupti) {
+  if (!dlopen(fake_cupti, RTLD_NOW | RTLD_GLOBAL)) {
+    std::fprintf(stderr, "nccl_driver: dlopen %s: %s\n", fake_cupti, dlerror());
+    return 1;
+  }
+  auto init = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "InitializeInjection"));
+  auto launch = reinterpret_cast<void (*)(const char*, uint32_t, uint64_t, uint64_t, uint64_t, int)>(
+      dlsym(RTLD_DEFAULT, "fake_cupti_launch"));
+  auto next = reinterpret_cast<void (*)(uint64_t, uint64_t)>(dlsym(RTLD_DEFAULT, "fake_nccl_next_kernel"));
+  if (!init || !launch || !next) {
+    std::fprintf(stderr, "nccl_driver: the injector or a double is missing\n");
+    return 1;
+  }
+  init();  // what libcuda does at cuInit when CUDA_INJECTION64_PATH names the injector
+  ncclComm_t comm = InitWorld();
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const uint64_t ms = 1000000, base = uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec) + 100 * ms;
+  auto now = [] {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return uint64_t(t.tv_sec) * 1000000000u + uint64_t(t.tv_nsec);
+  };
+  for (int i = 0; i < 5; ++i) {
+    std::string step = "ProfilerStep#" + std::to_string(i);
+    nvtxRangePushA(step.c_str());
+    uint64_t t = base + i * 10 * ms;
+    launch("void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm>(Params)", 7, t, t + 6 * ms, now(), 0);
+    next(t + 4 * ms, t + 8 * ms);
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 1 << 20, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+    nvtxRangePop();
+  }
+  uint64_t t = base + 50 * ms;
+  launch("void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm>(Params)", 7, t, t + 1 * ms, now(), 0);
+  next(t + 2 * ms, t + 3 * ms);
+  NCCL_CHECK(ncclGroupStart());
+  NCCL_CHECK(ncclSend(g_buf, 32, ncclFloat32, 1, comm, Stream(0x5200)));
+  NCCL_CHECK(ncclRecv(g_buf, 32, ncclFloat32, 1, comm, Stream(0x5200)));
+  NCCL_CHECK(ncclGroupEnd());
+  launch("", 7, base + 60 * ms, base + 61 * ms, now(), 1);
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
 int InitAll() {
   ncclComm_t comms[2] = {nullptr, nullptr};
   NCCL_CHECK(ncclCommInitAll(comms, 2, nullptr));
@@ -227,8 +278,9 @@ int main(int argc, char** argv) {
   if (mode == "local" && argc > 2) return Local(argv[2]);
   if (mode == "nvtx") return Nvtx();
   if (mode == "initall") return InitAll();
+  if (mode == "cupti" && argc > 2) return Cupti(argv[2]);
   if (mode == "none") return 0;
   std::fprintf(stderr,
-               "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|none\n");
+               "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|cupti FAKE_CUPTI|none\n");
   return 2;
 }
