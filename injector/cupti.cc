@@ -69,6 +69,7 @@ struct CuptiApi {
   decltype(&cuptiGetCallbackName) CallbackName = nullptr;                          // optional
   decltype(&cuptiActivityFlushPeriod) FlushPeriod = nullptr;                       // optional
   decltype(&cuptiActivityRegisterTimestampCallback) RegisterTimestamp = nullptr;  // optional
+  decltype(&cuptiGetContextId) ContextId = nullptr;                               // optional
 };
 CuptiApi g_api;
 std::atomic<bool> g_active{false};
@@ -103,6 +104,15 @@ std::vector<uint8_t*> g_free;
 std::vector<Completed> g_completed;
 std::vector<Completed> g_work;  // writer thread only
 size_t g_allocated = 0;
+// Dropped records per (context, stream), as CUPTI reports them; a fixed table (no
+// allocation in CUPTI's callback). Past kDropSlots pairs, drops go to the last slot.
+struct DropSlot {
+  uint32_t context, stream;
+  uint64_t dropped;
+};
+constexpr size_t kDropSlots = 64;
+DropSlot g_drops[kDropSlots];
+size_t g_drop_slots = 0;
 
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *max_records = 0;
@@ -124,10 +134,22 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
 
 void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t, size_t valid) {
   size_t dropped = 0;
-  if (g_api.GetNumDropped && g_api.GetNumDropped(ctx, stream_id, &dropped) == CUPTI_SUCCESS && dropped > 0)
+  uint32_t context_id = 0;
+  if (g_api.GetNumDropped && g_api.GetNumDropped(ctx, stream_id, &dropped) == CUPTI_SUCCESS && dropped > 0) {
     g_counters.cupti_records_dropped.fetch_add(dropped, std::memory_order_relaxed);
-  if (!buffer) return;
+    if (ctx && g_api.ContextId) g_api.ContextId(ctx, &context_id);
+  }
   std::lock_guard<std::mutex> lock(g_buf_mu);
+  if (dropped > 0) {
+    size_t i = 0;
+    while (i < g_drop_slots && !(g_drops[i].context == context_id && g_drops[i].stream == stream_id)) ++i;
+    if (i == g_drop_slots) {
+      if (g_drop_slots < kDropSlots) g_drops[g_drop_slots++] = {context_id, stream_id, 0};
+      else i = kDropSlots - 1;
+    }
+    g_drops[i].dropped += dropped;
+  }
+  if (!buffer) return;
   g_completed.push_back({buffer, valid});  // never reallocates: capacity reserved in Start()
 }
 
@@ -207,7 +229,8 @@ void Start() {
             Sym(h, "cuptiGetResultString", &a.ResultString, true) &
             Sym(h, "cuptiGetCallbackName", &a.CallbackName, false) &
             Sym(h, "cuptiActivityFlushPeriod", &a.FlushPeriod, false) &
-            Sym(h, "cuptiActivityRegisterTimestampCallback", &a.RegisterTimestamp, false);
+            Sym(h, "cuptiActivityRegisterTimestampCallback", &a.RegisterTimestamp, false) &
+            Sym(h, "cuptiGetContextId", &a.ContextId, false);
   if (!ok) return Unavailable("libcupti is too old");
   g_api = a;
   if (const char* n = std::getenv("OVERLAPPROF_CUPTI_BUFFERS"); n && std::atoi(n) > 0)
@@ -416,6 +439,19 @@ void CuptiPopExternalId() noexcept {
 
 void CuptiFlush(bool force) noexcept {
   if (g_active.load() && g_api.FlushAll) g_api.FlushAll(force ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+}
+
+void CuptiDroppedByStream(std::vector<ExtraStat>* out) {
+  std::lock_guard<std::mutex> lock(g_buf_mu);
+  for (size_t i = 0; i < g_drop_slots; ++i) {
+    ExtraStat e;
+    e.name = "records_dropped_cupti[context=" + std::to_string(g_drops[i].context) +
+             ",stream=" + std::to_string(g_drops[i].stream) + "]";
+    e.severity = Severity::kInfo;  // the total, records_dropped_cupti, carries the error
+    e.value = static_cast<int64_t>(g_drops[i].dropped);
+    e.description = "CUPTI records dropped for this context and stream (part of records_dropped_cupti)";
+    out->push_back(std::move(e));
+  }
 }
 
 void CuptiShutdown() noexcept {

@@ -201,7 +201,7 @@ bool DoActivate() {
   cfg->meta.source_path = cfg->path;
   g_flush_ms = static_cast<int>(EnvInt(kFlush, 1000));
   if (g_flush_ms < 10) g_flush_ms = 10;
-  size_t ring_records = static_cast<size_t>(EnvInt(kRingSize, 1 << 16));
+  size_t ring_records = static_cast<size_t>(EnvInt(kRingSize, 1 << 17));
   if (ring_records < 64) ring_records = 64;
   if (ring_records > (size_t{1} << 24)) ring_records = size_t{1} << 24;
 

@@ -94,12 +94,21 @@ class Sink {
     return writer_.PutMeta("recording_state", "recording");
   }
 
-  void DrainRing(Ring<HookRecord>* ring) {
+  // Returns how many records it took.
+  size_t DrainRing(Ring<HookRecord>* ring) {
     HookRecord r;
-    while (ring->TryPop(&r)) Take(r);
+    size_t n = 0;
+    while (ring->TryPop(&r)) {
+      Take(r);
+      ++n;
+    }
+    return n;
   }
 
   RankTrace* trace() { return &trace_; }
+  size_t Pending() const {
+    return trace_.comm_ops.size() + trace_.activities.size() + trace_.host_calls.size() + trace_.ranges.size();
+  }
 
   // One transaction: the batch, the communicators and rank when they changed, the counters.
   Status Commit() {
@@ -114,13 +123,13 @@ class Sink {
       OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("communicators", CommunicatorsJson()));
       meta_dirty_ = false;
     }
-    return writer_.WriteStats(Stats());
+    return writer_.WriteStats(Stats(), Extras());
   }
 
   Status Finish() {
     OVERLAPPROF_RETURN_IF_ERROR(Commit());
     OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("recording_state", "finished"));
-    return writer_.Finish(Stats());
+    return writer_.Finish(Stats(), Extras());
   }
 
   void Abort() { writer_.Abort(); }
@@ -136,6 +145,12 @@ class Sink {
     s.Set(Stat::cupti_unavailable, static_cast<int64_t>(g_counters.cupti_unavailable.load()));
     s.Set(Stat::nvtx_ranges_unmatched, unmatched_ranges_);
     return s;
+  }
+
+  static std::vector<ExtraStat> Extras() {
+    std::vector<ExtraStat> extra;
+    CuptiDroppedByStream(&extra);
+    return extra;
   }
 
   std::string CommunicatorsJson() const {
@@ -156,7 +171,7 @@ class Sink {
     switch (r.kind) {
       case RecKind::kCommOp: {
         CommOp op;
-        op.communicator = Hex(r.comm_id);
+        op.communicator = CommName(r.comm_id);
         op.comm_rank = r.comm_rank;
         op.comm_nranks = r.comm_nranks;
         op.seq = static_cast<int64_t>(r.seq);
@@ -224,6 +239,13 @@ class Sink {
     }
   }
 
+  // The communicator's id as text, formatted once per communicator.
+  const std::string& CommName(uint64_t id) {
+    auto it = comm_names_.find(id);
+    if (it == comm_names_.end()) it = comm_names_.emplace(id, Hex(id)).first;
+    return it->second;
+  }
+
   uint32_t NameOf(const HookRecord& r) {
     size_t n = strnlen(r.name, sizeof r.name);
     return trace_.names.Intern(std::string_view(r.name, n));
@@ -258,6 +280,7 @@ class Sink {
   RankTrace trace_;
   StoreWriter writer_;
   std::vector<Comm> comms_;
+  std::unordered_map<uint64_t, std::string> comm_names_;
   std::unordered_map<int32_t, std::vector<OpenRange>> stacks_;  // NVTX push/pop per thread
   std::unordered_map<uint64_t, OpenRange> started_;             // NVTX start/end by range id
   int64_t unmatched_ranges_ = 0;
@@ -281,16 +304,22 @@ void RunWriter(const SinkConfig& cfg, Ring<HookRecord>* ring, int flush_ms, int 
     const int drain_ms = std::min(flush_ms, 50);
     int64_t next_commit = NowNs() + int64_t{flush_ms} * 1000000;
     bool failed = false;
+    size_t last_drained = 0;
     for (;;) {
+      // Idle: wake every drain_ms. Busy (the last drain took over an eighth of the ring): come
+      // back after 1 ms, so a sustained high call rate does not overflow the ring.
       struct pollfd p = {wake_fd, POLLIN, 0};
-      ::poll(&p, 1, drain_ms);
+      ::poll(&p, 1, last_drained > ring->capacity() / 8 ? 1 : drain_ms);
       uint64_t v;
       if (::read(wake_fd, &v, sizeof v) < 0) v = 0;
       bool stopping = stop->load();
       int requests = flush_requests->exchange(0);
-      sink.DrainRing(ring);
+      last_drained = sink.DrainRing(ring);
       int64_t now = NowNs();
-      if (!stopping && requests == 0 && now < next_commit) continue;
+      // Commit on the flush period, and early when a batch grows past a quarter of the ring:
+      // the ring is not drained during a commit, so a commit must stay short at high rates.
+      bool big = sink.Pending() >= ring->capacity() / 4;
+      if (!stopping && requests == 0 && !big && now < next_commit) continue;
       next_commit = now + int64_t{flush_ms} * 1000000;
       if (CuptiActive()) {
         CuptiFlush(requests > 0 || stopping);

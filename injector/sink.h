@@ -4,6 +4,7 @@
 // transaction per batch). Runs only on the writer thread; holds no lock a hook could wait on.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "src/trace/model.h"
 
@@ -24,5 +25,7 @@ void CuptiDrain(RankTrace* t) noexcept;
 // Called once by the writer thread before its final drain: disables CUPTI activity so no
 // buffer is completed after the store is closed.
 void CuptiShutdown() noexcept;
+// The dropped-record counts per (context, stream) so far, as extra stats rows.
+void CuptiDroppedByStream(std::vector<ExtraStat>* out);
 
 }  // namespace overlapprof::inject

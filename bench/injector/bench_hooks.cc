@@ -1,6 +1,8 @@
 // Cost of a hooked NCCL call on the caller's thread, and the injector writer's throughput.
 //
-//   bench_hooks calls N [THREADS]   N ncclAllReduce calls per thread against the NCCL test
+//   bench_hooks calls N [THREADS [RATE]]
+//                                   N ncclAllReduce calls per thread (RATE: paced at RATE calls
+//                                   per second per thread) against the NCCL test
 //                                   double; prints ns per call. Run it three ways (what
 //                                   bench/injector/run.sh does): plain (the double's own
 //                                   cost), preloaded but inert (no OVERLAPPROF_OUTPUT_DIR:
@@ -22,6 +24,10 @@
 #include <thread>
 #include <vector>
 
+#include <sqlite3.h>
+
+#include <filesystem>
+
 #include "src/store/writer.h"
 
 namespace {
@@ -30,13 +36,42 @@ using Clock = std::chrono::steady_clock;
 Clock::time_point g_t0;
 long long g_records = 0;
 
+double g_rate = 0;  // calls per second per thread; 0: as fast as possible
+
+// What the injector's file holds: stored ops and the dropped-record counter.
+void StoredAndDropped(long long* stored, long long* dropped) {
+  *stored = *dropped = -1;
+  const char* dir = std::getenv("OVERLAPPROF_OUTPUT_DIR");
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() != ".db") continue;
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(e.path().c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+      auto one = [&](const char* sql) {
+        sqlite3_stmt* st = nullptr;
+        long long v = -1;
+        if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+          v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        return v;
+      };
+      *stored = one("SELECT coalesce(sum(count), 0) FROM comm_op_chunk");
+      *dropped = one("SELECT value FROM stats WHERE name='records_dropped_hooks'");
+    }
+    sqlite3_close(db);
+  }
+}
+
 void AtExit() {
   // Registered before the first NCCL call, so it runs after the injector's exit handler
   // (atexit runs handlers in reverse order): the file is closed by now.
   double s = std::chrono::duration<double>(Clock::now() - g_t0).count();
-  if (std::getenv("OVERLAPPROF_OUTPUT_DIR"))
-    std::printf("writer: %lld records stored in %.3f s after the first call: %.2f M records/s\n", g_records, s,
-                g_records / s / 1e6);
+  if (!std::getenv("OVERLAPPROF_OUTPUT_DIR")) return;
+  long long stored, dropped;
+  StoredAndDropped(&stored, &dropped);
+  std::printf("writer: %lld records issued, %lld stored, %lld dropped; all stored %.3f s after the first call "
+              "(%.2f M records/s)\n",
+              g_records, stored, dropped, s, stored / s / 1e6);
 }
 
 int Calls(long long n, int threads) {
@@ -56,7 +91,18 @@ int Calls(long long n, int threads) {
       // Warm-up: resolves the real function, activates the injector.
       for (int i = 0; i < 1000; ++i) ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, comm, stream);
       auto a = Clock::now();
-      for (long long i = 0; i < n; ++i) ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, comm, stream);
+      if (g_rate > 0) {
+        // Paced: call i is due at a + i / rate (busy wait), to measure whether the writer keeps
+        // up with a given sustained rate (no drops with the default ring).
+        for (long long i = 0; i < n; ++i) {
+          auto due = a + std::chrono::nanoseconds(static_cast<long long>(i * 1e9 / g_rate));
+          while (Clock::now() < due) {
+          }
+          ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, comm, stream);
+        }
+      } else {
+        for (long long i = 0; i < n; ++i) ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, comm, stream);
+      }
       auto b = Clock::now();
       ns[t] = std::chrono::duration<double, std::nano>(b - a).count() / n;
       ncclCommDestroy(comm);
@@ -67,6 +113,54 @@ int Calls(long long n, int threads) {
   g_records = (n + 1000) * threads;
   std::printf("calls: %lld per thread, %d thread(s): %.1f ns per ncclAllReduce call (mean over threads)\n", n,
               threads, sum / threads);
+  return 0;
+}
+
+// StoreWriter kLive with NCCL op records as the injector's sink makes them (batches of
+// 65,536 ops, one transaction each), without the ring: the store side of op throughput.
+int WriterOps(long long n) {
+  using namespace overlapprof;
+  std::string path = "/tmp/bench_hooks_ops_" + std::to_string(getpid()) + ".db";
+  StoreWriter w;
+  StoreWriter::Options o;
+  o.mode = StoreWriter::Mode::kLive;
+  o.overwrite = true;
+  o.row_copies = false;
+  if (Status st = w.Open(path, RunMeta{}, o); !st.ok()) return 1;
+  RankTrace t;
+  auto a = Clock::now();
+  long long done = 0;
+  int64_t ts = 1'700'000'000'000'000'000;
+  while (done < n) {
+    t.comm_ops.clear();
+    for (int i = 0; i < 65536 && done < n; ++i, ++done) {
+      CommOp c;
+      c.communicator = "ff691de015ac114d";
+      c.comm_rank = 3;
+      c.comm_nranks = 8;
+      c.seq = done;
+      c.op = "allreduce";
+      c.datatype = "float32";
+      c.count = 1 << 20;
+      c.bytes = 4 << 20;
+      c.host_enter_ns = ts;
+      c.host_exit_ns = ts + 3000;
+      c.host_tid = 4242;
+      c.source = CommSource::kNcclHook;
+      c.launch_id = done + 1;
+      c.stream_handle = 0x7f0000001000;
+      ts += 10000;
+      t.comm_ops.push_back(std::move(c));
+    }
+    if (Status st = w.Append(t); !st.ok()) return 1;
+  }
+  auto b = Clock::now();
+  if (Status st = w.Finish(StatCounters{}); !st.ok()) return 1;
+  auto c = Clock::now();
+  double s = std::chrono::duration<double>(c - a).count();
+  std::printf("writer: %lld NCCL op records in %.3f s (appends %.3f s, finish %.3f s): %.2f M records/s\n", n, s,
+              std::chrono::duration<double>(b - a).count(), std::chrono::duration<double>(c - b).count(), n / s / 1e6);
+  std::remove(path.c_str());
   return 0;
 }
 
@@ -120,9 +214,12 @@ int Writer(long long n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 3 && std::strcmp(argv[1], "calls") == 0)
+  if (argc >= 3 && std::strcmp(argv[1], "calls") == 0) {
+    g_rate = argc > 4 ? std::atof(argv[4]) : 0;
     return Calls(std::atoll(argv[2]), argc > 3 ? std::atoi(argv[3]) : 1);
+  }
   if (argc >= 3 && std::strcmp(argv[1], "writer") == 0) return Writer(std::atoll(argv[2]));
-  std::fprintf(stderr, "usage: bench_hooks calls N [THREADS] | bench_hooks writer N\n");
+  if (argc >= 3 && std::strcmp(argv[1], "writer-ops") == 0) return WriterOps(std::atoll(argv[2]));
+  std::fprintf(stderr, "usage: bench_hooks calls N [THREADS [RATE]] | bench_hooks writer N | bench_hooks writer-ops N\n");
   return 2;
 }

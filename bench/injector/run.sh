@@ -24,5 +24,12 @@ OVERLAPPROF_OUTPUT_DIR="$out" OVERLAPPROF_RING_RECORDS=$((1<<22)) LD_PRELOAD="$i
 echo "== recording, 4 threads (ring of 2^22 records; both cores)"
 rm -f "$out"/*.db
 OVERLAPPROF_OUTPUT_DIR="$out" OVERLAPPROF_RING_RECORDS=$((1<<22)) LD_PRELOAD="$inj" "$bench" calls $((N / 4)) 4
-echo "== writer, GPU activity records"
+echo "== writer sustained, end to end (hook -> ring -> writer thread -> store), default ring, paced calls"
+for rate in 1000000 1200000 1500000; do
+  rm -f "$out"/*.db
+  echo -n "$rate calls/s: "
+  OVERLAPPROF_OUTPUT_DIR="$out" LD_PRELOAD="$inj" "$bench" calls 4000000 1 "$rate" | tail -1
+done
+echo "== writer, store side (StoreWriter kLive, chunks only)"
+"${pin[@]}" "$bench" writer-ops 2000000
 "${pin[@]}" "$bench" writer 4000000

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "src/common/exit_codes.h"
+#include "src/store/writer.h"
 
 namespace overlapprof {
 namespace {
@@ -108,6 +109,9 @@ void Settle(const fs::path& file) {
     sqlite3_free(err);
   }
   sqlite3_close(db);
+  // The injector writes comm ops as chunks only (speed); add their SQL rows now, off the job.
+  if (Status st = MaterializeCommOpRows(file.string()); !st.ok())
+    Note(file.string() + ": comm_op rows not added: " + st.message());
   if (unfinished) Note(file.filename().string() + ": the process did not finish recording (killed?): kept what it had committed");
 }
 

@@ -199,7 +199,9 @@ Status StoreWriter::Append(const RankTrace& t) {
                                            [&](size_t at, size_t k) {
                                              return EncodeCommOps(t.comm_ops.data() + at, k);
                                            }));
-  for (size_t j = 0; j < t.comm_ops.size(); ++j) {
+  // Row copies of comm ops: without row_copies (the injector) they are added after the job
+  // by MaterializeCommOpRows, off the recording process.
+  for (size_t j = 0; j < (options_.row_copies ? t.comm_ops.size() : 0); ++j) {
     const CommOp& c = t.comm_ops[j];
     Stmt& q = s.comm_op;
     q.Bind(1, static_cast<int64_t>(comm_ops_written_ + j));

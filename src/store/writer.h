@@ -24,8 +24,9 @@ class StoreWriter {
     Mode mode = Mode::kBulk;
     bool overwrite = false;       // replace an existing file at `path`
     size_t rows_per_batch = 1 << 16;  // kBulk: commit every this many rows
-    // Also write activities and host calls as SQL rows (gpu_activity, host_call) beside the
-    // chunks analysis reads. The injector turns it off: chunks only, for throughput.
+    // Also write activities, host calls and comm ops as SQL rows (gpu_activity, host_call,
+    // comm_op) beside the chunks analysis reads. The injector turns it off: chunks only, for
+    // throughput (comm_op rows are added after the job: MaterializeCommOpRows).
     bool row_copies = true;
   };
 
@@ -72,6 +73,11 @@ class StoreWriter {
   int64_t next_activity_chunk_ = 0, next_host_call_chunk_ = 0, next_comm_op_chunk_ = 0, next_range_chunk_ = 0;
   bool open_ = false;
 };
+
+// For a store written without row copies (the injector's): fills the `comm_op` rows from
+// `comm_op_chunk`, in one transaction, so ops are queryable with SQL. `overlapprof run` calls
+// it after the job. A no-op when the rows are already there or the store has row copies.
+Status MaterializeCommOpRows(const std::string& path);
 
 // Convenience: import-style write of a whole trace to `path` (kBulk).
 Status WriteStore(const RankTrace& trace, const std::string& path, bool overwrite);

@@ -2,6 +2,8 @@
 // transaction with its own statement, so they do not interleave with an Append batch.
 #include "src/store/writer.h"
 
+#include "src/store/chunks.h"
+
 namespace overlapprof {
 
 Status StoreWriter::UpdateMeta(const RunMeta& meta) {
@@ -42,6 +44,74 @@ Status StoreWriter::WriteStats(const StatCounters& stats, const std::vector<Extr
     OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert stats"));
   }
   return Commit();
+}
+
+Status MaterializeCommOpRows(const std::string& path) {
+  Db db;
+  OVERLAPPROF_RETURN_IF_ERROR(db.Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX));
+  sqlite3* h = db.get();
+  auto scalar = [&](const char* sql, int64_t* out) -> Status {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(h, sql));
+    OVERLAPPROF_ASSIGN_OR_RETURN(bool row, s.Step(sql));
+    *out = row && !s.IsNull(0) ? s.Int(0) : -1;
+    return OkStatus();
+  };
+  int64_t row_copies = -1, rows = -1, streams = 0, names = 0;
+  OVERLAPPROF_RETURN_IF_ERROR(scalar("SELECT value FROM meta WHERE key='row_copies'", &row_copies));
+  if (row_copies != 0) return OkStatus();
+  OVERLAPPROF_RETURN_IF_ERROR(scalar("SELECT count(*) FROM comm_op", &rows));
+  if (rows != 0) return OkStatus();
+  OVERLAPPROF_RETURN_IF_ERROR(scalar("SELECT count(*) FROM stream", &streams));
+  OVERLAPPROF_RETURN_IF_ERROR(scalar("SELECT count(*) FROM string", &names));
+  ChunkLimits limits;
+  limits.streams = static_cast<size_t>(streams);
+  limits.names = static_cast<size_t>(names);
+  Stmt chunks, insert;
+  OVERLAPPROF_RETURN_IF_ERROR(chunks.Prepare(h, "SELECT first_id, count, data FROM comm_op_chunk ORDER BY id"));
+  OVERLAPPROF_RETURN_IF_ERROR(insert.Prepare(
+      h,
+      "INSERT INTO comm_op(id, communicator, comm_rank, comm_nranks, seq, op, datatype, count, bytes, "
+      "root_peer, stream_id, host_enter_ns, host_exit_ns, host_tid, pg_desc, source, launch_id, stream_handle) "
+      "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(db.Exec("BEGIN"));
+  std::vector<CommOp> ops;
+  for (;;) {
+    OVERLAPPROF_ASSIGN_OR_RETURN(bool row, chunks.Step("select comm_op_chunk"));
+    if (!row) break;
+    int64_t first = chunks.Int(0), count = chunks.Int(1);
+    if (count <= 0 || count > static_cast<int64_t>(kChunkRows))
+      return MakeError(StatusCode::kCorrupt, "comm_op_chunk: bad count {}", count);
+    const void* data = sqlite3_column_blob(chunks.get(), 2);
+    int bytes = sqlite3_column_bytes(chunks.get(), 2);
+    ops.clear();
+    OVERLAPPROF_RETURN_IF_ERROR(DecodeCommOps(std::string_view(static_cast<const char*>(data), bytes),
+                                              static_cast<size_t>(count), limits, &ops));
+    for (size_t j = 0; j < ops.size(); ++j) {
+      const CommOp& c = ops[j];
+      insert.Bind(1, first + static_cast<int64_t>(j));
+      insert.Bind(2, c.communicator);
+      insert.BindOptional(3, c.comm_rank);
+      insert.BindOptional(4, c.comm_nranks);
+      insert.BindOptional(5, c.seq);
+      insert.Bind(6, c.op);
+      insert.Bind(7, c.datatype);
+      insert.BindOptional(8, c.count);
+      insert.BindOptional(9, c.bytes);
+      insert.BindOptional(10, c.root_peer);
+      if (c.stream == kNoIndex) insert.BindNull(11);
+      else insert.Bind(11, static_cast<int64_t>(c.stream));
+      insert.BindOptional(12, c.host_enter_ns);
+      insert.BindOptional(13, c.host_exit_ns);
+      insert.BindOptional(14, c.host_tid);
+      insert.Bind(15, c.pg_desc);
+      insert.Bind(16, static_cast<int64_t>(c.source));
+      insert.BindOptional(17, c.launch_id);
+      insert.BindOptional(18, c.stream_handle);
+      OVERLAPPROF_RETURN_IF_ERROR(insert.StepDone("insert comm_op"));
+    }
+  }
+  return db.Exec("COMMIT");
 }
 
 }  // namespace overlapprof

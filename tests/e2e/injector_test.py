@@ -330,6 +330,18 @@ class InjectorTest(unittest.TestCase):
         ext = dict(s.q("SELECT external_id, correlation_id FROM external_correlation"))
         self.assertTrue(all(o["launch_id"] in ext for o in ops))  # each op's launch was tagged
 
+    def test_cupti_dropped_records_counted_per_context_and_stream(self):
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "cupti", FAKE_CUPTI],
+                         env=env_with(RANK=0, WORLD_SIZE=2, OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI, FAKE_CUPTI_DROPPED=5))
+        self.assertEqual(rc, 0, err)
+        s = self.only_store()
+        self.assertEqual(s.stat("records_dropped_cupti"), 5)
+        self.assertEqual(s.q("SELECT severity, value FROM stats WHERE name='records_dropped_cupti[context=0,stream=20]'"),
+                         [("info", 5)])
+        rc, out, err = run(["analyze", self.out])
+        self.assertEqual(rc, 4, err)  # data was lost: the figures are flagged
+        self.assertIn("records_dropped_cupti", out)
+
     def test_cupti_held_by_another_tool_is_said_and_the_job_runs(self):
         rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "cupti", FAKE_CUPTI],
                            env=env_with(RANK=0, WORLD_SIZE=2, OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI, FAKE_CUPTI_BUSY=1))

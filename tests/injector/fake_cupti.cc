@@ -66,8 +66,12 @@ FAKE CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc
 FAKE CUptiResult cuptiActivityEnable(CUpti_ActivityKind) { return CUPTI_SUCCESS; }
 FAKE CUptiResult cuptiActivityDisable(CUpti_ActivityKind) { return CUPTI_SUCCESS; }
 FAKE CUptiResult cuptiActivityFlushPeriod(uint32_t) { return CUPTI_SUCCESS; }
+// FAKE_CUPTI_DROPPED=N: the first completed buffer reports N records dropped on stream 20.
 FAKE CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t* dropped) {
-  *dropped = 0;
+  static bool reported = false;
+  const char* n = std::getenv("FAKE_CUPTI_DROPPED");
+  *dropped = !reported && n ? static_cast<size_t>(std::atoi(n)) : 0;
+  reported = reported || n;
   return CUPTI_SUCCESS;
 }
 FAKE CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind, uint64_t id) {
@@ -106,7 +110,7 @@ FAKE CUptiResult cuptiActivityFlushAll(uint32_t) {
     if (!buf || size < kStride) return CUPTI_SUCCESS;  // no buffer: CUPTI would drop
     size_t n = 0;
     while (at < recs.size() && (n + 1) * kStride <= size) std::memcpy(buf + kStride * n++, recs[at++].bytes, kStride);
-    g_complete(nullptr, 0, buf, size, n * kStride);
+    g_complete(nullptr, 20, buf, size, n * kStride);
   }
   return CUPTI_SUCCESS;
 }
