@@ -206,6 +206,21 @@ class InjectorTest(unittest.TestCase):
             s.close()
         self.assertEqual(ranks, set(range(16)))
 
+    @unittest.skipUnless(shutil.which("mpirun"), "mpirun not installed (scripts/setup.sh installs openmpi-bin)")
+    def test_mpirun_ranks(self):
+        # Ranks from OMPI_COMM_WORLD_RANK; mpirun's own processes load the injector but write nothing.
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", "mpirun", "--allow-run-as-root",
+                          "--oversubscribe", "-np", "4", DRIVER, "ops"], timeout=180)
+        self.assertEqual(rc, 0, err)
+        files = self.files()
+        self.assertEqual([os.path.basename(f).split("_")[0] for f in files], ["rank0", "rank1", "rank2", "rank3"])
+        for f in files:
+            s = Store(f)
+            self.assertClean(s)
+            self.assertEqual(s.meta("world_size"), 4)
+            self.assertEqual(len(s.ops()), 14)
+            s.close()
+
     # ---- processes that must stay untouched ---------------------------------------------
 
     def test_forked_child_writes_nothing(self):
