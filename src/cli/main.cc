@@ -12,6 +12,7 @@
 
 #include "overlapprof/version.h"
 #include "src/common/exit_codes.h"
+#include "src/cli/gate.h"
 #include "src/cli/run.h"
 #include "src/pipeline.h"
 #include "src/registry.h"
@@ -186,10 +187,38 @@ int Main(int argc, char** argv) {
   run->prefix_command();
   run->allow_extras();
 
+  GateArgs ca;
+  CLI::App* compare = app.add_subcommand("compare", "Compare two runs (traces, or JSON summaries): per metric, verdict");
+  compare->add_option("BASE", ca.base, "baseline: a JSON summary, a trace, or a directory of traces")->required();
+  compare->add_option("NEW", ca.next, "the run to compare with it")->required();
+  compare->add_option("--markdown", ca.markdown_path, "also write a Markdown table to FILE ('-': stdout)");
+
+  GateArgs ka;
+  double max_drop = 0, max_increase = 0;
+  int64_t max_loss = 0;
+  CLI::App* check = app.add_subcommand(
+      "check", "CI gate: exit 0 pass, 1 regression, 3 inconclusive, 4 data lost, 2 usage (docs/ci-gate.md)");
+  check->add_option("TRACE", ka.next, "the new run: a trace, a directory of traces, or a JSON summary")->required();
+  check->add_option("--baseline", ka.base, "the baseline: a JSON summary (commit it) or traces")->required();
+  CLI::Option* o_drop = check->add_option("--max-overlap-drop", max_drop,
+                                          "fail when the overlap ratio drops by more than this many percentage points (default 2)")
+                            ->check(CLI::NonNegativeNumber);
+  CLI::Option* o_inc = check->add_option("--max-exposed-comm-increase", max_increase,
+                                         "fail when exposed communication per iteration grows by more than this % (default 10)")
+                           ->check(CLI::NonNegativeNumber);
+  CLI::Option* o_loss = check->add_option("--max-data-loss", max_loss,
+                                          "fail (exit 4) when the new run's error-severity counters total more (default 0)")
+                            ->check(CLI::NonNegativeNumber);
+  check->add_option("--policy", ka.policy_file, "JSON policy file with the same thresholds (flags override it)");
+  check->add_option("--markdown", ka.markdown_path, "write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY; '-': stdout)");
+  check->add_option("--junit", ka.junit_path, "write JUnit XML (a test case per gated metric)");
+
   if (argc > 1 && argv[1][0] != '-' && std::string_view(argv[1]) != "analyze" &&
-      std::string_view(argv[1]) != "import" && std::string_view(argv[1]) != "run") {
+      std::string_view(argv[1]) != "import" && std::string_view(argv[1]) != "run" &&
+      std::string_view(argv[1]) != "compare" && std::string_view(argv[1]) != "check") {
     std::fprintf(stderr,
-                 "overlapprof: error: unknown command '%s' (commands: analyze, import, run; see overlapprof --help)\n",
+                 "overlapprof: error: unknown command '%s' (commands: analyze, import, run, compare, check; see "
+                 "overlapprof --help)\n",
                  argv[1]);
     return kExitUsageOrInput;
   }
@@ -218,6 +247,18 @@ int Main(int argc, char** argv) {
   }
   if (analyze->parsed()) return RunAnalyze(aa);
   if (import->parsed()) return RunImport(ia);
+  if (compare->parsed()) return RunCompare(ca);
+  if (check->parsed()) {
+    if (!ka.policy_file.empty()) {
+      StatusOr<Policy> p = LoadPolicy(ka.policy_file, ka.policy);
+      if (!p.ok()) return Fail(p.status());
+      ka.policy = *p;
+    }
+    if (o_drop->count()) ka.policy.max_overlap_drop_pp = max_drop;
+    if (o_inc->count()) ka.policy.max_exposed_comm_increase_pct = max_increase;
+    if (o_loss->count()) ka.policy.max_data_loss = max_loss;
+    return RunCheck(ka);
+  }
   if (run->parsed()) {
     ra.command = run->remaining();
     ra.command.insert(ra.command.end(), after_dashes.begin(), after_dashes.end());

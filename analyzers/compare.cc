@@ -1,0 +1,310 @@
+#include "analyzers/compare.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+namespace overlapprof {
+namespace {
+
+int64_t IntOr0(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+double Mean(const std::vector<double>& v) {
+  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+std::string Fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
+
+}  // namespace
+
+StatusOr<RunView> RunViewFromSummary(const nlohmann::json& s, const std::string& source) {
+  if (!s.is_object() || !s.contains("schema") || !s["schema"].is_string() ||
+      s["schema"].get<std::string>().rfind("overlapprof.summary/", 0) != 0)
+    return MakeError(StatusCode::kInvalidInput, "{}: not an overlapprof JSON summary", source);
+  if (s["schema"].get<std::string>() != "overlapprof.summary/1")
+    return MakeError(StatusCode::kUnsupportedVersion, "{}: summary schema {} is newer than this overlapprof reads",
+                     source, s["schema"].get<std::string>());
+  if (!s.contains("ranks") || !s["ranks"].is_array())
+    return MakeError(StatusCode::kInvalidInput, "{}: summary without ranks", source);
+  RunView v;
+  v.source = source;
+  for (const auto& r : s["ranks"]) {
+    if (!r.is_object()) return MakeError(StatusCode::kInvalidInput, "{}: a rank is not an object", source);
+    ++v.ranks;
+    v.comm_ns += IntOr0(r, "comm_ns");
+    v.compute_ns += IntOr0(r, "compute_ns");
+    v.overlap_ns += IntOr0(r, "overlap_ns");
+    v.exposed_comm_ns += IntOr0(r, "exposed_comm_ns");
+    v.iterations += IntOr0(r, "iterations");
+    if (auto dq = r.find("data_quality"); dq != r.end() && dq->is_array()) {
+      for (const auto& c : *dq) {
+        if (!c.is_object() || c.value("severity", "") != "error") continue;
+        int64_t value = IntOr0(c, "value");
+        v.data_lost += value;
+        std::string rank = r.contains("rank") && r["rank"].is_number_integer()
+                               ? std::to_string(r["rank"].get<int64_t>())
+                               : std::string("?");
+        v.data_lost_counters.push_back(fmt::format("rank {}: {} = {}", rank, c.value("counter", "?"), value));
+      }
+    }
+  }
+  if (auto its = s.find("iterations"); its != s.end() && its->is_array()) {
+    for (const auto& i : *its) {
+      if (!i.is_object()) continue;
+      if (auto r = i.find("overlap_ratio"); r != i.end() && r->is_number()) v.iter_overlap_ratio.push_back(r->get<double>());
+      v.iter_exposed_ns.push_back(static_cast<double>(IntOr0(i, "exposed_comm_ns")));
+      v.iter_comm_ns.push_back(static_cast<double>(IntOr0(i, "comm_ns")));
+      v.iter_compute_ns.push_back(static_cast<double>(IntOr0(i, "compute_ns")));
+    }
+  }
+  return v;
+}
+
+double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b) {
+  const size_t n1 = a.size(), n2 = b.size(), n = n1 + n2;
+  if (n1 == 0 || n2 == 0) return 1.0;
+  std::vector<std::pair<double, int>> all;
+  all.reserve(n);
+  for (double x : a) all.emplace_back(x, 0);
+  for (double x : b) all.emplace_back(x, 1);
+  std::sort(all.begin(), all.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
+  double rank_sum_a = 0, tie_term = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && all[j].first == all[i].first) ++j;
+    const double avg_rank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2;  // ranks i+1..j
+    for (size_t k = i; k < j; ++k)
+      if (all[k].second == 0) rank_sum_a += avg_rank;
+    const double t = static_cast<double>(j - i);
+    tie_term += t * t * t - t;
+    i = j;
+  }
+  const double dn1 = static_cast<double>(n1), dn2 = static_cast<double>(n2), dn = static_cast<double>(n);
+  const double u = rank_sum_a - dn1 * (dn1 + 1) / 2;
+  const double mean = dn1 * dn2 / 2;
+  const double var = dn1 * dn2 / 12 * ((dn + 1) - tie_term / (dn * (dn - 1)));
+  if (var <= 0) return 1.0;
+  const double diff = std::fabs(u - mean);
+  const double z = std::max(0.0, diff - 0.5) / std::sqrt(var);  // continuity correction
+  return std::min(1.0, std::erfc(z / std::sqrt(2.0)));
+}
+
+StatusOr<Policy> LoadPolicy(const std::string& path, Policy p) {
+  std::ifstream f(path);
+  if (!f) return MakeError(StatusCode::kNotFound, "{}: cannot read the policy file", path);
+  nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return MakeError(StatusCode::kInvalidInput, "{}: the policy must be a JSON object", path);
+  for (const auto& [key, value] : j.items()) {
+    if (!value.is_number())
+      return MakeError(StatusCode::kInvalidInput, "{}: {} must be a number", path, key);
+    double x = value.get<double>();
+    if (x < 0) return MakeError(StatusCode::kInvalidInput, "{}: {} must not be negative", path, key);
+    if (key == "max_overlap_drop_pp") p.max_overlap_drop_pp = x;
+    else if (key == "max_exposed_comm_increase_pct") p.max_exposed_comm_increase_pct = x;
+    else if (key == "max_data_loss") p.max_data_loss = static_cast<int64_t>(x);
+    else if (key == "alpha" && x > 0 && x < 1) p.alpha = x;
+    else
+      return MakeError(StatusCode::kInvalidInput,
+                       "{}: unknown or invalid key '{}' (known: max_overlap_drop_pp, max_exposed_comm_increase_pct, "
+                       "max_data_loss, alpha in (0,1))",
+                       path, key);
+  }
+  return p;
+}
+
+const char* VerdictName(Verdict v) {
+  switch (v) {
+    case Verdict::kUnchanged: return "unchanged";
+    case Verdict::kImproved: return "improved";
+    case Verdict::kRegressed: return "regressed";
+    case Verdict::kInconclusive: return "inconclusive";
+  }
+  return "?";
+}
+
+namespace {
+
+// `higher_is_better`: the direction of an improvement. `relative`: change in % of base
+// (else in the unit's own points, for ratios).
+MetricResult Decide(std::string name, std::string unit, bool gated, double base, double next, bool relative,
+                    bool higher_is_better, double threshold, const std::vector<double>& sb,
+                    const std::vector<double>& sn, double alpha) {
+  MetricResult m;
+  m.name = std::move(name);
+  m.unit = std::move(unit);
+  m.gated = gated;
+  m.base = base;
+  m.next = next;
+  m.delta = next - base;
+  m.threshold = threshold;
+  m.change_unit = relative ? "%" : "pp";
+  if (relative)
+    m.change = base != 0 ? 100 * (next - base) / std::fabs(base) : (next == 0 ? 0 : (next > 0 ? 1e9 : -1e9));
+  else
+    m.change = next - base;
+  m.n_base = sb.size();
+  m.n_next = sn.size();
+  const bool better = higher_is_better ? m.change > 0 : m.change < 0;
+  const bool big = std::fabs(m.change) >= threshold && m.change != 0;
+  const Verdict direction = better ? Verdict::kImproved : Verdict::kRegressed;
+  const std::string change_text = fmt::format("{:+.2f} {}", m.change, m.change_unit);
+  if (sb.size() >= Policy::kMinSamples && sn.size() >= Policy::kMinSamples) {
+    m.p = MannWhitneyP(sb, sn);
+    if (!big) {
+      m.verdict = Verdict::kUnchanged;
+      m.why = fmt::format("{} is within the threshold of {} {}", change_text, threshold, m.change_unit);
+    } else if (*m.p < alpha) {
+      m.verdict = direction;
+      m.why = fmt::format("{} (threshold {} {}) and significant: Mann-Whitney p = {:.3g} < {} over {} vs {} iterations",
+                          change_text, threshold, m.change_unit, *m.p, alpha, sb.size(), sn.size());
+    } else {
+      m.verdict = Verdict::kInconclusive;
+      m.why = fmt::format("{} exceeds {} {} but is not significant (Mann-Whitney p = {:.3g} >= {}): too noisy to decide",
+                          change_text, threshold, m.change_unit, *m.p, alpha);
+    }
+  } else {
+    m.verdict = big ? direction : Verdict::kUnchanged;
+    m.why = fmt::format("{} against a threshold of {} {}; no statistical test possible ({} vs {} iterations, "
+                        "{} needed on each side)",
+                        change_text, threshold, m.change_unit, sb.size(), sn.size(), Policy::kMinSamples);
+  }
+  return m;
+}
+
+std::vector<double> Scaled(const std::vector<double>& v, double k) {
+  std::vector<double> out(v);
+  for (double& x : out) x *= k;
+  return out;
+}
+
+// Per-iteration mean when there are iterations, else the per-rank mean of the whole trace.
+double PerIteration(const RunView& v, const std::vector<double>& samples, int64_t total_ns) {
+  if (!samples.empty()) return Mean(samples);
+  return v.ranks > 0 ? static_cast<double>(total_ns) / static_cast<double>(v.ranks) : 0;
+}
+
+}  // namespace
+
+Comparison Compare(const RunView& b, const RunView& n, const Policy& p) {
+  Comparison c;
+  auto ratio = [](const RunView& v) { return v.comm_ns > 0 ? 100.0 * static_cast<double>(v.overlap_ns) / static_cast<double>(v.comm_ns) : 0.0; };
+  c.metrics.push_back(Decide("overlap_ratio", "%", true, ratio(b), ratio(n), false, true, p.max_overlap_drop_pp,
+                             Scaled(b.iter_overlap_ratio, 100), Scaled(n.iter_overlap_ratio, 100), p.alpha));
+  constexpr double kMs = 1e-6;
+  c.metrics.push_back(Decide("exposed_comm_per_iter", "ms", true, PerIteration(b, b.iter_exposed_ns, b.exposed_comm_ns) * kMs,
+                             PerIteration(n, n.iter_exposed_ns, n.exposed_comm_ns) * kMs, true, false,
+                             p.max_exposed_comm_increase_pct, Scaled(b.iter_exposed_ns, kMs),
+                             Scaled(n.iter_exposed_ns, kMs), p.alpha));
+  c.metrics.push_back(Decide("comm_per_iter", "ms", false, PerIteration(b, b.iter_comm_ns, b.comm_ns) * kMs,
+                             PerIteration(n, n.iter_comm_ns, n.comm_ns) * kMs, true, false, p.info_threshold_pct,
+                             Scaled(b.iter_comm_ns, kMs), Scaled(n.iter_comm_ns, kMs), p.alpha));
+  c.metrics.push_back(Decide("compute_per_iter", "ms", false, PerIteration(b, b.iter_compute_ns, b.compute_ns) * kMs,
+                             PerIteration(n, n.iter_compute_ns, n.compute_ns) * kMs, true, false, p.info_threshold_pct,
+                             Scaled(b.iter_compute_ns, kMs), Scaled(n.iter_compute_ns, kMs), p.alpha));
+  for (const MetricResult& m : c.metrics) {
+    if (!m.gated) continue;
+    if (m.verdict == Verdict::kRegressed) c.gate = Verdict::kRegressed;
+    else if (m.verdict == Verdict::kInconclusive && c.gate != Verdict::kRegressed) c.gate = Verdict::kInconclusive;
+    else if (m.verdict == Verdict::kImproved && c.gate == Verdict::kUnchanged) c.gate = Verdict::kImproved;
+  }
+  if (n.data_lost > p.max_data_loss) {
+    c.data_lost = true;
+    std::string list;
+    for (const std::string& s : n.data_lost_counters) list += (list.empty() ? "" : "; ") + s;
+    c.data_lost_why = fmt::format("the new run lost data: error-severity counters total {} > allowed {} ({})",
+                                  n.data_lost, p.max_data_loss, list);
+  }
+  return c;
+}
+
+std::string RenderComparisonText(const Comparison& c, const RunView& b, const RunView& n) {
+  std::ostringstream o;
+  o << "base: " << b.source << " (" << b.ranks << " rank(s), " << b.iterations << " iteration(s))\n";
+  o << "new:  " << n.source << " (" << n.ranks << " rank(s), " << n.iterations << " iteration(s))\n\n";
+  o << fmt::format("{:<24} {:>12} {:>12} {:>12} {:>10} {:>8}  {}\n", "metric", "base", "new", "change", "p", "gated",
+                   "verdict");
+  for (const MetricResult& m : c.metrics) {
+    o << fmt::format("{:<24} {:>12} {:>12} {:>12} {:>10} {:>8}  {}\n", m.name + " (" + m.unit + ")", Fixed(m.base, 2),
+                     Fixed(m.next, 2), fmt::format("{:+.2f} {}", m.change, m.change_unit),
+                     m.p ? fmt::format("{:.3g}", *m.p) : std::string("-"), m.gated ? "yes" : "no", VerdictName(m.verdict));
+  }
+  o << "\n";
+  for (const MetricResult& m : c.metrics) o << m.name << ": " << VerdictName(m.verdict) << ": " << m.why << "\n";
+  if (c.data_lost) o << "data quality: " << c.data_lost_why << "\n";
+  return o.str();
+}
+
+std::string RenderComparisonMarkdown(const Comparison& c, const RunView& b, const RunView& n) {
+  std::ostringstream o;
+  const char* icon = c.data_lost || c.gate == Verdict::kRegressed ? "❌"
+                     : c.gate == Verdict::kInconclusive          ? "⚠️"
+                                                                 : "✅";
+  o << "### " << icon << " overlapprof check: " << (c.data_lost ? "data lost" : VerdictName(c.gate)) << "\n\n";
+  o << "| metric | base | new | change | p | gated | verdict |\n|---|---:|---:|---:|---:|:-:|---|\n";
+  for (const MetricResult& m : c.metrics)
+    o << fmt::format("| {} ({}) | {} | {} | {:+.2f} {} | {} | {} | {} |\n", m.name, m.unit, Fixed(m.base, 2),
+                     Fixed(m.next, 2), m.change, m.change_unit, m.p ? fmt::format("{:.3g}", *m.p) : std::string("–"),
+                     m.gated ? "yes" : "no", VerdictName(m.verdict));
+  o << "\n";
+  for (const MetricResult& m : c.metrics)
+    if (m.gated) o << "- **" << m.name << "**: " << m.why << "\n";
+  if (c.data_lost) o << "- **data quality**: " << c.data_lost_why << "\n";
+  o << "\nbase: `" << b.source << "` (" << b.iterations << " iterations), new: `" << n.source << "` (" << n.iterations
+    << " iterations)\n";
+  return o.str();
+}
+
+namespace {
+std::string XmlEscape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += ch;
+    }
+  }
+  return o;
+}
+}  // namespace
+
+std::string RenderComparisonJUnit(const Comparison& c, const RunView&, const RunView&) {
+  std::vector<const MetricResult*> gated;
+  for (const MetricResult& m : c.metrics)
+    if (m.gated) gated.push_back(&m);
+  int failures = c.data_lost ? 1 : 0, skipped = 0;
+  for (const MetricResult* m : gated) {
+    if (m->verdict == Verdict::kRegressed) ++failures;
+    if (m->verdict == Verdict::kInconclusive) ++skipped;
+  }
+  std::ostringstream o;
+  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  o << fmt::format("<testsuite name=\"overlapprof check\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n",
+                   gated.size() + 1, failures, skipped);
+  for (const MetricResult* m : gated) {
+    o << fmt::format("  <testcase classname=\"overlapprof.check\" name=\"{}\">\n", XmlEscape(m->name));
+    if (m->verdict == Verdict::kRegressed)
+      o << fmt::format("    <failure message=\"regressed\">{}</failure>\n", XmlEscape(m->why));
+    else if (m->verdict == Verdict::kInconclusive)
+      o << fmt::format("    <skipped message=\"inconclusive\">{}</skipped>\n", XmlEscape(m->why));
+    else
+      o << fmt::format("    <system-out>{}: {}</system-out>\n", VerdictName(m->verdict), XmlEscape(m->why));
+    o << "  </testcase>\n";
+  }
+  o << "  <testcase classname=\"overlapprof.check\" name=\"data_quality\">\n";
+  if (c.data_lost) o << fmt::format("    <failure message=\"data lost\">{}</failure>\n", XmlEscape(c.data_lost_why));
+  o << "  </testcase>\n</testsuite>\n";
+  return o.str();
+}
+
+}  // namespace overlapprof

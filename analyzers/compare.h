@@ -1,0 +1,86 @@
+#pragma once
+// Comparing two runs (`overlapprof compare`) and gating a change on it (`overlapprof check`).
+// Both sides are read from the JSON summary (overlapprof.summary/1), whether it was written by
+// `analyze --json` and committed as a baseline, or produced on the fly from traces, so a
+// baseline is a small file and one code path decides.
+//
+// Metrics (docs/ci-gate.md): the run's overlap ratio (sum of overlap / sum of communication over
+// ranks; higher is better), exposed communication per iteration (lower is better), and, for
+// information, communication and compute per iteration. Where both sides have enough
+// iterations (kMinSamples per side) the per-iteration distributions are compared with a
+// two-sided Mann-Whitney U test, and a change counts only when it is both significant and at
+// least the threshold; otherwise the aggregates are compared with the threshold and the
+// verdict says that no test was possible.
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/common/status.h"
+
+namespace overlapprof {
+
+// What compare needs from a summary.
+struct RunView {
+  std::string source;  // what it was read from
+  int64_t ranks = 0;
+  int64_t comm_ns = 0, compute_ns = 0, overlap_ns = 0, exposed_comm_ns = 0;  // sums over ranks
+  int64_t iterations = 0;                                                  // over ranks
+  std::vector<double> iter_overlap_ratio;  // per (rank, iteration), when not null
+  std::vector<double> iter_exposed_ns, iter_comm_ns, iter_compute_ns;
+  int64_t data_lost = 0;  // sum of the values of error-severity counters, over ranks
+  std::vector<std::string> data_lost_counters;  // "rank 0: records_dropped_cupti = 5"
+};
+
+StatusOr<RunView> RunViewFromSummary(const nlohmann::json& summary, const std::string& source);
+
+// Two-sided Mann-Whitney U test, normal approximation with tie and continuity corrections.
+// Returns the p-value (1 when either side is empty or every value is equal).
+double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b);
+
+struct Policy {
+  double max_overlap_drop_pp = 2.0;          // overlap ratio, percentage points
+  double max_exposed_comm_increase_pct = 10;  // exposed communication per iteration, %
+  double info_threshold_pct = 10;            // comm / compute per iteration (not gated), %
+  int64_t max_data_loss = 0;                 // error-severity counter total allowed in NEW
+  double alpha = 0.05;                       // significance level
+  static constexpr size_t kMinSamples = 5;   // per side, for the test
+};
+
+// Reads a policy file: JSON with any of max_overlap_drop_pp, max_exposed_comm_increase_pct,
+// max_data_loss, alpha (unknown keys are an error, so a typo does not silently gate nothing).
+StatusOr<Policy> LoadPolicy(const std::string& path, Policy defaults);
+
+enum class Verdict { kUnchanged, kImproved, kRegressed, kInconclusive };
+const char* VerdictName(Verdict v);
+
+struct MetricResult {
+  std::string name, unit;  // "overlap_ratio" ("%"), "exposed_comm_per_iter" ("ms"), ...
+  bool gated = false;
+  double base = 0, next = 0;  // aggregates, in `unit`
+  double delta = 0;           // next - base, in `unit`
+  double change = 0;          // the quantity held against the threshold: pp or %
+  std::string change_unit;    // "pp" or "%"
+  double threshold = 0;
+  size_t n_base = 0, n_next = 0;
+  std::optional<double> p;  // when the test was possible
+  Verdict verdict = Verdict::kUnchanged;
+  std::string why;  // one line: what decided
+};
+
+struct Comparison {
+  std::vector<MetricResult> metrics;
+  Verdict gate = Verdict::kUnchanged;  // worst over gated metrics (regressed > inconclusive)
+  bool data_lost = false;              // NEW lost more data than the policy allows
+  std::string data_lost_why;
+};
+
+Comparison Compare(const RunView& base, const RunView& next, const Policy& policy);
+
+// Renderings: a plain table, GitHub-flavoured Markdown, JUnit XML (a test case per gated metric).
+std::string RenderComparisonText(const Comparison& c, const RunView& base, const RunView& next);
+std::string RenderComparisonMarkdown(const Comparison& c, const RunView& base, const RunView& next);
+std::string RenderComparisonJUnit(const Comparison& c, const RunView& base, const RunView& next);
+
+}  // namespace overlapprof

@@ -1,0 +1,129 @@
+// The CI gate's command-line side: loads both runs as JSON summaries (a committed summary is
+// read as it is; traces are analyzed first), compares them (analyzers/compare.h), prints the
+// table and the values that decided, and maps the gate's verdict to the exit code.
+#include "src/cli/gate.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "src/common/exit_codes.h"
+#include "src/pipeline.h"
+#include "src/registry.h"
+
+namespace overlapprof {
+namespace {
+
+namespace fs = std::filesystem;
+
+int Fail(const Status& st) {
+  std::string line = st.message();
+  for (char& c : line)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::fprintf(stderr, "overlapprof: error: %s\n", line.c_str());
+  return st.code() == StatusCode::kInternal ? kExitInternal : kExitUsageOrInput;
+}
+
+// A JSON summary is a .json file whose beginning names the summary schema (a Chrome trace,
+// also .json, does not).
+bool IsSummaryFile(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec) || fs::path(path).extension() != ".json") return false;
+  std::ifstream f(path, std::ios::binary);
+  std::string head(4096, '\0');
+  f.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(f.gcount()));
+  return head.find("\"overlapprof.summary/") != std::string::npos;
+}
+
+StatusOr<RunView> LoadRun(const std::string& path) {
+  nlohmann::json j;
+  if (IsSummaryFile(path)) {
+    std::ifstream f(path, std::ios::binary);
+    j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return MakeError(StatusCode::kInvalidInput, "{}: invalid JSON summary", path);
+  } else {
+    OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs({path}));
+    ImportOptions io;
+    AnalysisOptions ao;
+    OVERLAPPROF_ASSIGN_OR_RETURN(Summary s, AnalyzeFiles(files, io, ao, 1));
+    std::ostringstream out;
+    OVERLAPPROF_RETURN_IF_ERROR(FindReportWriter("json")->Write(s, {}, out));
+    j = nlohmann::json::parse(out.str());
+  }
+  return RunViewFromSummary(j, path);
+}
+
+Status WriteText(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::cout << text;
+    return OkStatus();
+  }
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return MakeError(StatusCode::kIo, "{}: cannot write", path);
+  f << text;
+  f.close();
+  if (!f) return MakeError(StatusCode::kIo, "{}: write failed", path);
+  return OkStatus();
+}
+
+struct Loaded {
+  RunView base, next;
+  Policy policy;
+};
+
+StatusOr<Loaded> Load(const GateArgs& a) {
+  Loaded l;
+  l.policy = a.policy;
+  OVERLAPPROF_ASSIGN_OR_RETURN(l.base, LoadRun(a.base));
+  OVERLAPPROF_ASSIGN_OR_RETURN(l.next, LoadRun(a.next));
+  return l;
+}
+
+}  // namespace
+
+int RunCompare(const GateArgs& a) {
+  StatusOr<Loaded> l = Load(a);
+  if (!l.ok()) return Fail(l.status());
+  Comparison c = Compare(l->base, l->next, l->policy);
+  std::cout << RenderComparisonText(c, l->base, l->next);
+  if (!a.markdown_path.empty())
+    if (Status st = WriteText(a.markdown_path, RenderComparisonMarkdown(c, l->base, l->next)); !st.ok()) return Fail(st);
+  return kExitOk;
+}
+
+int RunCheck(const GateArgs& a) {
+  StatusOr<Loaded> l = Load(a);
+  if (!l.ok()) return Fail(l.status());
+  Comparison c = Compare(l->base, l->next, l->policy);
+  std::cout << RenderComparisonText(c, l->base, l->next);
+  if (!a.markdown_path.empty())
+    if (Status st = WriteText(a.markdown_path, RenderComparisonMarkdown(c, l->base, l->next)); !st.ok()) return Fail(st);
+  if (!a.junit_path.empty())
+    if (Status st = WriteText(a.junit_path, RenderComparisonJUnit(c, l->base, l->next)); !st.ok()) return Fail(st);
+  std::cout.flush();
+  // The one line that decided, on stderr, so CI logs show it without the table.
+  if (c.data_lost) {
+    std::fprintf(stderr, "overlapprof: check failed: %s\n", c.data_lost_why.c_str());
+    return kExitDataQuality;
+  }
+  for (const MetricResult& m : c.metrics) {
+    if (m.gated && m.verdict == Verdict::kRegressed) {
+      std::fprintf(stderr, "overlapprof: check failed: %s regressed from %.2f to %.2f %s: %s\n", m.name.c_str(), m.base,
+                   m.next, m.unit.c_str(), m.why.c_str());
+    }
+  }
+  if (c.gate == Verdict::kRegressed) return kExitRegression;
+  if (c.gate == Verdict::kInconclusive) {
+    for (const MetricResult& m : c.metrics)
+      if (m.gated && m.verdict == Verdict::kInconclusive)
+        std::fprintf(stderr, "overlapprof: check inconclusive: %s: %s\n", m.name.c_str(), m.why.c_str());
+    return kExitInconclusive;
+  }
+  std::fprintf(stderr, "overlapprof: check passed (%s)\n", VerdictName(c.gate));
+  return kExitOk;
+}
+
+}  // namespace overlapprof

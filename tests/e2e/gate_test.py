@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the CI gate: `overlapprof compare` and `overlapprof check` on pairs of
+traces with a known regression (must fail), a known improvement (must pass), pure noise (must
+not fail) and a change too noisy to call (inconclusive), plus a committed JSON summary as the
+baseline, data loss, and bad input.
+
+The traces are generated here (PyTorch-profiler format, as tests/data/kineto): per iteration a
+10 ms GEMM on stream 7 and a 4 ms NCCL all-reduce on stream 20 that overlaps it by a chosen
+amount, so each iteration's overlap ratio is known exactly.
+
+Usage: gate_test.py PATH_TO_OVERLAPPROF   (ctest passes it)
+"""
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+CLI = None
+
+
+def run(*args, timeout=120):
+    p = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def trace(path, overlaps_ms):
+    """One rank; iteration i's all-reduce overlaps the GEMM by overlaps_ms[i] (0..4 ms)."""
+    ev = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": 7, "args": {"name": "stream 7 "}},
+          {"name": "thread_name", "ph": "M", "pid": 0, "tid": 20, "args": {"name": "stream 20 "}}]
+    corr = 1
+    for i, ov in enumerate(overlaps_ms):
+        t = 1000.0 + i * 20000.0  # µs
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 3, "tid": 3,
+                   "ts": t, "dur": 20000})
+        for k, (stream, name, start, dur) in enumerate([
+                (7, "ampere_bf16_s16816gemm", t + 1000, 10000),
+                (20, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", t + 11000 - ov * 1000, 4000)]):
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 3, "tid": 3,
+                       "ts": t + 100 + 10 * k, "dur": 5, "args": {"correlation": corr}})
+            ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": round(start, 3),
+                       "dur": dur, "args": {"device": 0, "stream": stream, "correlation": corr}})
+            corr += 1
+    with open(path, "w") as f:
+        json.dump({"distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": ev}, f)
+    return path
+
+
+def noisy(center_ms, n, seed, spread=0.1):
+    r = random.Random(seed)
+    return [min(4.0, max(0.0, center_ms + r.uniform(-spread, spread))) for _ in range(n)]
+
+
+class GateTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="overlapprof-gate-")
+        d = cls.tmp
+        cls.base = trace(os.path.join(d, "base.json"), noisy(3.0, 12, seed=1))         # ~75% hidden
+        cls.noise = trace(os.path.join(d, "noise.json"), noisy(3.0, 12, seed=2))       # same, other seed
+        cls.worse = trace(os.path.join(d, "worse.json"), noisy(2.0, 12, seed=3))       # ~50% hidden
+        cls.better = trace(os.path.join(d, "better.json"), noisy(3.8, 12, seed=4))     # ~95% hidden
+        cls.short = trace(os.path.join(d, "short.json"), [2.0, 2.0, 2.0])               # 3 iterations only
+        # Bimodal iterations: the mean moves by 5 pp but the distributions overlap: too noisy.
+        cls.wide_base = trace(os.path.join(d, "wide_base.json"), [0.8, 3.2] * 3)       # 20% / 80%
+        cls.wide_new = trace(os.path.join(d, "wide_new.json"), [0.6, 3.0] * 3)         # 15% / 75%
+        cls.summary = os.path.join(d, "baseline.summary.json")
+        rc, _, err = run("analyze", cls.base, "--json", cls.summary)
+        assert rc == 0, err
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def check(self, new, *extra, baseline=None):
+        return run("check", new, "--baseline", baseline or self.summary, *extra)
+
+    def test_known_regression_fails(self):
+        rc, out, err = self.check(self.worse)
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("overlapprof: check failed: overlap_ratio regressed from 74.91 to 49.69 %", err)
+        self.assertIn("Mann-Whitney p = ", err)
+        self.assertEqual(err.count("\n"), 2, err)  # overlap ratio and exposed communication, one line each
+
+    def test_known_improvement_passes(self):
+        rc, out, err = self.check(self.better)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("check passed (improved)", err)
+
+    def test_noise_does_not_fail(self):
+        rc, out, err = self.check(self.noise)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("check passed (unchanged)", err)
+
+    def test_too_noisy_is_inconclusive(self):
+        rc, out, err = self.check(self.wide_new, baseline=self.wide_base)
+        self.assertEqual(rc, 3, out + err)
+        self.assertIn("not significant", err)
+
+    def test_too_few_iterations_compares_aggregates_and_says_so(self):
+        rc, out, err = self.check(self.short)
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("no statistical test possible (12 vs 3 iterations", out)
+
+    def test_thresholds_from_flags_and_policy(self):
+        rc, _, err = self.check(self.worse, "--max-overlap-drop", "30", "--max-exposed-comm-increase", "500")
+        self.assertEqual(rc, 0, err)
+        policy = os.path.join(self.tmp, "policy.json")
+        with open(policy, "w") as f:
+            json.dump({"max_overlap_drop_pp": 30, "max_exposed_comm_increase_pct": 500}, f)
+        self.assertEqual(self.check(self.worse, "--policy", policy)[0], 0)
+        # A flag overrides the file.
+        self.assertEqual(self.check(self.worse, "--policy", policy, "--max-overlap-drop", "2")[0], 1)
+        with open(policy, "w") as f:
+            json.dump({"max_overlap_drop": 30}, f)  # a typo must not silently gate nothing
+        rc, _, err = self.check(self.worse, "--policy", policy)
+        self.assertEqual(rc, 2)
+        self.assertIn("unknown or invalid key 'max_overlap_drop'", err)
+
+    def test_markdown_and_junit(self):
+        md, xml = os.path.join(self.tmp, "s.md"), os.path.join(self.tmp, "j.xml")
+        rc, _, _ = self.check(self.worse, "--markdown", md, "--junit", xml)
+        self.assertEqual(rc, 1)
+        text = open(md).read()
+        self.assertIn("overlapprof check: regressed", text)
+        self.assertIn("| overlap_ratio (%) | 74.91 | 49.69 | -25.22 pp |", text)
+        import xml.etree.ElementTree as ET
+        suite = ET.parse(xml).getroot()
+        self.assertEqual((suite.get("tests"), suite.get("failures")), ("3", "2"))
+        names = [c.get("name") for c in suite.findall("testcase")]
+        self.assertEqual(names, ["overlap_ratio", "exposed_comm_per_iter", "data_quality"])
+
+    def test_compare_prints_every_metric_and_exits_0(self):
+        rc, out, err = run("compare", self.summary, self.worse)
+        self.assertEqual(rc, 0, err)
+        for metric in ("overlap_ratio", "exposed_comm_per_iter", "comm_per_iter", "compute_per_iter"):
+            self.assertIn(metric, out)
+        # The numbers are the JSON summary's: the baseline's overlap ratio as analyze computed it.
+        s = json.load(open(self.summary))
+        r = s["ranks"][0]
+        self.assertIn(f"{100 * r['overlap_ns'] / r['comm_ns']:.2f}", out)
+
+    def test_data_loss_fails_with_4(self):
+        s = json.load(open(self.summary))
+        s["ranks"][0]["data_quality"] = [{"counter": "records_dropped_cupti", "severity": "error", "value": 7,
+                                          "description": "x"}]
+        lossy = os.path.join(self.tmp, "lossy.summary.json")
+        json.dump(s, open(lossy, "w"))
+        rc, _, err = self.check(lossy)
+        self.assertEqual(rc, 4, err)
+        self.assertIn("records_dropped_cupti = 7", err)
+        self.assertEqual(self.check(lossy, "--max-data-loss", "10")[0], 0)
+
+    def test_bad_input(self):
+        rc, _, err = self.check(os.path.join(self.tmp, "missing.json"))
+        self.assertEqual(rc, 2)
+        self.assertEqual(err.count("\n"), 1, err)
+        other = os.path.join(self.tmp, "other.summary.json")
+        json.dump({"schema": "overlapprof.summary/2", "ranks": []}, open(other, "w"))
+        rc, _, err = self.check(self.base, baseline=other)
+        self.assertEqual(rc, 2)
+        self.assertIn("newer than this overlapprof reads", err)
+
+
+if __name__ == "__main__":
+    CLI = os.path.abspath(sys.argv[1])
+    unittest.main(argv=[sys.argv[0], "-v"] + sys.argv[2:])
