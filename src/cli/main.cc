@@ -14,6 +14,7 @@
 #include "src/common/exit_codes.h"
 #include "src/cli/gate.h"
 #include "src/cli/run.h"
+#include "reports/chrome_trace.h"
 #include "src/pipeline.h"
 #include "src/registry.h"
 #include "src/store/writer.h"
@@ -107,6 +108,45 @@ int RunAnalyze(const AnalyzeArgs& a) {
   return kExitOk;
 }
 
+struct ReportArgs {
+  std::vector<std::string> traces;
+  std::string chrome_trace, json_path;
+};
+
+// `report`: the files a user opens or automates on. Each output goes to FILE.partial first.
+int RunReport(const ReportArgs& a) {
+  if (a.chrome_trace.empty() && a.json_path.empty())
+    return Fail(MakeError(StatusCode::kInvalidArgument, "report: name at least one output (--chrome-trace FILE, --json FILE)"));
+  StatusOr<std::vector<std::string>> files = ExpandInputs(a.traces);
+  if (!files.ok()) return Fail(files.status());
+  ImportOptions io;
+  AnalysisOptions ao;
+  StatusOr<Summary> summary = AnalyzeFiles(*files, io, ao, 1);
+  if (!summary.ok()) return Fail(summary.status());
+  if (!a.json_path.empty())
+    if (Status st = WriteJsonFile(*summary, a.json_path); !st.ok()) return Fail(st);
+  if (!a.chrome_trace.empty()) {
+    std::string tmp = a.chrome_trace + ".partial";
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return Fail(MakeError(StatusCode::kIo, "{}: cannot write", a.chrome_trace));
+    Status st = WriteChromeTrace(*files, io, *summary, f);
+    f.close();
+    if (st.ok() && !f) st = MakeError(StatusCode::kIo, "write failed");
+    if (!st.ok()) {
+      std::remove(tmp.c_str());
+      return Fail(st.WithPrefix(a.chrome_trace));
+    }
+    std::error_code ec;
+    fs::rename(tmp, a.chrome_trace, ec);
+    if (ec) return Fail(MakeError(StatusCode::kIo, "{}: cannot rename into place: {}", a.chrome_trace, ec.message()));
+  }
+  if (int errors = summary->ErrorCounters(); errors > 0) {
+    std::fprintf(stderr, "overlapprof: error: %d data-quality counter(s) of severity error are set: data was lost\n", errors);
+    return kExitDataQuality;
+  }
+  return kExitOk;
+}
+
 struct ImportArgs {
   std::vector<std::string> inputs;
   std::string output;
@@ -187,6 +227,12 @@ int Main(int argc, char** argv) {
   run->prefix_command();
   run->allow_extras();
 
+  ReportArgs pa;
+  CLI::App* report = app.add_subcommand("report", "Write report files: Chrome trace for Perfetto, JSON summary");
+  report->add_option("TRACE", pa.traces, "trace files or directories of them")->required();
+  report->add_option("--chrome-trace", pa.chrome_trace, "Chrome trace JSON for Perfetto UI / chrome://tracing");
+  report->add_option("--json", pa.json_path, "the JSON summary (overlapprof.summary/1), '-' for stdout");
+
   GateArgs ca;
   CLI::App* compare = app.add_subcommand("compare", "Compare two runs (traces, or JSON summaries): per metric, verdict");
   compare->add_option("BASE", ca.base, "baseline: a JSON summary, a trace, or a directory of traces")->required();
@@ -215,9 +261,10 @@ int Main(int argc, char** argv) {
 
   if (argc > 1 && argv[1][0] != '-' && std::string_view(argv[1]) != "analyze" &&
       std::string_view(argv[1]) != "import" && std::string_view(argv[1]) != "run" &&
-      std::string_view(argv[1]) != "compare" && std::string_view(argv[1]) != "check") {
+      std::string_view(argv[1]) != "compare" && std::string_view(argv[1]) != "check" &&
+      std::string_view(argv[1]) != "report") {
     std::fprintf(stderr,
-                 "overlapprof: error: unknown command '%s' (commands: analyze, import, run, compare, check; see "
+                 "overlapprof: error: unknown command '%s' (commands: analyze, import, run, report, compare, check; see "
                  "overlapprof --help)\n",
                  argv[1]);
     return kExitUsageOrInput;
@@ -248,6 +295,7 @@ int Main(int argc, char** argv) {
   if (analyze->parsed()) return RunAnalyze(aa);
   if (import->parsed()) return RunImport(ia);
   if (compare->parsed()) return RunCompare(ca);
+  if (report->parsed()) return RunReport(pa);
   if (check->parsed()) {
     if (!ka.policy_file.empty()) {
       StatusOr<Policy> p = LoadPolicy(ka.policy_file, ka.policy);
