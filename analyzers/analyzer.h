@@ -5,6 +5,7 @@
 // a RankTrace after AnalyzeRank returns.
 // To add one: a file in analyzers/ with a factory, and one line in src/registry.inc.
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "analyzers/summary.h"
@@ -15,6 +16,8 @@ namespace overlapprof {
 
 struct AnalysisOptions {
   bool per_iteration = true;
+  // Host annotation that marks iterations (--step-range NAME), instead of ProfilerStep#N.
+  std::string step_range;
 };
 
 class Analyzer {

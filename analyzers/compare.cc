@@ -58,6 +58,12 @@ StatusOr<RunView> RunViewFromSummary(const nlohmann::json& s, const std::string&
   if (auto its = s.find("iterations"); its != s.end() && its->is_array()) {
     for (const auto& i : *its) {
       if (!i.is_object()) continue;
+      // Warm-up iterations (compilation, autotuning, DDP's first bucket layout) are not the
+      // steady state the gate compares.
+      if (auto w = i.find("warmup"); w != i.end() && w->is_boolean() && w->get<bool>()) {
+        ++v.warmup_iterations;
+        continue;
+      }
       if (auto r = i.find("overlap_ratio"); r != i.end() && r->is_number()) v.iter_overlap_ratio.push_back(r->get<double>());
       v.iter_exposed_ns.push_back(static_cast<double>(IntOr0(i, "exposed_comm_ns")));
       v.iter_comm_ns.push_back(static_cast<double>(IntOr0(i, "comm_ns")));

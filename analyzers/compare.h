@@ -27,6 +27,7 @@ struct RunView {
   int64_t ranks = 0;
   int64_t comm_ns = 0, compute_ns = 0, overlap_ns = 0, exposed_comm_ns = 0;  // sums over ranks
   int64_t iterations = 0;                                                  // over ranks
+  int64_t warmup_iterations = 0;  // left out of the per-iteration distributions
   std::vector<double> iter_overlap_ratio;  // per (rank, iteration), when not null
   std::vector<double> iter_exposed_ns, iter_comm_ns, iter_compute_ns;
   int64_t data_lost = 0;  // sum of the values of error-severity counters, over ranks

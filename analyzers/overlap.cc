@@ -118,6 +118,23 @@ OverlapFigures WholeTraceFigures(const TimelineSets& s) {
   return FiguresFor(s, s.first_start, s.last_end);
 }
 
+Spread SpreadOf(std::vector<double> v) {
+  Spread s;
+  s.n = static_cast<int64_t>(v.size());
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  auto q = [&](double p) {
+    const double pos = p * static_cast<double>(v.size() - 1);
+    const size_t lo = static_cast<size_t>(pos);
+    const size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  };
+  s.median = q(0.5);
+  s.p10 = q(0.1);
+  s.p90 = q(0.9);
+  return s;
+}
+
 std::string FormatDuration(int64_t ns) {
   double a = std::abs(static_cast<double>(ns));
   if (a >= 1e9) return fmt::format("{:.2f} s", ns / 1e9);
@@ -175,26 +192,55 @@ class OverlapAnalyzer : public Analyzer {
     r.stats = t.stats;
     r.extra_stats = t.extra_stats;
 
-    TimelineSets sets = BuildTimelineSets(t);
+    auto d = std::make_shared<RankDerived>();
+    d->rank = r.rank;
+    d->rank_index = rank_index;
+    d->sets = BuildTimelineSets(t);
+    const TimelineSets& sets = d->sets;
+    d->ops = CommOpSpans(t, sets.compute);
     r.whole = WholeTraceFigures(sets);
-    IterationInfo it = FindIterations(t, r.stats);
+    d->iterations = FindIterations(t, r.stats, options.step_range);
+    if (d->iterations.windows.empty() && options.step_range.empty() && sets.any_activity)
+      d->iterations = DetectIterationsFromComm(d->ops, sets.busy, sets.first_start, sets.last_end);
+    FlagWarmup(d->ops, d->iterations);
+    const IterationInfo& it = d->iterations;
     r.iteration_source = it.source;
     r.iteration_count = static_cast<int64_t>(it.windows.size());
-    if (options.per_iteration) {
-      for (size_t i = 0; i < it.windows.size(); ++i) {
+    std::vector<double> ratios, exposed, walls;
+    for (size_t i = 0; i < it.windows.size(); ++i) {
+      OverlapFigures f = FiguresFor(sets, it.windows[i].start_ns, it.windows[i].end_ns);
+      if (it.windows[i].warmup) {
+        ++r.warmup_iterations;
+      } else {
+        if (f.overlap_ratio) ratios.push_back(*f.overlap_ratio);
+        exposed.push_back(static_cast<double>(f.exposed_comm_ns));
+        walls.push_back(static_cast<double>(f.wall_ns));
+      }
+      if (options.per_iteration) {
         IterationResult ir;
         ir.rank = r.rank;
         ir.rank_index = rank_index;
         ir.index = static_cast<int64_t>(i);
         ir.step = it.windows[i].step;
-        ir.figures = FiguresFor(sets, it.windows[i].start_ns, it.windows[i].end_ns);
+        ir.warmup = it.windows[i].warmup;
+        ir.figures = std::move(f);
         summary.iterations.push_back(std::move(ir));
       }
     }
+    r.spread_overlap_ratio = SpreadOf(std::move(ratios));
+    r.spread_exposed_comm_ns = SpreadOf(std::move(exposed));
+    r.spread_wall_ns = SpreadOf(std::move(walls));
     if (t.meta.rank == kUnknown)
       r.notices.push_back("the trace does not say its rank (no distributedInfo): rank shown as unknown");
     if (!sets.any_activity) r.notices.push_back("no GPU activity (kernels, memcpy, memset) in this trace");
-    if (it.windows.empty()) r.notices.push_back("no iteration markers (ProfilerStep#N): whole-trace figures only");
+    if (it.windows.empty())
+      r.notices.push_back(!it.notice.empty() ? it.notice
+                                              : "no iteration markers (ProfilerStep#N): whole-trace figures only");
+    else if (it.source == "comm pattern")
+      r.notices.push_back(it.notice);
+    if (r.warmup_iterations > 0)
+      r.notices.push_back(fmt::format("{} warm-up iteration(s) left out of the iteration spread", r.warmup_iterations));
+    summary.current = std::move(d);
     r.verdict = RankVerdict(r.whole);
     summary.ranks.push_back(std::move(r));
     return OkStatus();

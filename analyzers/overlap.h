@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "analyzers/comm_ops.h"
 #include "analyzers/intervals.h"
+#include "analyzers/iterations.h"
 #include "analyzers/summary.h"
 #include "src/trace/model.h"
 
@@ -21,6 +23,16 @@ struct TimelineSets {
   bool any_activity = false;
 };
 
+// What the overlap analyzer derives from a rank once, shared with later analyzers through
+// Summary::current.
+struct RankDerived {
+  TimelineSets sets;
+  std::vector<OpSpan> ops;   // CommOpSpans: every communication op, sorted by start
+  IterationInfo iterations;  // windows (with warm-up flags) and their source
+  int64_t rank = kUnknown;
+  size_t rank_index = 0;
+};
+
 TimelineSets BuildTimelineSets(const RankTrace& trace);
 // Figures for the window [lo, hi).
 OverlapFigures FiguresFor(const TimelineSets& sets, int64_t lo, int64_t hi);
@@ -28,6 +40,9 @@ OverlapFigures FiguresFor(const TimelineSets& sets, int64_t lo, int64_t hi);
 OverlapFigures WholeTraceFigures(const TimelineSets& sets);
 // One line saying whether overlap or volume is the problem, with numbers.
 std::string RankVerdict(const OverlapFigures& f);
+
+// Quantiles of `values` (linear interpolation); n = 0 when empty.
+Spread SpreadOf(std::vector<double> values);
 
 // Formats ns for people: "1.25 ms", "830 µs", "2.40 s".
 std::string FormatDuration(int64_t ns);

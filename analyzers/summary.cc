@@ -20,4 +20,15 @@ int Summary::WarningCounters() const {
   return n;
 }
 
+void Summary::AddFinding(std::string_view analyzer, int64_t rank, std::string_view severity, std::string message) {
+  auto& list = sections["findings"];
+  if (!list.is_array()) list = nlohmann::ordered_json::array();
+  nlohmann::ordered_json f;
+  f["analyzer"] = analyzer;
+  f["rank"] = rank == kUnknown ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(rank);
+  f["severity"] = severity;
+  f["message"] = std::move(message);
+  list.push_back(std::move(f));
+}
+
 }  // namespace overlapprof

@@ -3,6 +3,7 @@
 // (docs/summary-schema.md, "overlapprof.summary/1") is a direct rendering of this.
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,13 +33,24 @@ struct OverlapFigures {
   std::string ratio_reason;  // non-empty when overlap_ratio is null
 };
 
+// Spread of a per-iteration figure over a rank's steady (non-warm-up) iterations: quantiles
+// with linear interpolation between order statistics (numpy's default).
+struct Spread {
+  double median = 0, p10 = 0, p90 = 0;
+  int64_t n = 0;  // iterations it was taken over; 0 = no values (rendered as null)
+};
+
+struct RankDerived;  // analyzers/overlap.h
+
 struct RankResult {
   int64_t rank = kUnknown;
   int64_t world_size = kUnknown;
   std::string source_path, source_format, device, host;
   OverlapFigures whole;  // the whole trace: first to last GPU activity
   int64_t iteration_count = 0;
-  std::string iteration_source;  // "ProfilerStep", "none"
+  std::string iteration_source;  // "ProfilerStep", "step range", "comm pattern", "none"
+  int64_t warmup_iterations = 0;
+  Spread spread_overlap_ratio, spread_exposed_comm_ns, spread_wall_ns;
   int64_t streams = 0;
   StatCounters stats;
   std::vector<ExtraStat> extra_stats;
@@ -51,6 +63,7 @@ struct IterationResult {
   size_t rank_index = 0;  // index into Summary::ranks
   int64_t index = 0;      // 0-based within the rank
   int64_t step = kUnknown;  // N of ProfilerStep#N when known
+  bool warmup = false;      // a leading warm-up iteration (analyzers/iterations.h)
   OverlapFigures figures;
 };
 
@@ -60,6 +73,13 @@ struct Summary {
   std::string verdict;  // one line for the whole run
   // Sections of later analyzers, keyed by analyzer name, rendered into the JSON summary.
   nlohmann::ordered_json sections = nlohmann::ordered_json::object();
+  // What the first analyzer ("overlap") derived from the rank being analyzed (unions, comm
+  // op spans, iteration windows), for the analyzers after it; replaced for each rank and never
+  // rendered. Null before the first rank.
+  std::shared_ptr<const RankDerived> current;
+
+  // Adds a finding (a line a person acts on) to the "findings" section.
+  void AddFinding(std::string_view analyzer, int64_t rank, std::string_view severity, std::string message);
 
   int ErrorCounters() const;    // non-zero error-severity counters over all ranks
   int WarningCounters() const;  // the same for warnings

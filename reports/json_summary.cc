@@ -84,6 +84,21 @@ nlohmann::ordered_json SummaryToJson(const Summary& s) {
     j["streams"] = r.streams;
     j["iterations"] = r.iteration_count;
     j["iteration_source"] = r.iteration_source;
+    j["warmup_iterations"] = r.warmup_iterations;
+    if (r.spread_wall_ns.n > 0) {
+      auto spread = [](const Spread& sp, bool ratio) -> Json {
+        if (sp.n == 0) return nullptr;
+        auto v = [&](double x) -> Json {
+          return ratio ? Json(std::round(x * 10000.0) / 10000.0) : Json(static_cast<int64_t>(std::llround(x)));
+        };
+        return Json{{"median", v(sp.median)}, {"p10", v(sp.p10)}, {"p90", v(sp.p90)}, {"n", sp.n}};
+      };
+      j["iteration_spread"] = Json{{"overlap_ratio", spread(r.spread_overlap_ratio, true)},
+                                   {"exposed_comm_ns", spread(r.spread_exposed_comm_ns, false)},
+                                   {"wall_ns", spread(r.spread_wall_ns, false)}};
+    } else {
+      j["iteration_spread"] = nullptr;
+    }
     j["verdict"] = r.verdict;
     j["notices"] = r.notices;
     j["data_quality"] = DataQuality(r);
@@ -100,6 +115,7 @@ nlohmann::ordered_json SummaryToJson(const Summary& s) {
     j["end_ns"] = f.end_ns;
     j["overlap_ratio"] = Ratio(f.overlap_ratio);
     j["step"] = OptInt(it.step);
+    j["warmup"] = it.warmup;
     j["comm_ns"] = f.comm_ns;
     j["compute_ns"] = f.compute_ns;
     j["overlap_ns"] = f.overlap_ns;

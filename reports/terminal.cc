@@ -2,6 +2,8 @@
 // data-quality counters and the verdict. Colour only when ReportOptions::color.
 #include <fmt/format.h>
 
+#include <map>
+
 #include "analyzers/overlap.h"
 #include "reports/report.h"
 
@@ -10,6 +12,14 @@ namespace overlapprof {
 namespace {
 
 std::string RankLabel(int64_t rank) { return rank == kUnknown ? "?" : std::to_string(rank); }
+
+std::string FormatBytes(int64_t b) {
+  const double v = static_cast<double>(b);
+  if (v >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", v / (1024.0 * 1024 * 1024));
+  if (v >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", v / (1024.0 * 1024));
+  if (v >= 1024.0) return fmt::format("{:.1f} KiB", v / 1024.0);
+  return fmt::format("{} B", b);
+}
 
 class TerminalReport : public ReportWriter {
  public:
@@ -30,14 +40,36 @@ class TerminalReport : public ReportWriter {
                          FormatPercent(f.overlap_ratio), FormatPercent(f.achievable_ratio), f.comm_ops,
                          r.iteration_count);
     }
+    // By op type, summed over ranks (the "op_types" section).
+    if (auto ot = s.sections.find("op_types"); ot != s.sections.end() && ot->is_array() && !ot->empty()) {
+      struct Row { int64_t count = 0, time = 0, exposed = 0, bytes = 0; bool bytes_known = true; };
+      std::map<std::string, Row> rows;
+      for (const auto& j : *ot) {
+        Row& r = rows[j.value("op", std::string("?"))];
+        r.count += j.value("count", int64_t{0});
+        r.time += j.value("time_ns", int64_t{0});
+        r.exposed += j.value("exposed_ns", int64_t{0});
+        if (j.contains("bytes") && j["bytes"].is_number_integer()) r.bytes += j["bytes"].get<int64_t>();
+        else r.bytes_known = false;
+      }
+      out << "\nby op type (all ranks):\n";
+      out << fmt::format("{:>14}  {:>7}  {:>10}  {:>10}  {:>10}  {:>8}\n", "op", "count", "bytes", "time", "exposed",
+                         "exposed%");
+      for (const auto& [op, r] : rows)
+        out << fmt::format("{:>14}  {:>7}  {:>10}  {:>10}  {:>10}  {:>8}\n", op, r.count,
+                           r.bytes_known ? FormatBytes(r.bytes) : "?", FormatDuration(r.time), FormatDuration(r.exposed),
+                           r.time > 0 ? FormatPercent(static_cast<double>(r.exposed) / static_cast<double>(r.time))
+                                      : std::string("n/a"));
+    }
     if (o.per_iteration && !s.iterations.empty()) {
-      out << "\nper iteration (window on the GPU timeline):\n";
+      out << "\nper iteration (window on the GPU timeline; w = warm-up, left out of spreads and the CI gate):\n";
       out << fmt::format("{:>5}  {:>5}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}  {:>6}\n", "rank", "iter",
                          "step", "wall", "compute", "comm", "overlap", "exposed", "overlap%", "ops");
       for (const IterationResult& it : s.iterations) {
         const OverlapFigures& f = it.figures;
         out << fmt::format("{:>5}  {:>5}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}  {:>6}\n",
-                           RankLabel(it.rank), it.index, it.step == kUnknown ? "-" : std::to_string(it.step),
+                           RankLabel(it.rank), it.warmup ? fmt::format("{}w", it.index) : std::to_string(it.index),
+                           it.step == kUnknown ? "-" : std::to_string(it.step),
                            FormatDuration(f.wall_ns), FormatDuration(f.compute_ns), FormatDuration(f.comm_ns),
                            FormatDuration(f.overlap_ns), FormatDuration(f.exposed_comm_ns),
                            FormatPercent(f.overlap_ratio), f.comm_ops);
@@ -69,6 +101,25 @@ class TerminalReport : public ReportWriter {
       }
     }
     if (!any) out << "\ndata quality: no problems recorded\n";
+    // Findings: what to change, warnings first, at most kMaxFindings lines.
+    if (auto fs = s.sections.find("findings"); fs != s.sections.end() && fs->is_array() && !fs->empty()) {
+      constexpr size_t kMaxFindings = 12;
+      out << "\nfindings:\n";
+      size_t shown = 0;
+      for (const char* sev : {"error", "warning", "info"}) {
+        for (const auto& f : *fs) {
+          if (f.value("severity", std::string()) != sev) continue;
+          if (shown++ >= kMaxFindings) continue;
+          std::string who = f.contains("rank") && f["rank"].is_number_integer()
+                                ? fmt::format("rank {}", f["rank"].get<int64_t>())
+                                : std::string("run");
+          std::string tag = std::string(sev) == "warning" ? paint("33", sev) : std::string(sev);
+          out << fmt::format("  {} {}: {}\n", tag, who, f.value("message", std::string()));
+        }
+      }
+      if (shown > kMaxFindings)
+        out << fmt::format("  ... {} more in the JSON summary (\"findings\")\n", shown - kMaxFindings);
+    }
     out << "\n" << paint("1", "verdict: " + s.verdict) << "\n";
     if (!out) return MakeError(StatusCode::kIo, "write failed");
     return OkStatus();

@@ -59,6 +59,7 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
   ImportScratch scratch;  // reused across files when one thread imports them all
   io.store_needs = TraceNeeds{};
   for (const auto& a : analyzers) io.store_needs |= a->needs();
+  if (!analysis_options.step_range.empty()) io.store_needs.annotations = true;  // steps are annotations
   ImportOptions with_scratch = io;
   with_scratch.scratch = &scratch;
   // Imports run ahead in order, at most jobs-1 of them in flight besides the one analyzed.

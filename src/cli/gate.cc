@@ -38,7 +38,7 @@ bool IsSummaryFile(const std::string& path) {
   return head.find("\"overlapprof.summary/") != std::string::npos;
 }
 
-StatusOr<RunView> LoadRun(const std::string& path) {
+StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range) {
   nlohmann::json j;
   if (IsSummaryFile(path)) {
     std::ifstream f(path, std::ios::binary);
@@ -48,6 +48,7 @@ StatusOr<RunView> LoadRun(const std::string& path) {
     OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs({path}));
     ImportOptions io;
     AnalysisOptions ao;
+    ao.step_range = step_range;
     OVERLAPPROF_ASSIGN_OR_RETURN(Summary s, AnalyzeFiles(files, io, ao, 1));
     std::ostringstream out;
     OVERLAPPROF_RETURN_IF_ERROR(FindReportWriter("json")->Write(s, {}, out));
@@ -77,8 +78,8 @@ struct Loaded {
 StatusOr<Loaded> Load(const GateArgs& a) {
   Loaded l;
   l.policy = a.policy;
-  OVERLAPPROF_ASSIGN_OR_RETURN(l.base, LoadRun(a.base));
-  OVERLAPPROF_ASSIGN_OR_RETURN(l.next, LoadRun(a.next));
+  OVERLAPPROF_ASSIGN_OR_RETURN(l.base, LoadRun(a.base, a.step_range));
+  OVERLAPPROF_ASSIGN_OR_RETURN(l.next, LoadRun(a.next, a.step_range));
   return l;
 }
 

@@ -11,6 +11,7 @@ struct GateArgs {
   std::string policy_file;
   Policy policy;
   std::string markdown_path, junit_path;  // check: also write these ("-": stdout)
+  std::string step_range;                 // AnalysisOptions::step_range for traces
 };
 
 int RunCompare(const GateArgs& args);

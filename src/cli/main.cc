@@ -72,6 +72,7 @@ struct AnalyzeArgs {
   bool no_verify = false;
   std::string color = "auto";
   int jobs = 1;
+  std::string step_range;
 };
 
 int RunAnalyze(const AnalyzeArgs& a) {
@@ -83,6 +84,7 @@ int RunAnalyze(const AnalyzeArgs& a) {
   io.kineto_time_exp = *exp;
   io.store_quick_check = !a.no_verify;
   AnalysisOptions ao;
+  ao.step_range = a.step_range;
   StatusOr<Summary> summary = AnalyzeFiles(*files, io, ao, a.jobs);
   if (!summary.ok()) return Fail(summary.status());
 
@@ -111,6 +113,7 @@ int RunAnalyze(const AnalyzeArgs& a) {
 struct ReportArgs {
   std::vector<std::string> traces;
   std::string chrome_trace, json_path;
+  std::string step_range;
 };
 
 // `report`: the files a user opens or automates on. Each output goes to FILE.partial first.
@@ -121,6 +124,7 @@ int RunReport(const ReportArgs& a) {
   if (!files.ok()) return Fail(files.status());
   ImportOptions io;
   AnalysisOptions ao;
+  ao.step_range = a.step_range;
   StatusOr<Summary> summary = AnalyzeFiles(*files, io, ao, 1);
   if (!summary.ok()) return Fail(summary.status());
   if (!a.json_path.empty())
@@ -207,6 +211,8 @@ int Main(int argc, char** argv) {
   analyze->add_option("--color", aa.color, "auto (TTY and no NO_COLOR), always, never");
   analyze->add_option("-j,--jobs", aa.jobs, "import up to N-1 traces ahead on other threads (N ranks in memory)")
       ->check(CLI::Range(1, 256));
+  analyze->add_option("--step-range", aa.step_range,
+                      "host annotation (NVTX or record_function) that marks an iteration, instead of ProfilerStep#N");
 
   ImportArgs ia;
   CLI::App* import = app.add_subcommand("import", "Convert PyTorch-profiler JSON traces into overlapprof stores");
@@ -232,12 +238,14 @@ int Main(int argc, char** argv) {
   report->add_option("TRACE", pa.traces, "trace files or directories of them")->required();
   report->add_option("--chrome-trace", pa.chrome_trace, "Chrome trace JSON for Perfetto UI / chrome://tracing");
   report->add_option("--json", pa.json_path, "the JSON summary (overlapprof.summary/1), '-' for stdout");
+  report->add_option("--step-range", pa.step_range, "host annotation that marks an iteration, instead of ProfilerStep#N");
 
   GateArgs ca;
   CLI::App* compare = app.add_subcommand("compare", "Compare two runs (traces, or JSON summaries): per metric, verdict");
   compare->add_option("BASE", ca.base, "baseline: a JSON summary, a trace, or a directory of traces")->required();
   compare->add_option("NEW", ca.next, "the run to compare with it")->required();
   compare->add_option("--markdown", ca.markdown_path, "also write a Markdown table to FILE ('-': stdout)");
+  compare->add_option("--step-range", ca.step_range, "host annotation that marks an iteration (traces only)");
 
   GateArgs ka;
   double max_drop = 0, max_increase = 0;
@@ -258,6 +266,7 @@ int Main(int argc, char** argv) {
   check->add_option("--policy", ka.policy_file, "JSON policy file with the same thresholds (flags override it)");
   check->add_option("--markdown", ka.markdown_path, "write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY; '-': stdout)");
   check->add_option("--junit", ka.junit_path, "write JUnit XML (a test case per gated metric)");
+  check->add_option("--step-range", ka.step_range, "host annotation that marks an iteration (traces only)");
 
   if (argc > 1 && argv[1][0] != '-' && std::string_view(argv[1]) != "analyze" &&
       std::string_view(argv[1]) != "import" && std::string_view(argv[1]) != "run" &&

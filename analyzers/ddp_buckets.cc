@@ -1,0 +1,263 @@
+// DDP gradient buckets (docs/analyzers.md "DDP buckets"): each all-reduce launched during
+// backward is a bucket. Per bucket: size, host launch relative to the start of backward,
+// queueing (GPU start minus host launch), duration, bus bandwidth, overlapped fraction, exposed
+// time. Per iteration: the tail (communication after the last backward compute kernel) and the
+// time compute waits on communication before the next compute. Findings with numbers.
+//
+// Backward is the host range of an annotation whose name contains "backward" (PyTorch's
+// "## backward ##" record_function, an NVTX range); without one, every all-reduce of an
+// iteration is a bucket and launch times are relative to the iteration's first launch.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+
+#include "analyzers/analyzer.h"
+#include "analyzers/overlap.h"
+
+namespace overlapprof {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr size_t kMaxBucketRows = 20000;  // JSON rows; figures use every bucket
+
+bool ContainsNoCase(std::string_view s, std::string_view k) {
+  return std::search(s.begin(), s.end(), k.begin(), k.end(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+         }) != s.end();
+}
+
+Json R4(double v) { return std::round(v * 10000.0) / 10000.0; }
+Json R3(double v) { return std::round(v * 1000.0) / 1000.0; }
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+class DdpBucketsAnalyzer : public Analyzer {
+ public:
+  std::string_view name() const override { return "ddp_buckets"; }
+  TraceNeeds needs() const override { return {.host_calls = false, .annotations = true}; }
+
+  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions&, Summary& summary) override {
+    const RankDerived* d = summary.current.get();
+    if (!d || d->rank_index != rank_index) return MakeError(StatusCode::kInternal, "ddp_buckets: no derived data");
+    const auto& windows = d->iterations.windows;
+    // Outermost host ranges named *backward*, by start.
+    std::vector<std::pair<int64_t, int64_t>> bwd;
+    for (const Range& r : t.ranges) {
+      if (r.kind != RangeKind::kAnnotation || !ContainsNoCase(t.names.Get(r.name_id), "backward")) continue;
+      if (!bwd.empty() && r.start_ns < bwd.back().second) continue;  // nested or overlapping: keep the outer
+      bwd.emplace_back(r.start_ns, r.end_ns);
+    }
+    const bool annotated = !bwd.empty();
+    // The sections exist (possibly empty) for every run, so the JSON shape is stable.
+    Section(summary, "buckets");
+    Section(summary, "bucket_stalls");
+    auto iteration_of = [&](int64_t gpu_t) -> int64_t {
+      if (windows.empty()) return kUnknown;
+      auto it = std::upper_bound(windows.begin(), windows.end(), gpu_t,
+                                 [](int64_t v, const IterationWindow& w) { return v < w.start_ns; });
+      return it == windows.begin() ? 0 : static_cast<int64_t>(it - windows.begin()) - 1;
+    };
+    auto range_of = [&](int64_t host_t) -> int64_t {  // index into bwd, or -1
+      auto it = std::upper_bound(bwd.begin(), bwd.end(), host_t,
+                                 [](int64_t v, const std::pair<int64_t, int64_t>& r) { return v < r.first; });
+      if (it == bwd.begin()) return -1;
+      --it;
+      return host_t <= it->second ? it - bwd.begin() : -1;
+    };
+
+    // Group the buckets: by backward range when annotated, else by iteration window.
+    struct Group {
+      int64_t iteration = kUnknown;
+      int64_t host_start = kUnknown, host_end = kUnknown;  // backward host range (annotated)
+      std::vector<const OpSpan*> buckets;
+      int64_t first_launch = INT64_MAX;
+    };
+    std::map<int64_t, Group> groups;  // key: backward range index, or iteration index
+    for (const OpSpan& o : d->ops) {
+      if (OpFamily(o.op_name) != "allreduce") continue;
+      int64_t key;
+      if (annotated) {
+        if (o.launch_ns == kUnknown) continue;
+        key = range_of(o.launch_ns);
+        if (key < 0) continue;  // not launched during backward: not a gradient bucket
+      } else {
+        key = iteration_of(o.start_ns);
+        if (key == kUnknown) key = 0;
+      }
+      Group& g = groups[key];
+      if (g.buckets.empty()) {
+        g.iteration = iteration_of(o.start_ns);
+        if (annotated) g.host_start = bwd[key].first, g.host_end = bwd[key].second;
+      }
+      g.buckets.push_back(&o);
+      if (o.launch_ns != kUnknown) g.first_launch = std::min(g.first_launch, o.launch_ns);
+    }
+    if (groups.empty()) return OkStatus();
+
+    // Backward compute per group: compute kernels launched inside the backward host range.
+    struct BwdCompute {
+      int64_t first_start = INT64_MAX, last_end = INT64_MIN;
+    };
+    std::vector<BwdCompute> bc(bwd.size());
+    if (annotated) {
+      for (const Activity& a : t.activities) {
+        if (a.category != Category::kCompute || a.kind != ActivityKind::kKernel || a.launch_ns == kUnknown) continue;
+        int64_t k = range_of(a.launch_ns);
+        if (k < 0) continue;
+        bc[k].first_start = std::min(bc[k].first_start, a.start_ns);
+        bc[k].last_end = std::max(bc[k].last_end, a.end_ns);
+      }
+    }
+    const IntervalSet& compute = d->sets.compute;
+    const IntervalSet& comm = d->sets.comm;
+    const Json rank_json = d->rank == kUnknown ? Json(nullptr) : Json(d->rank);
+    // (ordered_json keeps keys in a vector: create both before taking references.)
+    Section(summary, "buckets");
+    Section(summary, "bucket_stalls");
+    auto& rows = summary.sections["buckets"];
+    auto& stalls = summary.sections["bucket_stalls"];
+    std::vector<double> first_fraction, tails, tail_fraction, small_counts, volume_ratio;
+    double best_busbw = 0, small_busbw_sum = 0;
+    int64_t small_n = 0, groups_counted = 0;
+    for (auto& [key, g] : groups) {
+      std::sort(g.buckets.begin(), g.buckets.end(),
+                [](const OpSpan* a, const OpSpan* b) { return a->start_ns < b->start_ns; });
+      const bool warm = g.iteration != kUnknown && windows[g.iteration].warmup;
+      const int64_t origin = annotated ? g.host_start : g.first_launch;
+      const int64_t bwd_len = annotated ? g.host_end - g.host_start : 0;
+      int64_t bucket_comm = 0, last_end = INT64_MIN, first_fraction_ns = kUnknown;
+      int64_t small_here = 0;
+      for (size_t i = 0; i < g.buckets.size(); ++i) {
+        const OpSpan& o = *g.buckets[i];
+        const int64_t size = SizeBytes(t, o);
+        const double factor = BusFactor("allreduce", o.nranks);
+        const double busbw = size != kUnknown && o.busy_ns > 0 ? size * factor / o.busy_ns : 0.0;
+        bucket_comm += o.busy_ns;
+        last_end = std::max(last_end, o.end_ns);
+        if (!warm && size != kUnknown && o.busy_ns > 0) {
+          best_busbw = std::max(best_busbw, busbw);
+          if (size < (int64_t{1} << 20)) ++small_here, small_busbw_sum += busbw, ++small_n;
+        }
+        const bool launched = o.launch_ns != kUnknown && origin != INT64_MAX;
+        if (i == 0 && launched) first_fraction_ns = o.launch_ns - origin;
+        if (rows.size() < kMaxBucketRows) {
+          Json j;
+          j["rank"] = rank_json;
+          j["iteration"] = g.iteration == kUnknown ? Json(nullptr) : Json(g.iteration);
+          j["warmup"] = warm;
+          j["index"] = static_cast<int64_t>(i);
+          j["op"] = o.op_name;
+          j["bytes"] = size == kUnknown ? Json(nullptr) : Json(size);
+          j["launch_offset_ns"] = launched ? Json(o.launch_ns - origin) : Json(nullptr);
+          j["launch_fraction"] = launched && bwd_len > 0 ? R4(double(o.launch_ns - origin) / bwd_len) : Json(nullptr);
+          j["queue_ns"] = o.launch_ns != kUnknown ? Json(o.start_ns - o.launch_ns) : Json(nullptr);
+          j["start_ns"] = o.start_ns;
+          j["duration_ns"] = o.busy_ns;
+          j["busbw_GBps"] = busbw > 0 ? R3(busbw) : Json(nullptr);
+          j["overlap_fraction"] = o.busy_ns > 0 ? R4(double(o.covered_ns) / o.busy_ns) : Json(nullptr);
+          j["exposed_ns"] = o.exposed_ns();
+          rows.push_back(std::move(j));
+        } else {
+          ++dropped_rows_;
+        }
+      }
+      // Stalls. The last backward compute kernel: from the annotation, else the last compute
+      // before the last bucket's end.
+      int64_t bwd_end = kUnknown, bwd_compute = kUnknown;
+      if (annotated && bc[key].last_end != INT64_MIN) {
+        bwd_end = bc[key].last_end;
+        bwd_compute = compute.LengthWithin(bc[key].first_start, bc[key].last_end);
+      }
+      Json s;
+      s["rank"] = rank_json;
+      s["iteration"] = g.iteration == kUnknown ? Json(nullptr) : Json(g.iteration);
+      s["warmup"] = warm;
+      s["buckets"] = static_cast<int64_t>(g.buckets.size());
+      s["bucket_comm_ns"] = bucket_comm;
+      s["backward_host_ns"] = annotated ? Json(bwd_len) : Json(nullptr);
+      s["backward_compute_ns"] = bwd_compute == kUnknown ? Json(nullptr) : Json(bwd_compute);
+      if (bwd_end != kUnknown) {
+        const int64_t tail = std::max<int64_t>(0, last_end - bwd_end);
+        // Compute waits: from the end of backward compute to the next compute kernel, the time
+        // communication runs (the optimizer, or the next forward, waits on the last buckets).
+        const auto& iv = compute.intervals();
+        auto nx = std::lower_bound(iv.begin(), iv.end(), bwd_end, [](const Interval& x, int64_t v) { return x.start < v; });
+        const int64_t next = nx != iv.end() ? nx->start : last_end;
+        const int64_t wait = next > bwd_end ? comm.LengthWithin(bwd_end, next) : 0;
+        s["tail_ns"] = tail;
+        s["compute_wait_ns"] = wait;
+        if (!warm) {
+          tails.push_back(static_cast<double>(tail));
+          if (bucket_comm > 0) tail_fraction.push_back(double(tail) / bucket_comm);
+          if (bwd_compute > 0) volume_ratio.push_back(double(bucket_comm) / bwd_compute);
+        }
+      } else {
+        s["tail_ns"] = nullptr;
+        s["compute_wait_ns"] = nullptr;
+      }
+      stalls.push_back(std::move(s));
+      if (!warm) {
+        ++groups_counted;
+        small_counts.push_back(static_cast<double>(small_here));
+        if (first_fraction_ns != kUnknown && bwd_len > 0) first_fraction.push_back(double(first_fraction_ns) / bwd_len);
+      }
+    }
+    if (dropped_rows_ > 0) summary.sections["buckets_truncated"] = dropped_rows_;
+
+    // Findings over the steady iterations (medians).
+    if (groups_counted == 0) return OkStatus();
+    if (!annotated)
+      summary.AddFinding("ddp_buckets", d->rank, "info",
+                         "no backward annotation: every all-reduce is taken as a gradient bucket and launch times are "
+                         "relative to the iteration's first all-reduce (wrap backward in record_function(\"## backward ##\") "
+                         "or an NVTX range for launch-vs-backward figures)");
+    if (!first_fraction.empty() && Median(first_fraction) > 0.5)
+      summary.AddFinding("ddp_buckets", d->rank, "warning",
+                         fmt::format("first gradient bucket launched at {:.0f}% of backward: bucket_cap_mb is too large "
+                                     "for this model, so communication starts late; try a smaller bucket_cap_mb",
+                                     100 * Median(first_fraction)));
+    const double small = Median(small_counts);
+    if (small >= 3 && small_n > 0 && best_busbw > 0 && small_busbw_sum / small_n < 0.25 * best_busbw)
+      summary.AddFinding("ddp_buckets", d->rank, "warning",
+                         fmt::format("{:.0f} buckets under 1 MiB per iteration run at latency-bound bandwidth ({:.1f} GB/s "
+                                     "bus bandwidth against {:.1f} GB/s for the best bucket): fewer, larger buckets "
+                                     "(bucket_cap_mb) or fusing small parameters would help",
+                                     small, small_busbw_sum / small_n, best_busbw));
+    if (!volume_ratio.empty() && Median(volume_ratio) > 1.0)
+      summary.AddFinding("ddp_buckets", d->rank, "warning",
+                         fmt::format("gradient communication exceeds backward compute ({:.2f}x): overlap can hide at most "
+                                     "{:.0f}% of it; reduce the volume (bf16/fp16 compression hook, gradient accumulation "
+                                     "with no_sync, a larger batch per GPU)",
+                                     Median(volume_ratio), 100.0 / Median(volume_ratio)));
+    if (!tail_fraction.empty() && Median(tail_fraction) > 0.1)
+      summary.AddFinding("ddp_buckets", d->rank, "warning",
+                         fmt::format("{} of gradient communication per iteration ({:.0f}%) runs after the last backward "
+                                     "kernel (tail): the optimizer waits on it; smaller last buckets or launching buckets "
+                                     "earlier shorten it",
+                                     FormatDuration(static_cast<int64_t>(Median(tails))), 100 * Median(tail_fraction)));
+    return OkStatus();
+  }
+
+ private:
+  static Json& Section(Summary& s, const char* key) {
+    Json& j = s.sections[key];
+    if (!j.is_array()) j = Json::array();
+    return j;
+  }
+  int64_t dropped_rows_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Analyzer> MakeDdpBucketsAnalyzer() { return std::make_unique<DdpBucketsAnalyzer>(); }
+
+}  // namespace overlapprof

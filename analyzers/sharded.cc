@@ -1,0 +1,189 @@
+// FSDP and tensor-parallel patterns (docs/analyzers.md "FSDP and TP").
+//
+// FSDP: parameter all-gathers (forward and backward) and gradient reduce-scatters on a
+// communication stream. Per all-gather: exposed time; an all-gather more than half exposed is a
+// prefetch stall (compute had nothing to do but wait for the parameters). Phase: the host range of
+// an annotation named *forward* / *backward* containing the launch, else before / after the
+// iteration's first reduce-scatter.
+// TP: all-gathers / reduce-scatters / all-reduces issued on a stream that also runs compute
+// kernels: serialized with the matmuls around them, so all their time is exposed unless another
+// stream computes meanwhile.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "analyzers/analyzer.h"
+#include "analyzers/overlap.h"
+
+namespace overlapprof {
+namespace {
+
+using Json = nlohmann::ordered_json;
+constexpr size_t kMaxRows = 20000;
+
+bool ContainsNoCase(std::string_view s, std::string_view k) {
+  return std::search(s.begin(), s.end(), k.begin(), k.end(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+         }) != s.end();
+}
+
+class ShardedAnalyzer : public Analyzer {
+ public:
+  std::string_view name() const override { return "sharded"; }
+  TraceNeeds needs() const override { return {.host_calls = false, .annotations = true}; }
+
+  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions&, Summary& summary) override {
+    const RankDerived* d = summary.current.get();
+    if (!d || d->rank_index != rank_index) return MakeError(StatusCode::kInternal, "sharded: no derived data");
+    const Json rank_json = d->rank == kUnknown ? Json(nullptr) : Json(d->rank);
+    // Streams that run compute kernels.
+    std::set<uint32_t> compute_streams;
+    for (const Activity& a : t.activities)
+      if (a.category == Category::kCompute && a.kind == ActivityKind::kKernel) compute_streams.insert(a.stream);
+    // Phase ranges on the host.
+    std::vector<std::tuple<int64_t, int64_t, int>> phases;  // start, end, 0 forward / 1 backward
+    for (const Range& r : t.ranges) {
+      if (r.kind != RangeKind::kAnnotation) continue;
+      std::string_view n = t.names.Get(r.name_id);
+      if (ContainsNoCase(n, "backward")) phases.emplace_back(r.start_ns, r.end_ns, 1);
+      else if (ContainsNoCase(n, "forward")) phases.emplace_back(r.start_ns, r.end_ns, 0);
+    }
+    std::sort(phases.begin(), phases.end());
+    auto phase_of_launch = [&](int64_t launch) -> int {
+      if (launch == kUnknown) return -1;
+      int found = -1;
+      // Innermost containing range wins (ranges sorted by start; later starts are inner).
+      auto end = std::upper_bound(phases.begin(), phases.end(), std::make_tuple(launch, INT64_MAX, 2));
+      for (auto it = phases.begin(); it != end; ++it)
+        if (launch <= std::get<1>(*it)) found = std::get<2>(*it);
+      return found;
+    };
+    const auto& windows = d->iterations.windows;
+    auto iteration_of = [&](int64_t gpu_t) -> int64_t {
+      if (windows.empty()) return 0;
+      auto it = std::upper_bound(windows.begin(), windows.end(), gpu_t,
+                                 [](int64_t v, const IterationWindow& w) { return v < w.start_ns; });
+      return it == windows.begin() ? 0 : static_cast<int64_t>(it - windows.begin()) - 1;
+    };
+    // First reduce-scatter start per iteration (fallback phase split).
+    std::map<int64_t, int64_t> first_rs;
+    for (const OpSpan& o : d->ops)
+      if (OpFamily(o.op_name) == "reducescatter" && !compute_streams.count(o.stream)) {
+        int64_t it = iteration_of(o.start_ns);
+        if (!first_rs.count(it)) first_rs[it] = o.start_ns;
+      }
+
+    struct Agg {
+      int64_t count = 0, time_ns = 0, exposed_ns = 0, stalls = 0, stall_ns = 0;
+    };
+    std::map<std::pair<std::string, std::string>, Agg> fsdp;  // (phase, op)
+    std::map<std::string, Agg> tp;                            // op, on compute streams
+    auto& rows = summary.sections["fsdp_allgathers"];
+    if (!rows.is_array()) rows = Json::array();
+    bool any_fsdp = false;
+    for (const OpSpan& o : d->ops) {
+      const std::string fam = OpFamily(o.op_name);
+      if (fam != "allgather" && fam != "reducescatter" && fam != "allreduce") continue;
+      if (compute_streams.count(o.stream)) {
+        Agg& a = tp[fam];
+        ++a.count;
+        a.time_ns += o.busy_ns;
+        a.exposed_ns += o.exposed_ns();
+        continue;
+      }
+      if (fam == "allreduce") continue;  // DDP's buckets (ddp_buckets)
+      any_fsdp = true;
+      const int64_t it = iteration_of(o.start_ns);
+      int ph = phase_of_launch(o.launch_ns);
+      if (ph < 0) {
+        auto rs = first_rs.find(it);
+        ph = rs != first_rs.end() && o.start_ns >= rs->second ? 1 : 0;
+      }
+      const std::string phase = ph == 1 ? "backward" : "forward";
+      Agg& a = fsdp[{phase, fam}];
+      ++a.count;
+      a.time_ns += o.busy_ns;
+      a.exposed_ns += o.exposed_ns();
+      const bool stall = fam == "allgather" && o.busy_ns > 0 && 2 * o.exposed_ns() > o.busy_ns;
+      if (stall) ++a.stalls, a.stall_ns += o.exposed_ns();
+      if (fam == "allgather") {
+        if (rows.size() < kMaxRows) {
+          Json j;
+          j["rank"] = rank_json;
+          j["iteration"] = windows.empty() ? Json(nullptr) : Json(it);
+          j["phase"] = phase;
+          j["bytes"] = SizeBytes(t, o) == kUnknown ? Json(nullptr) : Json(SizeBytes(t, o));
+          j["start_ns"] = o.start_ns;
+          j["duration_ns"] = o.busy_ns;
+          j["exposed_ns"] = o.exposed_ns();
+          j["prefetched"] = !stall;
+          rows.push_back(std::move(j));
+        }
+      }
+    }
+    auto& fs = summary.sections["fsdp"];
+    if (!fs.is_array()) fs = Json::array();
+    for (const auto& [k, a] : fsdp) {
+      Json j;
+      j["rank"] = rank_json;
+      j["phase"] = k.first;
+      j["op"] = k.second;
+      j["count"] = a.count;
+      j["time_ns"] = a.time_ns;
+      j["exposed_ns"] = a.exposed_ns;
+      j["prefetch_stalls"] = a.stalls;
+      j["prefetch_stall_ns"] = a.stall_ns;
+      fs.push_back(std::move(j));
+    }
+    auto& tj = summary.sections["tp"];
+    if (!tj.is_array()) tj = Json::array();
+    for (const auto& [op, a] : tp) {
+      Json j;
+      j["rank"] = rank_json;
+      j["op"] = op;
+      j["count"] = a.count;
+      j["time_ns"] = a.time_ns;
+      j["exposed_ns"] = a.exposed_ns;
+      j["on_compute_stream"] = true;
+      tj.push_back(std::move(j));
+    }
+    // Findings.
+    if (any_fsdp) {
+      for (const char* phase : {"forward", "backward"}) {
+        auto it = fsdp.find({phase, "allgather"});
+        if (it == fsdp.end() || it->second.stalls < 2 || it->second.stalls * 5 < it->second.count) continue;
+        const Agg& a = it->second;
+        const bool fwd = std::string_view(phase) == "forward";
+        summary.AddFinding(
+            "sharded", d->rank, "warning",
+            fmt::format("{} of {} parameter all-gathers in {} are exposed (prefetch stalls, {} in total): {}", a.stalls,
+                        a.count, phase, FormatDuration(a.stall_ns),
+                        fwd ? "prefetch the next layer's parameters (FSDP1 forward_prefetch=True; FSDP2 "
+                              "set_modules_to_forward_prefetch); costs one more layer of unsharded parameters in memory"
+                            : "prefetch in backward (FSDP1 backward_prefetch=BackwardPrefetch.BACKWARD_PRE; FSDP2 "
+                              "set_modules_to_backward_prefetch), or reshard_after_forward=False to skip the backward "
+                              "all-gathers at the cost of keeping parameters unsharded between forward and backward"));
+      }
+    }
+    int64_t tp_count = 0, tp_exposed = 0;
+    for (const auto& [op, a] : tp)
+      if (op != "allreduce") tp_count += a.count, tp_exposed += a.exposed_ns;
+    if (tp_count >= 2 && tp_exposed > 0)
+      summary.AddFinding("sharded", d->rank, "warning",
+                         fmt::format("{} all-gather/reduce-scatter ops run on a compute stream, serialized with the "
+                                     "matmuls around them ({} exposed): overlap them with independent compute (async "
+                                     "tensor parallel / collective-matmul decomposition, a separate communication stream)",
+                                     tp_count, FormatDuration(tp_exposed)));
+    return OkStatus();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Analyzer> MakeShardedAnalyzer() { return std::make_unique<ShardedAnalyzer>(); }
+
+}  // namespace overlapprof
