@@ -7,6 +7,7 @@
 #include <numeric>
 #include <system_error>
 
+#include "src/common/progress.h"
 #include "src/registry.h"
 
 namespace overlapprof {
@@ -15,6 +16,8 @@ namespace fs = std::filesystem;
 
 bool LooksLikeTraceFile(const std::string& name) {
   auto ends = [&](std::string_view s) { return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0; };
+  // overlapprof's own reports (what `run` writes beside the rank files) are not traces.
+  if (ends(".summary.json") || ends(".perfetto.json")) return false;
   return ends(".json") || ends(".json.gz") || ends(".db") || ends(".sqlite") || ends(".sqlite3");
 }
 
@@ -72,7 +75,17 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
       ahead.push_back(std::async(std::launch::async, [path, io] { return ImportFile(path, io); }));
     }
   };
+  uint64_t total_bytes = 0;
+  std::vector<uint64_t> sizes(files.size(), 0);
   for (size_t i = 0; i < files.size(); ++i) {
+    std::error_code ec;
+    const auto n = std::filesystem::file_size(files[i], ec);
+    sizes[i] = ec ? 0 : static_cast<uint64_t>(n);
+    total_bytes += sizes[i];
+  }
+  Progress progress("analyzing", files.size(), total_bytes);
+  for (size_t i = 0; i < files.size(); ++i) {
+    progress.Begin(files[i], sizes[i]);
     start_more();
     StatusOr<RankTrace> t = ahead.empty() && window == 0 ? ImportFile(files[next_to_start++], with_scratch)
                                                          : ahead.front().get();
@@ -83,7 +96,9 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
       Status st = a->AnalyzeRank(*t, i, analysis_options, summary);
       if (!st.ok()) return st.WithPrefix(fmt::format("{}: analyzer {}", files[i], a->name()));
     }
+    progress.Done();
   }  // each RankTrace is freed before the next file is read
+  summary.current.reset();  // the last rank's derived data
   // Order ranks by rank number (unknown last), keeping input order among equals.
   std::vector<size_t> order(summary.ranks.size());
   std::iota(order.begin(), order.end(), 0);

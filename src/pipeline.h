@@ -17,7 +17,8 @@ namespace overlapprof {
 // directories named there. Errors: a missing path, or a directory with no trace files.
 StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& args);
 
-// True for names the directory scan picks up (.json, .json.gz, .db, .sqlite, .sqlite3).
+// True for names the directory scan picks up (.json, .json.gz, .db, .sqlite, .sqlite3), except
+// overlapprof's reports (*.summary.json, *.perfetto.json).
 bool LooksLikeTraceFile(const std::string& filename);
 
 // Imports one file with the importer its first bytes select. Errors carry the path.

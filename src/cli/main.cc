@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 
 #include "overlapprof/version.h"
@@ -73,7 +74,28 @@ struct AnalyzeArgs {
   std::string color = "auto";
   int jobs = 1;
   std::string step_range;
+  // `run`: also write the reports into this directory (overlap.summary.json,
+  // overlap.perfetto.json), beside the rank files.
+  std::string report_dir;
 };
+
+// Writes `path` through `write` into path.partial, renamed into place only when complete.
+Status WriteAtomically(const std::string& path, const std::function<Status(std::ostream&)>& write) {
+  const std::string tmp = path + ".partial";
+  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+  if (!f) return MakeError(StatusCode::kIo, "{}: cannot write", path);
+  Status st = write(f);
+  f.close();
+  if (st.ok() && !f) st = MakeError(StatusCode::kIo, "write failed");
+  if (!st.ok()) {
+    std::remove(tmp.c_str());
+    return st.WithPrefix(path);
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return MakeError(StatusCode::kIo, "{}: cannot rename into place: {}", path, ec.message());
+  return OkStatus();
+}
 
 int RunAnalyze(const AnalyzeArgs& a) {
   StatusOr<int> exp = TimeExp(a.ts_unit);
@@ -91,6 +113,15 @@ int RunAnalyze(const AnalyzeArgs& a) {
   if (!a.json_path.empty()) {
     Status st = WriteJsonFile(*summary, a.json_path);
     if (!st.ok()) return Fail(st);
+  }
+  if (!a.report_dir.empty()) {
+    const std::string json = (fs::path(a.report_dir) / "overlap.summary.json").string();
+    const std::string chrome = (fs::path(a.report_dir) / "overlap.perfetto.json").string();
+    if (Status st = WriteJsonFile(*summary, json); !st.ok()) return Fail(st);
+    if (Status st = WriteAtomically(chrome, [&](std::ostream& o) { return WriteChromeTrace(*files, io, *summary, o); });
+        !st.ok())
+      return Fail(st);
+    std::fprintf(stderr, "overlapprof: reports: %s, %s (open in ui.perfetto.dev)\n", json.c_str(), chrome.c_str());
   }
   if (a.json_path != "-") {
     ReportOptions ro;
@@ -322,6 +353,7 @@ int Main(int argc, char** argv) {
     return RunCommand(ra, [](const std::string& dir) {
       AnalyzeArgs a;
       a.traces = {dir};
+      a.report_dir = dir;
       return RunAnalyze(a);
     });
   }

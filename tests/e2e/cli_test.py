@@ -217,6 +217,29 @@ class CliTest(unittest.TestCase):
         rc, out, _ = run("analyze", A100_2, env={"NO_COLOR": "1"})
         self.assertNotIn("\x1b[", out)
 
+    def test_progress_on_stderr_only_when_wanted(self):
+        # Forced (as on a terminal after a second): a bar per finished file, erased at the end.
+        rc, out, err = run("analyze", A100_2, A100_16, env={"OVERLAPPROF_PROGRESS": "1"})
+        self.assertEqual(rc, 0)
+        self.assertIn("analyzing [", err)
+        self.assertIn("2/2 files", err)
+        self.assertTrue(err.endswith("\x1b[2K"), repr(err[-40:]))  # erased (text mode reads \r as \n)
+        self.assertNotIn("analyzing", out)
+        # stderr is a pipe here: nothing, and never with OVERLAPPROF_PROGRESS=0.
+        self.assertEqual(run("analyze", A100_2)[2], "")
+        self.assertEqual(run("analyze", A100_2, env={"OVERLAPPROF_PROGRESS": "0"})[2], "")
+
+    def test_directory_scan_skips_overlapprof_reports(self):
+        d = os.path.join(self.tmp, "run")
+        os.makedirs(d)
+        shutil.copy(A100_2, d)
+        for name in ("overlap.summary.json", "overlap.perfetto.json"):
+            with open(os.path.join(d, name), "w") as f:
+                f.write("{}")
+        rc, js, err = run("analyze", d, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(len(json.loads(js)["ranks"]), 1)
+
     def test_ns_timestamps_option(self):
         # A trace whose writer put integer ns in "ts"/"dur".
         path = os.path.join(self.tmp, "ns.json")

@@ -321,6 +321,17 @@ class InjectorTest(unittest.TestCase):
                            env=env_with(RANK=0, WORLD_SIZE=2, OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI))
         self.assertEqual(rc, 0, err)
         self.assertIn("47.6%", out)
+        # `run` wrote its reports beside the rank files; analyzing the directory skips them.
+        import json
+        with open(os.path.join(self.out, "overlap.summary.json")) as f:
+            written = json.load(f)
+        self.assertEqual(written["ranks"][0]["overlap_ratio"], 0.4762)
+        with open(os.path.join(self.out, "overlap.perfetto.json")) as f:
+            trace = json.load(f)
+        self.assertEqual(sum(1 for e in trace["traceEvents"] if e["ph"] == "X" and e.get("cat") == "kernel"),
+                         written["ranks"][0]["kernels"])
+        self.assertEqual(sum(1 for e in trace["traceEvents"] if e["ph"] == "C" and e["name"] == "overlap %"), 5)
+        self.assertIn("overlap.perfetto.json", err)
         rc, js, err = run(["analyze", self.out, "--json", "-", "--per-iteration"])
         self.assertEqual(rc, 0, err)
         import json
