@@ -55,6 +55,14 @@ StatusOr<RunView> RunViewFromSummary(const nlohmann::json& s, const std::string&
       }
     }
   }
+  if (auto ot = s.find("op_types"); ot != s.end() && ot->is_array()) {
+    for (const auto& o : *ot) {
+      if (!o.is_object() || !o.contains("op") || !o["op"].is_string()) continue;
+      auto& [time, exposed] = v.op_time_exposed_ns[o["op"].get<std::string>()];
+      time += IntOr0(o, "time_ns");
+      exposed += IntOr0(o, "exposed_ns");
+    }
+  }
   if (auto its = s.find("iterations"); its != s.end() && its->is_array()) {
     for (const auto& i : *its) {
       if (!i.is_object()) continue;
@@ -126,6 +134,12 @@ StatusOr<Policy> LoadPolicy(const std::string& path, Policy p) {
   return p;
 }
 
+static std::string ChangeText(const MetricResult& m) {
+  // A relative change from zero has no percentage: say what happened instead.
+  if (m.change_unit == "%" && m.base == 0 && m.next != 0) return "new";
+  return fmt::format("{:+.2f} {}", m.change, m.change_unit);
+}
+
 const char* VerdictName(Verdict v) {
   switch (v) {
     case Verdict::kUnchanged: return "unchanged";
@@ -161,7 +175,7 @@ MetricResult Decide(std::string name, std::string unit, bool gated, double base,
   const bool better = higher_is_better ? m.change > 0 : m.change < 0;
   const bool big = std::fabs(m.change) >= threshold && m.change != 0;
   const Verdict direction = better ? Verdict::kImproved : Verdict::kRegressed;
-  const std::string change_text = fmt::format("{:+.2f} {}", m.change, m.change_unit);
+  const std::string change_text = ChangeText(m);
   if (sb.size() >= Policy::kMinSamples && sn.size() >= Policy::kMinSamples) {
     m.p = MannWhitneyP(sb, sn);
     if (!big) {
@@ -215,6 +229,23 @@ Comparison Compare(const RunView& b, const RunView& n, const Policy& p) {
   c.metrics.push_back(Decide("compute_per_iter", "ms", false, PerIteration(b, b.iter_compute_ns, b.compute_ns) * kMs,
                              PerIteration(n, n.iter_compute_ns, n.compute_ns) * kMs, true, false, p.info_threshold_pct,
                              Scaled(b.iter_compute_ns, kMs), Scaled(n.iter_compute_ns, kMs), p.alpha));
+  // Exposed time per op type, per iteration (over ranks; whole trace per rank without
+  // iterations). For information: the gated figure is the total above.
+  auto per_iter = [](const RunView& v, int64_t ns) {
+    const double div = v.iterations > 0 ? static_cast<double>(v.iterations) : static_cast<double>(std::max<int64_t>(1, v.ranks));
+    return static_cast<double>(ns) / div;
+  };
+  std::map<std::string, bool> ops;
+  for (const auto& [op, te] : b.op_time_exposed_ns) ops[op] = true;
+  for (const auto& [op, te] : n.op_time_exposed_ns) ops[op] = true;
+  for (const auto& [op, unused] : ops) {
+    auto get = [&](const RunView& v) {
+      auto it = v.op_time_exposed_ns.find(op);
+      return it == v.op_time_exposed_ns.end() ? 0.0 : per_iter(v, it->second.second) * kMs;
+    };
+    c.metrics.push_back(Decide("exposed_" + op + "_per_iter", "ms", false, get(b), get(n), true, false,
+                               p.info_threshold_pct, {}, {}, p.alpha));
+  }
   for (const MetricResult& m : c.metrics) {
     if (!m.gated) continue;
     if (m.verdict == Verdict::kRegressed) c.gate = Verdict::kRegressed;
@@ -235,11 +266,11 @@ std::string RenderComparisonText(const Comparison& c, const RunView& b, const Ru
   std::ostringstream o;
   o << "base: " << b.source << " (" << b.ranks << " rank(s), " << b.iterations << " iteration(s))\n";
   o << "new:  " << n.source << " (" << n.ranks << " rank(s), " << n.iterations << " iteration(s))\n\n";
-  o << fmt::format("{:<24} {:>12} {:>12} {:>12} {:>10} {:>8}  {}\n", "metric", "base", "new", "change", "p", "gated",
+  o << fmt::format("{:<34} {:>12} {:>12} {:>12} {:>10} {:>8}  {}\n", "metric", "base", "new", "change", "p", "gated",
                    "verdict");
   for (const MetricResult& m : c.metrics) {
-    o << fmt::format("{:<24} {:>12} {:>12} {:>12} {:>10} {:>8}  {}\n", m.name + " (" + m.unit + ")", Fixed(m.base, 2),
-                     Fixed(m.next, 2), fmt::format("{:+.2f} {}", m.change, m.change_unit),
+    o << fmt::format("{:<34} {:>12} {:>12} {:>12} {:>10} {:>8}  {}\n", m.name + " (" + m.unit + ")", Fixed(m.base, 2),
+                     Fixed(m.next, 2), ChangeText(m),
                      m.p ? fmt::format("{:.3g}", *m.p) : std::string("-"), m.gated ? "yes" : "no", VerdictName(m.verdict));
   }
   o << "\n";
@@ -256,8 +287,8 @@ std::string RenderComparisonMarkdown(const Comparison& c, const RunView& b, cons
   o << "### " << icon << " overlapprof check: " << (c.data_lost ? "data lost" : VerdictName(c.gate)) << "\n\n";
   o << "| metric | base | new | change | p | gated | verdict |\n|---|---:|---:|---:|---:|:-:|---|\n";
   for (const MetricResult& m : c.metrics)
-    o << fmt::format("| {} ({}) | {} | {} | {:+.2f} {} | {} | {} | {} |\n", m.name, m.unit, Fixed(m.base, 2),
-                     Fixed(m.next, 2), m.change, m.change_unit, m.p ? fmt::format("{:.3g}", *m.p) : std::string("–"),
+    o << fmt::format("| {} ({}) | {} | {} | {} | {} | {} | {} |\n", m.name, m.unit, Fixed(m.base, 2),
+                     Fixed(m.next, 2), ChangeText(m), m.p ? fmt::format("{:.3g}", *m.p) : std::string("–"),
                      m.gated ? "yes" : "no", VerdictName(m.verdict));
   o << "\n";
   for (const MetricResult& m : c.metrics)

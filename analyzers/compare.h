@@ -6,13 +6,15 @@
 //
 // Metrics (docs/ci-gate.md): the run's overlap ratio (sum of overlap / sum of communication over
 // ranks; higher is better), exposed communication per iteration (lower is better), and, for
-// information, communication and compute per iteration. Where both sides have enough
+// information, communication and compute per iteration and the exposed time of each op type
+// (all-reduce, all-gather, ...) per iteration. Where both sides have enough
 // iterations (kMinSamples per side) the per-iteration distributions are compared with a
 // two-sided Mann-Whitney U test, and a change counts only when it is both significant and at
 // least the threshold; otherwise the aggregates are compared with the threshold and the
 // verdict says that no test was possible.
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +30,8 @@ struct RunView {
   int64_t comm_ns = 0, compute_ns = 0, overlap_ns = 0, exposed_comm_ns = 0;  // sums over ranks
   int64_t iterations = 0;                                                  // over ranks
   int64_t warmup_iterations = 0;  // left out of the per-iteration distributions
+  // Per op family ("op_types" section, summed over ranks): GPU time and exposed time.
+  std::map<std::string, std::pair<int64_t, int64_t>> op_time_exposed_ns;
   std::vector<double> iter_overlap_ratio;  // per (rank, iteration), when not null
   std::vector<double> iter_exposed_ns, iter_comm_ns, iter_compute_ns;
   int64_t data_lost = 0;  // sum of the values of error-severity counters, over ranks

@@ -138,6 +138,11 @@ class GateTest(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         for metric in ("overlap_ratio", "exposed_comm_per_iter", "comm_per_iter", "compute_per_iter"):
             self.assertIn(metric, out)
+        # Per op type (informational): the all-reduces hide ~1 ms less per iteration.
+        [row] = [l for l in out.splitlines() if l.startswith("exposed_allreduce_per_iter (ms)")]
+        base_ms, new_ms = float(row.split()[2]), float(row.split()[3])
+        self.assertAlmostEqual(new_ms - base_ms, 1.0, delta=0.25)
+        self.assertTrue(row.split()[-3:] == ["-", "no", "regressed"], row)
         # The numbers are the JSON summary's: the baseline's overlap ratio as analyze computed it.
         s = json.load(open(self.summary))
         r = s["ranks"][0]
