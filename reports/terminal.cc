@@ -61,6 +61,32 @@ class TerminalReport : public ReportWriter {
                            r.time > 0 ? FormatPercent(static_cast<double>(r.exposed) / static_cast<double>(r.time))
                                       : std::string("n/a"));
     }
+    // Across ranks: wait (for the last rank to arrive) against transfer, and the stragglers.
+    if (auto cr = s.sections.find("cross_rank"); cr != s.sections.end() && cr->is_array() && !cr->empty()) {
+      out << "\nacross ranks (matched collectives: kernel time = waiting for the last rank + transfer):\n";
+      out << fmt::format("{:>5}  {:>11}  {:>10}  {:>10}  {:>14}\n", "rank", "collectives", "wait", "transfer",
+                         "exposed wait");
+      for (const auto& r : *cr) {
+        auto num = [&](const char* k) { return r.contains(k) && r[k].is_number_integer() ? r[k].get<int64_t>() : 0; };
+        out << fmt::format("{:>5}  {:>11}  {:>10}  {:>10}  {:>14}\n",
+                           r.contains("rank") && r["rank"].is_number_integer() ? std::to_string(r["rank"].get<int64_t>())
+                                                                                : std::string("?"),
+                           num("collectives"), FormatDuration(num("wait_ns")), FormatDuration(num("transfer_ns")),
+                           FormatDuration(num("exposed_wait_ns")));
+      }
+      if (auto st = s.sections.find("stragglers"); st != s.sections.end() && st->is_array()) {
+        size_t shown = 0;
+        for (const auto& r : *st) {
+          if (shown == 3 || !r.contains("last_arrivals") || !r["last_arrivals"].is_number_integer() ||
+              r["last_arrivals"].get<int64_t>() == 0)
+            continue;
+          ++shown;
+          out << fmt::format("  straggler rank {}: last at {} of {} collectives; the others lost {} waiting\n",
+                             r.value("rank", int64_t{-1}), r["last_arrivals"].get<int64_t>(),
+                             r.value("collectives_counted", int64_t{0}), FormatDuration(r.value("others_wait_ns", int64_t{0})));
+        }
+      }
+    }
     if (o.per_iteration && !s.iterations.empty()) {
       out << "\nper iteration (window on the GPU timeline; w = warm-up, left out of spreads and the CI gate):\n";
       out << fmt::format("{:>5}  {:>5}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}  {:>6}\n", "rank", "iter",
