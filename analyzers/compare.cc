@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <numeric>
+#include <set>
 #include <sstream>
 
 namespace overlapprof {
@@ -235,10 +236,10 @@ Comparison Compare(const RunView& b, const RunView& n, const Policy& p) {
     const double div = v.iterations > 0 ? static_cast<double>(v.iterations) : static_cast<double>(std::max<int64_t>(1, v.ranks));
     return static_cast<double>(ns) / div;
   };
-  std::map<std::string, bool> ops;
-  for (const auto& [op, te] : b.op_time_exposed_ns) ops[op] = true;
-  for (const auto& [op, te] : n.op_time_exposed_ns) ops[op] = true;
-  for (const auto& [op, unused] : ops) {
+  std::set<std::string> ops;
+  for (const auto& entry : b.op_time_exposed_ns) ops.insert(entry.first);
+  for (const auto& entry : n.op_time_exposed_ns) ops.insert(entry.first);
+  for (const std::string& op : ops) {
     auto get = [&](const RunView& v) {
       auto it = v.op_time_exposed_ns.find(op);
       return it == v.op_time_exposed_ns.end() ? 0.0 : per_iter(v, it->second.second) * kMs;

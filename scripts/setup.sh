@@ -13,7 +13,8 @@ packages=(cmake ninja-build g++ pkg-config python3 gzip
           libsqlite3-dev libfmt-dev nlohmann-json3-dev libcli11-dev libsimdjson-dev libdeflate-dev zlib1g-dev
           libgtest-dev libbenchmark-dev
           clang libclang-rt-14-dev
-          openmpi-bin)   # the injector's end-to-end test runs a job under mpirun
+          openmpi-bin    # the injector's end-to-end test runs a job under mpirun
+          chromium)      # the HTML report's end-to-end test opens the page in headless Chromium
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -16,6 +16,7 @@
 #include "src/cli/gate.h"
 #include "src/cli/run.h"
 #include "reports/chrome_trace.h"
+#include "reports/html_report.h"
 #include "src/pipeline.h"
 #include "src/registry.h"
 #include "src/store/writer.h"
@@ -75,7 +76,7 @@ struct AnalyzeArgs {
   int jobs = 1;
   std::string step_range;
   // `run`: also write the reports into this directory (overlap.summary.json,
-  // overlap.perfetto.json), beside the rank files.
+  // overlap.perfetto.json, overlap.report.html), beside the rank files.
   std::string report_dir;
 };
 
@@ -118,10 +119,15 @@ int RunAnalyze(const AnalyzeArgs& a) {
     const std::string json = (fs::path(a.report_dir) / "overlap.summary.json").string();
     const std::string chrome = (fs::path(a.report_dir) / "overlap.perfetto.json").string();
     if (Status st = WriteJsonFile(*summary, json); !st.ok()) return Fail(st);
+    const std::string html = (fs::path(a.report_dir) / "overlap.report.html").string();
     if (Status st = WriteAtomically(chrome, [&](std::ostream& o) { return WriteChromeTrace(*files, io, *summary, o); });
         !st.ok())
       return Fail(st);
-    std::fprintf(stderr, "overlapprof: reports: %s, %s (open in ui.perfetto.dev)\n", json.c_str(), chrome.c_str());
+    if (Status st = WriteAtomically(html, [&](std::ostream& o) { return WriteHtmlReport(*files, io, *summary, o); });
+        !st.ok())
+      return Fail(st);
+    std::fprintf(stderr, "overlapprof: reports: %s, %s (open in ui.perfetto.dev), %s\n", json.c_str(), chrome.c_str(),
+                 html.c_str());
   }
   if (a.json_path != "-") {
     ReportOptions ro;
@@ -143,14 +149,15 @@ int RunAnalyze(const AnalyzeArgs& a) {
 
 struct ReportArgs {
   std::vector<std::string> traces;
-  std::string chrome_trace, json_path;
+  std::string chrome_trace, json_path, html_path;
   std::string step_range;
 };
 
 // `report`: the files a user opens or automates on. Each output goes to FILE.partial first.
 int RunReport(const ReportArgs& a) {
-  if (a.chrome_trace.empty() && a.json_path.empty())
-    return Fail(MakeError(StatusCode::kInvalidArgument, "report: name at least one output (--chrome-trace FILE, --json FILE)"));
+  if (a.chrome_trace.empty() && a.json_path.empty() && a.html_path.empty())
+    return Fail(MakeError(StatusCode::kInvalidArgument,
+                          "report: name at least one output (--chrome-trace FILE, --json FILE, --html FILE)"));
   StatusOr<std::vector<std::string>> files = ExpandInputs(a.traces);
   if (!files.ok()) return Fail(files.status());
   ImportOptions io;
@@ -175,6 +182,10 @@ int RunReport(const ReportArgs& a) {
     fs::rename(tmp, a.chrome_trace, ec);
     if (ec) return Fail(MakeError(StatusCode::kIo, "{}: cannot rename into place: {}", a.chrome_trace, ec.message()));
   }
+  if (!a.html_path.empty())
+    if (Status st = WriteAtomically(a.html_path, [&](std::ostream& o) { return WriteHtmlReport(*files, io, *summary, o); });
+        !st.ok())
+      return Fail(st);
   if (int errors = summary->ErrorCounters(); errors > 0) {
     std::fprintf(stderr, "overlapprof: error: %d data-quality counter(s) of severity error are set: data was lost\n", errors);
     return kExitDataQuality;
@@ -265,10 +276,11 @@ int Main(int argc, char** argv) {
   run->allow_extras();
 
   ReportArgs pa;
-  CLI::App* report = app.add_subcommand("report", "Write report files: Chrome trace for Perfetto, JSON summary");
+  CLI::App* report = app.add_subcommand("report", "Write report files: Chrome trace for Perfetto, JSON summary, HTML page");
   report->add_option("TRACE", pa.traces, "trace files or directories of them")->required();
   report->add_option("--chrome-trace", pa.chrome_trace, "Chrome trace JSON for Perfetto UI / chrome://tracing");
   report->add_option("--json", pa.json_path, "the JSON summary (overlapprof.summary/1), '-' for stdout");
+  report->add_option("--html", pa.html_path, "self-contained HTML report (opens offline in a browser; docs/html-report.md)");
   report->add_option("--step-range", pa.step_range, "host annotation that marks an iteration, instead of ProfilerStep#N");
 
   GateArgs ca;

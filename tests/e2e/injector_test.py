@@ -332,6 +332,8 @@ class InjectorTest(unittest.TestCase):
                          written["ranks"][0]["kernels"])
         self.assertEqual(sum(1 for e in trace["traceEvents"] if e["ph"] == "C" and e["name"] == "overlap %"), 5)
         self.assertIn("overlap.perfetto.json", err)
+        with open(os.path.join(self.out, "overlap.report.html")) as f:
+            self.assertIn('"overlap_ratio":0.4762', f.read().replace(" ", ""))
         rc, js, err = run(["analyze", self.out, "--json", "-", "--per-iteration"])
         self.assertEqual(rc, 0, err)
         import json
