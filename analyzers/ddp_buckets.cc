@@ -51,8 +51,12 @@ class DdpBucketsAnalyzer : public Analyzer {
     const auto& windows = d->iterations.windows;
     // Outermost host ranges named *backward*, by start.
     std::vector<std::pair<int64_t, int64_t>> bwd;
+    std::vector<int8_t> is_bwd(t.names.size(), -1);  // by name id: names repeat, test each once
     for (const Range& r : t.ranges) {
-      if (r.kind != RangeKind::kAnnotation || !ContainsNoCase(t.names.Get(r.name_id), "backward")) continue;
+      if (r.kind != RangeKind::kAnnotation || r.name_id >= is_bwd.size()) continue;
+      int8_t& b = is_bwd[r.name_id];
+      if (b < 0) b = ContainsNoCase(t.names.Get(r.name_id), "backward");
+      if (!b) continue;
       if (!bwd.empty() && r.start_ns < bwd.back().second) continue;  // nested or overlapping: keep the outer
       bwd.emplace_back(r.start_ns, r.end_ns);
     }

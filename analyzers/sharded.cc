@@ -42,15 +42,21 @@ class ShardedAnalyzer : public Analyzer {
     const Json rank_json = d->rank == kUnknown ? Json(nullptr) : Json(d->rank);
     // Streams that run compute kernels.
     std::set<uint32_t> compute_streams;
+    uint32_t last_stream = kNoIndex;
     for (const Activity& a : t.activities)
-      if (a.category == Category::kCompute && a.kind == ActivityKind::kKernel) compute_streams.insert(a.stream);
+      if (a.category == Category::kCompute && a.kind == ActivityKind::kKernel && a.stream != last_stream)
+        compute_streams.insert(last_stream = a.stream);
     // Phase ranges on the host.
     std::vector<std::tuple<int64_t, int64_t, int>> phases;  // start, end, 0 forward / 1 backward
+    std::vector<int8_t> phase_of_name(t.names.size(), -2);  // by name id: -1 none, 0 forward, 1 backward
     for (const Range& r : t.ranges) {
-      if (r.kind != RangeKind::kAnnotation) continue;
-      std::string_view n = t.names.Get(r.name_id);
-      if (ContainsNoCase(n, "backward")) phases.emplace_back(r.start_ns, r.end_ns, 1);
-      else if (ContainsNoCase(n, "forward")) phases.emplace_back(r.start_ns, r.end_ns, 0);
+      if (r.kind != RangeKind::kAnnotation || r.name_id >= phase_of_name.size()) continue;
+      int8_t& ph = phase_of_name[r.name_id];
+      if (ph == -2) {
+        std::string_view n = t.names.Get(r.name_id);
+        ph = ContainsNoCase(n, "backward") ? 1 : ContainsNoCase(n, "forward") ? 0 : -1;
+      }
+      if (ph >= 0) phases.emplace_back(r.start_ns, r.end_ns, ph);
     }
     std::sort(phases.begin(), phases.end());
     auto phase_of_launch = [&](int64_t launch) -> int {

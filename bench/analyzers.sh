@@ -9,7 +9,8 @@
 # all-reduces with their Collective args, memcpy/memset; every rank has the same op sequence, so
 # the cross-rank analyzer matches every collective). They are imported once into stores, and
 # `overlapprof analyze STORES --json` (every registered analyzer: overlap, op types, DDP buckets,
-# FSDP/TP, cross-rank) is timed under /usr/bin/time -v, pinned to one core, 3 runs, median wall.
+# FSDP/TP, cross-rank) is timed under /usr/bin/time -v, pinned to one core, 3 runs, median wall;
+# cpu_s (user + sys) of that run is the figure that other work on the machine disturbs least.
 # Output: a table on stdout; bench/out/analyzers/ keeps traces, stores and summaries (gitignored).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -29,14 +30,14 @@ cmake --build "$BUILD" -j2 --target overlapprof gen_kineto >/dev/null
 CLI=$BUILD/overlapprof
 per_rank=$((GPU_EVENTS / RANKS))
 
-printf "%6s %12s %10s %10s %12s %10s %14s\n" ranks gpu_events wall_s user_s "M events/s" rss_MB "collectives"
+printf "%6s %12s %10s %10s %14s %10s %12s\n" ranks gpu_events wall_s cpu_s "ns/event(cpu)" rss_MB collectives
 for ranks in $((RANKS / 4)) $((RANKS / 2)) $RANKS; do
   d=$OUT/r$ranks
   if [[ ! -f $d/stores.ok ]]; then
     rm -rf "$d"
     mkdir -p "$d"
     "$BUILD/bench/gen_kineto" --ranks "$ranks" --gpu-events-per-rank "$per_rank" --out "$d/traces" --gzip \
-      --manifest "$d/manifest.json" --jobs 2 >/dev/null
+      --manifest "$d/manifest.json" --jobs 2 >/dev/null 2>&1
     "$CLI" import "$d/traces" -o "$d/stores" --force >/dev/null
     rm -rf "$d/traces"  # the stores are what is timed; the JSON is many GB
     touch "$d/stores.ok"
@@ -48,7 +49,7 @@ for ranks in $((RANKS / 4)) $((RANKS / 2)) $RANKS; do
   done
   med=$(printf "%s\n" "${walls[@]}" | sort -g | sed -n 2p)
   k=$(for i in 1 2 3; do echo "${walls[$((i-1))]} $i"; done | sort -g | sed -n 2p | cut -d' ' -f2)
-  user=$(awk -F': ' '/User time/ {print $2}' "$d/time$k.txt")
+  cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {print s}' "$d/time$k.txt")
   rss=$(awk -F': ' '/Maximum resident/ {printf "%.0f", $2*1024/1e6}' "$d/time$k.txt")
   read -r events colls < <(python3 - "$d/summary.json" <<'PY'
 import json, sys
@@ -57,6 +58,6 @@ ev = sum(r["kernels"] + r["memcpys"] + r["memsets"] for r in s["ranks"])
 print(ev, s.get("collectives_summary", {}).get("matched", 0))
 PY
 )
-  printf "%6d %12d %10.2f %10.2f %12.2f %10d %14s\n" "$ranks" "$events" "$med" "$user" \
-    "$(python3 -c "print($events / $med / 1e6)")" "$rss" "$colls"
+  printf "%6d %12d %10.2f %10.2f %14.1f %10d %12s\n" "$ranks" "$events" "$med" "$cpu" \
+    "$(python3 -c "print($cpu * 1e9 / $events)")" "$rss" "$colls"
 done

@@ -552,6 +552,9 @@ StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& o
   }
 
   OVERLAPPROF_RETURN_IF_ERROR(read_layout_meta());
+  // A schema-1.1 store written by `import` has the (empty) external_correlation table too; only
+  // an injector store (meta says so) needs its host calls decoded for linking.
+  opts.needs.host_calls = options.needs.host_calls || layout.injector;
   RankTrace t;
   Reader reader(db, opts.needs, layout);
   Status st = reader.ReadAll(t);
