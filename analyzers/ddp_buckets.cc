@@ -236,12 +236,9 @@ class DdpBucketsAnalyzer : public Analyzer {
                                      "bus bandwidth against {:.1f} GB/s for the best bucket): fewer, larger buckets "
                                      "(bucket_cap_mb) or fusing small parameters would help",
                                      small, small_busbw_sum / small_n, best_busbw));
-    if (!volume_ratio.empty() && Median(volume_ratio) > 1.0)
-      summary.AddFinding("ddp_buckets", d->rank, "warning",
-                         fmt::format("gradient communication exceeds backward compute ({:.2f}x): overlap can hide at most "
-                                     "{:.0f}% of it; reduce the volume (bf16/fp16 compression hook, gradient accumulation "
-                                     "with no_sync, a larger batch per GPU)",
-                                     Median(volume_ratio), 100.0 / Median(volume_ratio)));
+    // Volume: decided in Finish, once the cross-rank analyzer has said how much of this rank's
+    // communication time is waiting for other ranks rather than transfer.
+    if (!volume_ratio.empty()) volume_.push_back({d->rank, Median(volume_ratio)});
     if (!tail_fraction.empty() && Median(tail_fraction) > 0.1)
       summary.AddFinding("ddp_buckets", d->rank, "warning",
                          fmt::format("{} of gradient communication per iteration ({:.0f}%) runs after the last backward "
@@ -251,13 +248,41 @@ class DdpBucketsAnalyzer : public Analyzer {
     return OkStatus();
   }
 
- private:
   static Json& Section(Summary& s, const char* key) {
     Json& j = s.sections[key];
     if (!j.is_array()) j = Json::array();
     return j;
   }
+  Status Finish(const AnalysisOptions&, Summary& summary) override {
+    // Per rank: the share of its collective kernel time spent waiting for the last rank.
+    std::map<int64_t, double> wait_share;
+    if (auto cr = summary.sections.find("cross_rank"); cr != summary.sections.end() && cr->is_array()) {
+      for (const auto& r : *cr) {
+        if (!r.contains("rank") || !r["rank"].is_number_integer()) continue;
+        const double w = r.value("wait_ns", 0.0), x = r.value("transfer_ns", 0.0);
+        if (w + x > 0) wait_share[r["rank"].get<int64_t>()] = w / (w + x);
+      }
+    }
+    for (const auto& [rank, ratio_with_wait] : volume_) {
+      auto it = wait_share.find(rank);
+      const double share = it != wait_share.end() ? it->second : 0.0;
+      const double ratio = ratio_with_wait * (1.0 - share);
+      if (ratio <= 1.0) continue;
+      summary.AddFinding(
+          "ddp_buckets", rank, "warning",
+          fmt::format("gradient communication exceeds backward compute ({:.2f}x{}): overlap can hide at most {:.0f}% of "
+                      "it; reduce the volume (bf16/fp16 compression hook, gradient accumulation with no_sync, a larger "
+                      "batch per GPU)",
+                      ratio, share >= 0.05 ? fmt::format(", not counting the {:.0f}% spent waiting for other ranks", 100 * share)
+                                           : std::string(),
+                      100.0 / ratio));
+    }
+    return OkStatus();
+  }
+
+ private:
   int64_t dropped_rows_ = 0;
+  std::vector<std::pair<int64_t, double>> volume_;  // (rank, median bucket comm / backward compute)
 };
 
 }  // namespace

@@ -217,6 +217,25 @@ class CliTest(unittest.TestCase):
         rc, out, _ = run("analyze", A100_2, env={"NO_COLOR": "1"})
         self.assertNotIn("\x1b[", out)
 
+    def test_terminal_report_matches_golden(self):
+        # The terminal writer's golden file: every table and line, for a real trace and for a
+        # synthetic multi-rank run with buckets, a straggler and findings.
+        synth = os.path.join(HERE, "..", "synth", "synth.py")
+        d = os.path.join(self.tmp, "ddp")
+        subprocess.run([sys.executable, synth, d, "--ranks", "4", "--iterations", "4", "--straggler", "2",
+                        "--straggler-delay-us", "2000", "--quiet", "--truth", d + ".truth.json"], check=True)
+        for name, args, root in (("a100_2rank_rank0", [A100_2, "--per-iteration"], KINETO),
+                                 ("synth_ddp_4rank", [d, "--per-iteration"], d)):
+            rc, out, err = run("analyze", *args)
+            self.assertEqual(rc, 0, err)
+            out = out.replace(root, "<dir>")
+            path = os.path.join(GOLDEN, name + ".terminal.txt")
+            if os.environ.get("UPDATE_GOLDEN"):
+                with open(path, "w") as f:
+                    f.write(out)
+            with open(path) as f:
+                self.assertEqual(out, f.read(), f"differs from {path} (UPDATE_GOLDEN=1 rewrites it)")
+
     def test_progress_on_stderr_only_when_wanted(self):
         # Forced (as on a terminal after a second): a bar per finished file, erased at the end.
         rc, out, err = run("analyze", A100_2, A100_16, env={"OVERLAPPROF_PROGRESS": "1"})

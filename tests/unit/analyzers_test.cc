@@ -88,6 +88,22 @@ TEST(DdpBuckets, LaunchQueueOverlapTailAndCompute) {
   EXPECT_TRUE(tail_finding) << j["findings"].dump();
 }
 
+TEST(DdpBuckets, VolumeFindingWhenCommunicationExceedsBackwardCompute) {
+  std::vector<Ev> ev = DdpStep();
+  ev[9].dur = D(400);  // bucket 1 runs [530, 930): 500 µs of buckets against 300 µs of backward compute
+  ev[11].ts = T(940);  // the optimizer after it
+  Json j = Analyze(KinetoJson(ev));
+  bool volume = false;
+  for (const Json& f : j["findings"])
+    volume |= f["message"].get<std::string>().rfind("gradient communication exceeds backward compute (1.67x): overlap "
+                                                    "can hide at most 60% of it",
+                                                    0) == 0;
+  EXPECT_TRUE(volume) << j["findings"].dump();
+  // And not in the original step (270 µs of buckets, 300 µs of compute).
+  for (const Json& f : Analyze(KinetoJson(DdpStep()))["findings"])
+    EXPECT_EQ(f["message"].get<std::string>().find("exceeds backward compute"), std::string::npos);
+}
+
 TEST(OpTypes, CountsBytesTimeExposedBandwidth) {
   Json j = Analyze(KinetoJson(DdpStep()));
   ASSERT_EQ(j["op_types"].size(), 1u);
