@@ -40,6 +40,15 @@ std::vector<OpSpan> CommOpSpans(const RankTrace& t, const IntervalSet& compute) 
     o.busy_ns += a.end_ns - a.start_ns;
     o.covered_ns += compute.LengthWithin(a.start_ns, a.end_ns);
   }
+  // Family per distinct op name (a handful per trace), not per op.
+  std::string last_name, last_family;
+  for (OpSpan& o : spans) {
+    if (o.op_name != last_name || last_family.empty()) {
+      last_name = o.op_name;
+      last_family = OpFamily(o.op_name);
+    }
+    o.family = last_family;
+  }
   std::stable_sort(spans.begin(), spans.end(), [](const OpSpan& x, const OpSpan& y) { return x.start_ns < y.start_ns; });
   return spans;
 }
@@ -58,7 +67,7 @@ std::string OpFamily(std::string_view n) {
 
 int64_t SizeBytes(const RankTrace& t, const OpSpan& s) {
   if (s.bytes == kUnknown || s.bytes < 0) return kUnknown;
-  const std::string fam = OpFamily(s.op_name);
+  const std::string& fam = s.family.empty() ? OpFamily(s.op_name) : s.family;
   const bool kineto = s.op != kNoIndex && t.comm_ops[s.op].source == CommSource::kKinetoArgs;
   int64_t n = s.nranks > 0 ? s.nranks : 1, out;
   if (fam == "allgather" || (fam == "reducescatter" && !kineto)) {

@@ -24,6 +24,7 @@ struct OpSpan {
   int64_t nranks = kUnknown;
   uint32_t stream = kNoIndex;
   std::string op_name;  // normalized: allreduce, allgather, reducescatter, broadcast, send, recv, alltoall, ...
+  std::string family;   // OpFamily(op_name), computed once
 
   int64_t exposed_ns() const { return busy_ns - covered_ns; }
 };

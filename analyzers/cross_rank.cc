@@ -206,7 +206,7 @@ class CrossRankAnalyzer : public Analyzer {
     std::map<uint32_t, int64_t> nranks;                        // communicator -> largest comm_nranks
     std::array<Piece, kMaxGapsPerOp + 1> pieces;
     for (const OpSpan& s : d->ops) {
-      if (OpFamily(s.op_name) == "p2p") {
+      if (s.family == "p2p") {
         ++p2p_skipped_;
         continue;
       }
@@ -215,8 +215,9 @@ class CrossRankAnalyzer : public Analyzer {
       rec.start_ns = s.start_ns;
       rec.end_ns = std::max(s.end_ns, s.start_ns);
       rec.bytes = s.bytes;
-      rec.comm = Intern(op && !op->communicator.empty() ? op->communicator : std::string("unknown"), comms_, comm_ids_);
-      const uint32_t opid = Intern(s.op_name.empty() ? std::string("unknown") : s.op_name, op_names_, op_ids_);
+      static const std::string kUnknownName = "unknown";  // (both branches lvalues: no copy per op)
+      rec.comm = Intern(op && !op->communicator.empty() ? op->communicator : kUnknownName, comms_, comm_ids_);
+      const uint32_t opid = Intern(s.op_name.empty() ? kUnknownName : s.op_name, op_names_, op_ids_);
       rec.op = opid >= kOpNameOverflow ? kOpNameOverflow : static_cast<uint16_t>(opid);
       if (op && op->seq != kUnknown) {
         rec.key_kind = kKeySeq;
@@ -669,9 +670,11 @@ class CrossRankAnalyzer : public Analyzer {
   }
 
   static uint32_t Intern(const std::string& s, std::vector<std::string>& names, std::map<std::string, uint32_t>& ids) {
-    auto [it, fresh] = ids.emplace(s, static_cast<uint32_t>(names.size()));
-    if (fresh) names.push_back(s);
-    return it->second;
+    if (auto it = ids.find(s); it != ids.end()) return it->second;  // (emplace would allocate a node first)
+    const uint32_t id = static_cast<uint32_t>(names.size());
+    ids.emplace(s, id);
+    names.push_back(s);
+    return id;
   }
 
   void AddFindings(Summary& summary, const std::vector<RankTotals>& totals, const std::vector<size_t>& straggler_order,

@@ -87,7 +87,7 @@ class DdpBucketsAnalyzer : public Analyzer {
     };
     std::map<int64_t, Group> groups;  // key: backward range index, or iteration index
     for (const OpSpan& o : d->ops) {
-      if (OpFamily(o.op_name) != "allreduce") continue;
+      if (o.family != "allreduce") continue;
       int64_t key;
       if (annotated) {
         if (o.launch_ns == kUnknown) continue;

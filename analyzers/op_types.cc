@@ -26,7 +26,7 @@ class OpTypesAnalyzer : public Analyzer {
     };
     std::map<std::string, Row> rows;
     for (const OpSpan& o : d->ops) {
-      Row& r = rows[OpFamily(o.op_name)];
+      Row& r = rows[o.family];
       ++r.count;
       r.time_ns += o.busy_ns;
       r.exposed_ns += o.exposed_ns();
@@ -38,7 +38,7 @@ class OpTypesAnalyzer : public Analyzer {
         if (o.busy_ns > 0) {
           r.timed_bytes += size;
           r.timed_ns += o.busy_ns;
-          r.bus_weighted += static_cast<double>(size) * BusFactor(OpFamily(o.op_name), o.nranks);
+          r.bus_weighted += static_cast<double>(size) * BusFactor(o.family, o.nranks);
         }
       }
     }

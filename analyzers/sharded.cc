@@ -78,7 +78,7 @@ class ShardedAnalyzer : public Analyzer {
     // First reduce-scatter start per iteration (fallback phase split).
     std::map<int64_t, int64_t> first_rs;
     for (const OpSpan& o : d->ops)
-      if (OpFamily(o.op_name) == "reducescatter" && !compute_streams.count(o.stream)) {
+      if (o.family == "reducescatter" && !compute_streams.count(o.stream)) {
         int64_t it = iteration_of(o.start_ns);
         if (!first_rs.count(it)) first_rs[it] = o.start_ns;
       }
@@ -92,7 +92,7 @@ class ShardedAnalyzer : public Analyzer {
     if (!rows.is_array()) rows = Json::array();
     bool any_fsdp = false;
     for (const OpSpan& o : d->ops) {
-      const std::string fam = OpFamily(o.op_name);
+      const std::string& fam = o.family;
       if (fam != "allgather" && fam != "reducescatter" && fam != "allreduce") continue;
       if (compute_streams.count(o.stream)) {
         Agg& a = tp[fam];
