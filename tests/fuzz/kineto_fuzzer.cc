@@ -140,7 +140,10 @@ void ParseDocument(const char* data, size_t size, size_t capacity) {
   size_t skip = std::string_view(data, size).substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;
   ImportOptions options;  // ts/dur in µs, as the importer's default
   auto trace = overlapprof::ParseKinetoJson(data + skip, size - skip, capacity - skip, options);
-  if (trace.ok()) overlapprof::fuzz::CheckTrace(*trace);
+  if (trace.ok()) {
+    overlapprof::fuzz::CheckTrace(*trace);
+    overlapprof::fuzz::AnalyzeTrace(*trace);
+  }
 }
 
 }  // namespace

@@ -93,7 +93,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     overlapprof::StoreReadOptions options;
     options.quick_check = quick_check;
     auto trace = overlapprof::ReadStore(g_path, options);
-    if (trace.ok()) overlapprof::fuzz::CheckTrace(*trace);
+    if (trace.ok()) {
+      overlapprof::fuzz::CheckTrace(*trace);
+      overlapprof::fuzz::AnalyzeTrace(*trace);
+    }
   }
   return 0;
 }

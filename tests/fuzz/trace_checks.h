@@ -7,6 +7,8 @@
 #include <set>
 #include <utility>
 
+#include "reports/report.h"
+#include "src/registry.h"
 #include "src/trace/model.h"
 
 namespace overlapprof::fuzz {
@@ -28,6 +30,26 @@ inline bool InTimeRange(int64_t t) { return t >= 0 && t < (int64_t{1} << 62); }
 template <typename T>
 bool ByTime(const T& a, const T& b) {  // RankTrace::Finalize's order
   return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns < b.end_ns;
+}
+
+// Runs every registered analyzer (as one rank, then the run's final pass) and renders the JSON
+// summary: analyzers see hostile-but-importable traces here, and must neither crash nor fail
+// with an internal error (a Status is fine: it becomes exit code 2 or 5 in the CLI).
+inline void AnalyzeTrace(const RankTrace& t) {
+  Summary summary;
+  AnalysisOptions options;
+  auto analyzers = MakeAnalyzers();
+  for (auto& a : analyzers) {
+    Status st = a->AnalyzeRank(t, 0, options, summary);
+    if (!st.ok()) {
+      if (st.code() == StatusCode::kInternal) Violated("analyzer internal error", 0);
+      return;
+    }
+  }
+  for (auto& a : analyzers)
+    if (Status st = a->Finish(options, summary); !st.ok() && st.code() == StatusCode::kInternal)
+      Violated("analyzer internal error in Finish", 0);
+  (void)SummaryToJson(summary).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 inline void CheckTrace(const RankTrace& t) {
