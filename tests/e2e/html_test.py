@@ -14,6 +14,9 @@ checked as a browser runs it.
   overlap_ns where exact; a lane with too many intervals is down-sampled within its limit and the
   page says so; with more than 64 ranks only 64 timelines are drawn, and the page says so.
 - Strings from the data (file paths, kernel names) are text, never markup.
+- The cross-rank view (a multi-rank run from tests/synth/synth.py with a straggler): one wait/transfer
+  bar per rank with the summary's numbers, one scatter dot per listed collective, the straggler line
+  naming the slow rank, the clock domains; absent (and no error) without a non-empty cross_rank.
 - The harness itself: an injected error is caught.
 
 Needs Chromium (scripts/setup.sh installs it); fails when it is missing.
@@ -35,6 +38,7 @@ CLI = None
 BROWSER = None
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "data", "kineto")
+SYNTH = os.path.join(HERE, "..", "synth", "synth.py")
 CORE_KEYS = {"schema", "ranks", "iterations", "verdict", "data_quality", "tool"}
 
 # Chromium 156 (Debian 12): --headless is the new headless mode; --dump-dom prints the DOM after
@@ -182,6 +186,19 @@ def embedded(page, element_id):
     return json.loads(m.group(1))
 
 
+def section_dom(dom_text, section_id):
+    """The parsed subtree of <section id=section_id> (sections are not nested), or None."""
+    m = re.search(r'<section id="%s"[^>]*>.*?</section>' % re.escape(section_id), dom_text, re.S)
+    return (parse_dom(m.group(0)), m.group(0)) if m else (None, None)
+
+
+def with_summary(page, summary):
+    """The page with another summary embedded (as the report writes it: '<' escaped)."""
+    text = json.dumps(summary, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
+    return re.sub(r'(<script type="application/json" id="summary">).*?(</script>)',
+                  lambda m: m.group(1) + text + m.group(2), page, count=1, flags=re.S)
+
+
 def decode_lane(lane):
     d, t, out = lane["d"], 0, []
     for i in range(0, len(d), 2):
@@ -250,6 +267,8 @@ class Checks:
                 self.assertTrue(any(k.startswith(f"{key}.0") for k in keys), key)
             elif isinstance(v, dict) and v:
                 self.assertTrue(any(k.startswith(f"{key}.") for k in keys), key)
+        # The cross-rank view: exactly when there is a non-empty cross_rank.
+        self.assertEqual("cross-rank-view" in rep.dom.ids, bool(s.get("cross_rank")))
         # Iterations: the first rank with any has its table.
         if s["iterations"]:
             self.assertTrue(any(k.startswith("iterations.") and k.endswith(".overlap_ratio") for k in keys))
@@ -436,6 +455,92 @@ class SyntheticTraces(unittest.TestCase, Checks):
         for name, inputs in (("one", [one]), ("empty", [empty]), ("one_and_empty", [one, empty])):
             with self.subTest(name):
                 self.check_page(Report(self.dir, name, inputs))
+
+    def test_cross_rank_view(self):
+        d = os.path.join(self.dir, "xr")
+        p = subprocess.run([sys.executable, SYNTH, d, "--ranks", "4", "--iterations", "4", "--straggler", "2",
+                            "--straggler-delay-us", "2000", "--quiet", "--truth", d + ".truth.json"],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rep = Report(self.dir, "xr", [d])
+        self.check_page(rep)
+        s = rep.summary
+        xr, colls, cs = s["cross_rank"], s["collectives"], s["collectives_summary"]
+        self.assertEqual(len(xr), 4)
+        self.assertIn("cross-rank-view", rep.dom.ids)
+        sec, text = section_dom(rep.dom_text, "cross-rank-view")
+        cells = {c["k"]: c for c in sec.cells}
+        # One bar per rank, its numbers the summary's.
+        rows = [a for t, a in sec.tags if t == "tr" and a.get("class") == "xr-row"]
+        bars = [a for t, a in sec.tags if t == "svg" and a.get("class") == "xr-bar"]
+        self.assertEqual(len(rows), len(xr))
+        self.assertEqual(len(bars), len(xr))
+        for i, r in enumerate(xr):
+            for k in ("rank", "wait_ns", "transfer_ns", "exposed_wait_ns", "exposed_comm_ns", "collectives"):
+                c = cells[f"cross_rank.{i}.{k}"]
+                self.assertEqual(json.loads(c["v"]), r[k], c["k"])
+                check_text(self, c, r[k])
+        self.assertGreater(xr[0]["wait_ns"], 0)  # rank 0 waits for the straggler
+        # The scatter: one dot per listed collective, its tooltip the collective's.
+        self.assertEqual(len(colls), cs["listed"])
+        dots = re.findall(r'<circle class="xr-pt"[^>]*data-collective="(\d+)"[^>]*><title>([^<]*)</title>', text)
+        self.assertEqual(sorted(int(i) for i, _ in dots), list(range(len(colls))))
+        for i, tip in dots:
+            c = colls[int(i)]
+            self.assertTrue(tip.startswith(f"{c['op']}, {c['bytes']:,} bytes: skew "), tip)
+            self.assertIn(f"last rank {c['last_rank']},", tip)
+        legend = sec.ids["xr-skew-legend"]["text"]
+        for r in {c["last_rank"] for c in colls}:
+            self.assertIn(f"rank {r}", legend)
+        self.assertEqual("xr-skew-note" in sec.ids, cs["listed"] < cs["matched"])
+        # The straggler line names rank 2 first.
+        self.assertEqual(s["stragglers"][0]["rank"], 2)
+        self.assertEqual(cells["stragglers.0.rank"]["text"], "2")
+        self.assertTrue(sec.ids["xr-stragglers"]["text"].startswith("rank 2 arrived last in "),
+                        sec.ids["xr-stragglers"]["text"])
+        # Clock domains, applied ones highlighted.
+        self.assertIn("xr-clocks", sec.ids)
+        for i, o in enumerate(s["clock_offsets"]):
+            self.assertEqual(json.loads(cells[f"clock_offsets.{i}.applied"]["v"]), o["applied"])
+        highlighted = [a for t, a in sec.tags if t == "tr" and a.get("class") == "xr-applied"]
+        self.assertEqual(len(highlighted), sum(o["applied"] for o in s["clock_offsets"]))
+
+        # Variants of the same page: more matched than listed (the note); cross_rank empty or absent (no view).
+        variants = []
+        v = json.loads(json.dumps(s))
+        v["collectives_summary"]["matched"] = cs["listed"] + 7
+        variants.append(("more_matched", v))
+        v = json.loads(json.dumps(s))
+        v["cross_rank"] = []
+        variants.append(("empty", v))
+        v = json.loads(json.dumps(s))
+        del v["cross_rank"]
+        variants.append(("absent", v))
+        for name, summary in variants:
+            with self.subTest(name):
+                path = os.path.join(self.dir, f"xr_{name}.html")
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(with_summary(rep.page, summary))
+                dom_text, console = render(path, self.dir)
+                dom = parse_dom(dom_text)
+                self.assertEqual(console, [])
+                self.assertEqual(dom.body_status, "ok")
+                for c in dom.cells:
+                    value = resolve(summary, c["k"])
+                    self.assertEqual(json.loads(c["v"]), value, c["k"])
+                    check_text(self, c, value)
+                self.assertEqual("cross-rank-view" in dom.ids, name == "more_matched")
+                if name == "more_matched":
+                    note = dom.ids["xr-skew-note"]["text"]
+                    self.assertIn(f"showing the {cs['listed']:,} with the largest skew of {cs['listed'] + 7:,}", note)
+                elif name == "empty":
+                    self.assertIn("section-cross_rank", dom.ids)  # the generic table says "none"
+
+    def test_single_rank_has_no_cross_rank_view(self):
+        rep = Report(self.dir, "single", [write_trace(os.path.join(self.dir, "single.json"), steps=2)])
+        self.check_page(rep)
+        self.assertFalse(rep.summary.get("cross_rank"))
+        self.assertNotIn("cross-rank-view", rep.dom.ids)
 
     def test_harness_catches_an_error(self):
         """The checks above would see a broken page: an injected exception is reported."""
