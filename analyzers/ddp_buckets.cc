@@ -24,11 +24,6 @@ using Json = nlohmann::ordered_json;
 
 constexpr size_t kMaxBucketRows = 20000;  // JSON rows; figures use every bucket
 
-bool ContainsNoCase(std::string_view s, std::string_view k) {
-  return std::search(s.begin(), s.end(), k.begin(), k.end(), [](char a, char b) {
-           return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
-         }) != s.end();
-}
 
 Json R4(double v) { return std::round(v * 10000.0) / 10000.0; }
 Json R3(double v) { return std::round(v * 1000.0) / 1000.0; }
@@ -64,12 +59,7 @@ class DdpBucketsAnalyzer : public Analyzer {
     // The sections exist (possibly empty) for every run, so the JSON shape is stable.
     Section(summary, "buckets");
     Section(summary, "bucket_stalls");
-    auto iteration_of = [&](int64_t gpu_t) -> int64_t {
-      if (windows.empty()) return kUnknown;
-      auto it = std::upper_bound(windows.begin(), windows.end(), gpu_t,
-                                 [](int64_t v, const IterationWindow& w) { return v < w.start_ns; });
-      return it == windows.begin() ? 0 : static_cast<int64_t>(it - windows.begin()) - 1;
-    };
+    auto iteration_of = [&](int64_t gpu_t) { return IterationAt(windows, gpu_t); };
     auto range_of = [&](int64_t host_t) -> int64_t {  // index into bwd, or -1
       auto it = std::upper_bound(bwd.begin(), bwd.end(), host_t,
                                  [](int64_t v, const std::pair<int64_t, int64_t>& r) { return v < r.first; });

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <limits>
 #include <map>
@@ -279,6 +280,19 @@ void FlagWarmup(const std::vector<OpSpan>& ops, IterationInfo& info) {
   // Never flag them all (no steady iteration: nothing to call warm-up against).
   if (std::all_of(w.begin(), w.end(), [](const IterationWindow& x) { return x.warmup; }))
     for (auto& x : w) x.warmup = false;
+}
+
+int64_t IterationAt(const std::vector<IterationWindow>& windows, int64_t t) {
+  if (windows.empty()) return kUnknown;
+  auto it = std::upper_bound(windows.begin(), windows.end(), t,
+                             [](int64_t v, const IterationWindow& w) { return v < w.start_ns; });
+  return it == windows.begin() ? 0 : static_cast<int64_t>(it - windows.begin()) - 1;
+}
+
+bool ContainsNoCase(std::string_view s, std::string_view k) {
+  return std::search(s.begin(), s.end(), k.begin(), k.end(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+         }) != s.end();
 }
 
 }  // namespace overlapprof

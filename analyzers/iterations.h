@@ -53,4 +53,11 @@ IterationInfo DetectIterationsFromComm(const std::vector<OpSpan>& ops, const Int
 // ops before the periodic part is warm-up too.
 void FlagWarmup(const std::vector<OpSpan>& ops, IterationInfo& info);
 
+// Index of the window holding GPU time `t` (the last starting at or before it; 0 before the
+// first), or kUnknown when there are no windows.
+int64_t IterationAt(const std::vector<IterationWindow>& windows, int64_t t);
+
+// Case-insensitive substring test (ASCII), for matching annotation names ("## backward ##").
+bool ContainsNoCase(std::string_view text, std::string_view key);
+
 }  // namespace overlapprof

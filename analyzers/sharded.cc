@@ -25,11 +25,6 @@ namespace {
 using Json = nlohmann::ordered_json;
 constexpr size_t kMaxRows = 20000;
 
-bool ContainsNoCase(std::string_view s, std::string_view k) {
-  return std::search(s.begin(), s.end(), k.begin(), k.end(), [](char a, char b) {
-           return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
-         }) != s.end();
-}
 
 class ShardedAnalyzer : public Analyzer {
  public:
@@ -69,12 +64,7 @@ class ShardedAnalyzer : public Analyzer {
       return found;
     };
     const auto& windows = d->iterations.windows;
-    auto iteration_of = [&](int64_t gpu_t) -> int64_t {
-      if (windows.empty()) return 0;
-      auto it = std::upper_bound(windows.begin(), windows.end(), gpu_t,
-                                 [](int64_t v, const IterationWindow& w) { return v < w.start_ns; });
-      return it == windows.begin() ? 0 : static_cast<int64_t>(it - windows.begin()) - 1;
-    };
+    auto iteration_of = [&](int64_t gpu_t) { return windows.empty() ? int64_t{0} : IterationAt(windows, gpu_t); };
     // First reduce-scatter start per iteration (fallback phase split).
     std::map<int64_t, int64_t> first_rs;
     for (const OpSpan& o : d->ops)
