@@ -520,13 +520,17 @@ def ddp_program(cfg, warm):
             ops.append(coll_op(cfg, "dp", n, "allreduce", nbytes, "Float", dep_streams=(COMPUTE_STREAM,),
                                phase="bwd", tag=("bucket", idx, tuple(members))))
     ops.append((K_ANNO_E, "## backward ##"))
-    ops.append((K_ANNO_B, "## optimizer ##"))
-    opt = cfg.layer_us * 1000 * L * 0.02 * cm
-    for k in range(3):
-        # The optimizer's first kernel waits for every all-reduce (the tail stall).
-        ops.append(kern("adam", opt, "opt", dep_streams=(NCCL_STREAM,) if k == 0 else ()))
-    ops.append((K_ANNO_E, "## optimizer ##"))
+    optimizer_step(ops, cfg.layer_us * 1000 * L * 0.02 * cm, 3, NCCL_STREAM)
     return ops
+
+
+def optimizer_step(ops, kernel_ns, kernels, wait_stream):
+    """The "## optimizer ##" range: `kernels` adam kernels, the first waiting for every collective
+    on `wait_stream` (the tail stall)."""
+    ops.append((K_ANNO_B, "## optimizer ##"))
+    for k in range(kernels):
+        ops.append(kern("adam", kernel_ns, "opt", dep_streams=(wait_stream,) if k == 0 else ()))
+    ops.append((K_ANNO_E, "## optimizer ##"))
 
 
 def fsdp_program(cfg, warm):
@@ -574,11 +578,7 @@ def fsdp_program(cfg, warm):
         ops.append(coll_op(cfg, "dp", n, "reducescatter", sizes[l], "BFloat16", dep_streams=(COMPUTE_STREAM,),
                            phase="bwd", tag=("rs", l, "bwd", False)))
     ops.append((K_ANNO_E, "## backward ##"))
-    ops.append((K_ANNO_B, "## optimizer ##"))
-    opt = cfg.layer_us * 1000 * L * 0.01 * cm
-    for k in range(2):
-        ops.append(kern("adam", opt, "opt", dep_streams=(NCCL_STREAM,) if k == 0 else ()))
-    ops.append((K_ANNO_E, "## optimizer ##"))
+    optimizer_step(ops, cfg.layer_us * 1000 * L * 0.01 * cm, 2, NCCL_STREAM)
     return ops
 
 
@@ -617,10 +617,7 @@ def tp_program(cfg, warm):
     for l in range(L - 1, -1, -1):
         ops.extend(region(l, "bwd", 2.0))
     ops.append((K_ANNO_E, "## backward ##"))
-    ops.append((K_ANNO_B, "## optimizer ##"))
-    for k in range(2):
-        ops.append(kern("adam", u * L * 0.01, "opt", dep_streams=(cs,) if k == 0 else ()))
-    ops.append((K_ANNO_E, "## optimizer ##"))
+    optimizer_step(ops, u * L * 0.01, 2, cs)
     return ops
 
 
