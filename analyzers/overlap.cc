@@ -177,6 +177,7 @@ class OverlapAnalyzer : public Analyzer {
     if (rank_index != summary.ranks.size())
       return MakeError(StatusCode::kInternal, "overlap analyzer must create rank {}", rank_index);
     RankResult r;
+    r.input_index = rank_index;
     r.rank = t.meta.rank;
     r.world_size = t.meta.world_size;
     r.source_path = t.meta.source_path;

@@ -44,6 +44,7 @@ struct RankDerived;  // analyzers/overlap.h
 
 struct RankResult {
   int64_t rank = kUnknown;
+  size_t input_index = 0;  // position of its input in the pass (ranks are sorted afterwards); not rendered
   int64_t world_size = kUnknown;
   std::string source_path, source_format, device, host;
   OverlapFigures whole;  // the whole trace: first to last GPU activity

@@ -16,7 +16,6 @@
 
 #include "analyzers/overlap.h"
 #include "reports/report.h"
-#include "src/pipeline.h"
 
 namespace overlapprof {
 namespace {
@@ -49,11 +48,9 @@ std::string Quote(std::string_view s) { return ScriptSafe(Dump(nlohmann::ordered
 // One lane: {"n": exact intervals, "gap_ns": gaps closed (0 = exact), "d": [gap, length, ...],
 // "b": [busy, ...] (down-sampled lanes only)}; each gap from the previous interval's end (the
 // first from `base`), so the numbers are short.
-void WriteLane(std::ostream& out, std::string_view name, const IntervalSet& set, int64_t base, size_t limit) {
-  DownSampled ds = DownSampleIntervals(set.intervals(), limit);
+void WriteLane(std::ostream& out, std::string_view name, size_t exact, const DownSampled& ds, int64_t base) {
   fmt::memory_buffer buf;
-  fmt::format_to(std::back_inserter(buf), "\"{}\":{{\"n\":{},\"gap_ns\":{},\"d\":[", name, set.intervals().size(),
-                 ds.gap_ns);
+  fmt::format_to(std::back_inserter(buf), "\"{}\":{{\"n\":{},\"gap_ns\":{},\"d\":[", name, exact, ds.gap_ns);
   int64_t prev = base;
   for (size_t i = 0; i < ds.intervals.size(); ++i) {
     const Interval& iv = ds.intervals[i];
@@ -70,8 +67,83 @@ void WriteLane(std::ostream& out, std::string_view name, const IntervalSet& set,
   out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
 }
 
-Status WriteHtml(const std::vector<std::string>& files, const ImportOptions& options, const Summary& summary,
-                 std::ostream& out) {
+// What the page draws of one rank: its four lanes, down-sampled when the rank is taken in
+// (bounded: HtmlLaneLimit intervals per lane).
+struct RankTimeline {
+  size_t input_index = 0;
+  int64_t rank = kUnknown;
+  std::string source;
+  bool any = false;
+  static constexpr size_t kLanes = 4;
+  size_t exact[kLanes] = {};
+  DownSampled lanes[kLanes];
+};
+constexpr const char* kLaneNames[RankTimeline::kLanes] = {"compute", "comm", "memory", "overlap"};
+
+// Orders ranks as the summary will be (rank ascending, unknown last, then input order).
+bool ShownBefore(int64_t rank_a, size_t input_a, int64_t rank_b, size_t input_b) {
+  if ((rank_a == kUnknown) != (rank_b == kUnknown)) return rank_b == kUnknown;
+  if (rank_a != rank_b) return rank_a < rank_b;
+  return input_a < input_b;
+}
+
+class HtmlReport : public ReportWriter {
+ public:
+  std::string_view name() const override { return "html"; }
+  std::string_view description() const override {
+    return "self-contained HTML report (opens offline in a browser; docs/html-report.md)";
+  }
+
+  Status Begin(size_t inputs, const ReportOptions&) override {
+    shown_ = std::min(inputs, kHtmlMaxTimelineRanks);
+    limit_ = HtmlLaneLimit(shown_);
+    return OkStatus();
+  }
+
+  // Keeps the timelines of the ranks that will be the first kHtmlMaxTimelineRanks in summary
+  // order: when one more arrives, the one that sorts last is dropped.
+  Status ConsumeRank(const RankTrace& trace, const RankDerived& derived, size_t rank_index,
+                     const Summary& summary) override {
+    if (shown_ == 0) return OkStatus();
+    const RankResult& r = summary.ranks[rank_index];
+    if (timelines_.size() == shown_) {
+      auto last = std::max_element(timelines_.begin(), timelines_.end(), [](const RankTimeline& a, const RankTimeline& b) {
+        return ShownBefore(a.rank, a.input_index, b.rank, b.input_index);
+      });
+      if (!ShownBefore(r.rank, r.input_index, last->rank, last->input_index)) return OkStatus();
+      timelines_.erase(last);
+    }
+    RankTimeline tl;
+    tl.input_index = r.input_index;
+    tl.rank = r.rank;
+    tl.source = r.source_path;
+    tl.any = derived.sets.any_activity;
+    const IntervalSet* sets[RankTimeline::kLanes] = {&derived.sets.compute, &derived.sets.comm, &derived.sets.memory,
+                                                     &derived.sets.overlap};
+    for (size_t l = 0; l < RankTimeline::kLanes; ++l) {
+      tl.exact[l] = sets[l]->intervals().size();
+      tl.lanes[l] = DownSampleIntervals(sets[l]->intervals(), limit_);
+    }
+    timelines_.push_back(std::move(tl));
+    return OkStatus();
+  }
+
+  Status Write(const Summary& summary, const ReportOptions&, std::ostream& out) override {
+    try {
+      return WriteHtml(summary, out);
+    } catch (const std::exception& e) {  // nlohmann or allocation: nothing may escape as an exception
+      return MakeError(StatusCode::kInternal, "html report: {}", e.what());
+    }
+  }
+
+ private:
+  Status WriteHtml(const Summary& summary, std::ostream& out);
+
+  size_t shown_ = 0, limit_ = 0;
+  std::vector<RankTimeline> timelines_;
+};
+
+Status HtmlReport::WriteHtml(const Summary& summary, std::ostream& out) {
   // The time origin: the earliest activity or iteration of any rank (as the Chrome trace's).
   int64_t base = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
   for (const RankResult& r : summary.ranks)
@@ -103,35 +175,28 @@ Status WriteHtml(const std::vector<std::string>& files, const ImportOptions& opt
   }
   out << "],\n\"ranks\":[";
 
-  // Inputs -> their entries in summary.ranks (by path; a file named twice has two entries).
-  std::unordered_map<std::string, std::deque<size_t>> index_of_path;
-  for (size_t i = 0; i < summary.ranks.size(); ++i) index_of_path[summary.ranks[i].source_path].push_back(i);
-  ImportOptions io = options;
-  io.store_needs = TraceNeeds{};  // activities and comm ops are all the timeline needs
+  // The kept timelines, in input order (as the page always listed them), each with its index in
+  // the sorted summary.
+  std::vector<size_t> index_of_input(summary.ranks.size(), kNoIndex);
+  for (size_t i = 0; i < summary.ranks.size(); ++i)
+    if (summary.ranks[i].input_index < index_of_input.size()) index_of_input[summary.ranks[i].input_index] = i;
+  std::sort(timelines_.begin(), timelines_.end(),
+            [](const RankTimeline& a, const RankTimeline& b) { return a.input_index < b.input_index; });
   bool first = true;
-  for (const std::string& file : files) {
-    auto found = index_of_path.find(file);
-    if (found == index_of_path.end() || found->second.empty()) continue;
-    const size_t index = found->second.front();
-    found->second.pop_front();
-    if (index >= shown) continue;
-    OVERLAPPROF_ASSIGN_OR_RETURN(RankTrace t, ImportFile(file, io));
-    const TimelineSets sets = BuildTimelineSets(t);
-    const RankResult& r = summary.ranks[index];
+  for (const RankTimeline& tl : timelines_) {
+    const size_t index = tl.input_index < index_of_input.size() ? index_of_input[tl.input_index] : kNoIndex;
+    if (index == kNoIndex || index >= shown) continue;
     out << (first ? "\n" : ",\n") << "{\"index\":" << index << ",\"rank\":";
     first = false;
-    if (r.rank == kUnknown)
+    if (tl.rank == kUnknown)
       out << "null";
     else
-      out << r.rank;
-    out << ",\"source\":" << Quote(file) << ",\"any\":" << (sets.any_activity ? "true" : "false") << ",\"lanes\":{";
-    WriteLane(out, "compute", sets.compute, base, limit);
-    out << ',';
-    WriteLane(out, "comm", sets.comm, base, limit);
-    out << ',';
-    WriteLane(out, "memory", sets.memory, base, limit);
-    out << ',';
-    WriteLane(out, "overlap", sets.overlap, base, limit);
+      out << tl.rank;
+    out << ",\"source\":" << Quote(tl.source) << ",\"any\":" << (tl.any ? "true" : "false") << ",\"lanes\":{";
+    for (size_t l = 0; l < RankTimeline::kLanes; ++l) {
+      if (l) out << ',';
+      WriteLane(out, kLaneNames[l], tl.exact[l], tl.lanes[l], base);
+    }
     out << "}}";
     if (!out) return MakeError(StatusCode::kIo, "write failed");
   }
@@ -174,14 +239,7 @@ DownSampled DownSampleIntervals(const std::vector<Interval>& in, size_t limit) {
   return ds;
 }
 
-Status WriteHtmlReport(const std::vector<std::string>& files, const ImportOptions& options, const Summary& summary,
-                       std::ostream& out) {
-  try {
-    return WriteHtml(files, options, summary, out);
-  } catch (const std::exception& e) {  // nlohmann or allocation: nothing may escape as an exception
-    return MakeError(StatusCode::kInternal, "html report: {}", e.what());
-  }
-}
+std::unique_ptr<ReportWriter> MakeHtmlReport() { return std::make_unique<HtmlReport>(); }
 
 namespace {
 

@@ -21,7 +21,6 @@
 #include "analyzers/intervals.h"
 #include "analyzers/summary.h"
 #include "src/common/status.h"
-#include "src/importers/importer.h"
 
 namespace overlapprof {
 
@@ -45,9 +44,8 @@ struct DownSampled {
 // Nothing is dropped: each merged interval keeps the busy time it covers.
 DownSampled DownSampleIntervals(const std::vector<Interval>& in, size_t limit);
 
-// Reads `files` one at a time (memory bounded by the largest) for their timelines and writes
-// the page to `out`. `summary` is their analysis (ranks matched by source path).
-Status WriteHtmlReport(const std::vector<std::string>& files, const ImportOptions& options, const Summary& summary,
-                       std::ostream& out);
+// The writer itself is the registered report "html" (MakeHtmlReport, src/registry.inc): it takes
+// each rank's interval unions from the analysis pass (down-sampled at once, so it keeps at most
+// kHtmlMaxTimelineRanks ranks' bounded lanes) and writes the page at the end.
 
 }  // namespace overlapprof

@@ -1,14 +1,25 @@
 #pragma once
 // The report-writer interface. A writer renders a Summary; it computes nothing new, so
 // every report shows the JSON summary's numbers.
+//
+// Report writers are consumers of the one analysis pass (src/cli/pipeline.h): each input is
+// read once. A writer that draws from the traces themselves (timelines, Chrome trace) gets
+// every rank in ConsumeRank, in input order, right after the analyzers' AnalyzeRank for that
+// rank, together with what the overlap analyzer derived from it; it keeps only bounded data
+// (never a reference to the RankTrace) and renders everything in Write, after the analyzers'
+// Finish. Writers depend on the trace model and the analyzers' results only: never on the
+// importers or the pipeline.
 // To add one: a file in reports/ with a factory, and one line in src/registry.inc.
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <ostream>
+#include <string>
 #include <string_view>
 
 #include "analyzers/summary.h"
 #include "src/common/status.h"
+#include "src/trace/model.h"
 
 namespace overlapprof {
 
@@ -22,7 +33,20 @@ class ReportWriter {
   virtual ~ReportWriter() = default;
   virtual std::string_view name() const = 0;
   virtual std::string_view description() const = 0;
-  virtual Status Write(const Summary& summary, const ReportOptions& options, std::ostream& out) const = 0;
+  // What of a RankTrace beyond activities, comm ops and step ranges ConsumeRank reads; the
+  // pass decodes the union of the analyzers' and the writers' needs.
+  virtual TraceNeeds needs() const { return {}; }
+  // Once, before the first rank: the number of inputs of the pass (one RankResult each).
+  virtual Status Begin(size_t inputs, const ReportOptions& options) { return OkStatus(); }
+  // Per rank, in input order. `rank_index` indexes summary.ranks as it is during the pass
+  // (input order; RankResult::input_index keeps it after the ranks are sorted). `derived` is
+  // the overlap analyzer's RankDerived for this rank (analyzers/overlap.h).
+  virtual Status ConsumeRank(const RankTrace& trace, const RankDerived& derived, size_t rank_index,
+                             const Summary& summary) {
+    return OkStatus();
+  }
+  // After the pass: renders the whole report.
+  virtual Status Write(const Summary& summary, const ReportOptions& options, std::ostream& out) = 0;
 };
 
 // The JSON summary document (schema "overlapprof.summary/1", docs/summary-schema.md).

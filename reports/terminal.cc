@@ -26,7 +26,7 @@ class TerminalReport : public ReportWriter {
   std::string_view name() const override { return "terminal"; }
   std::string_view description() const override { return "human-readable tables"; }
 
-  Status Write(const Summary& s, const ReportOptions& o, std::ostream& out) const override {
+  Status Write(const Summary& s, const ReportOptions& o, std::ostream& out) override {
     auto paint = [&](std::string_view code, const std::string& text) {
       return o.color ? fmt::format("\x1b[{}m{}\x1b[0m", code, text) : text;
     };

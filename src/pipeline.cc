@@ -55,13 +55,15 @@ StatusOr<RankTrace> ImportFile(const std::string& path, const ImportOptions& opt
 }
 
 StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const ImportOptions& import_options,
-                               const AnalysisOptions& analysis_options, int jobs) {
+                               const AnalysisOptions& analysis_options, int jobs,
+                               const std::vector<ReportWriter*>& consumers, const ReportOptions& report_options) {
   Summary summary;
   std::vector<std::unique_ptr<Analyzer>> analyzers = MakeAnalyzers();
   ImportOptions io = import_options;
   ImportScratch scratch;  // reused across files when one thread imports them all
   io.store_needs = TraceNeeds{};
   for (const auto& a : analyzers) io.store_needs |= a->needs();
+  for (ReportWriter* w : consumers) io.store_needs |= w->needs();
   if (!analysis_options.step_range.empty()) io.store_needs.annotations = true;  // steps are annotations
   ImportOptions with_scratch = io;
   with_scratch.scratch = &scratch;
@@ -83,6 +85,8 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
     sizes[i] = ec ? 0 : static_cast<uint64_t>(n);
     total_bytes += sizes[i];
   }
+  for (ReportWriter* w : consumers)
+    OVERLAPPROF_RETURN_IF_ERROR(w->Begin(files.size(), report_options).WithPrefix(fmt::format("report {}", w->name())));
   Progress progress("analyzing", files.size(), total_bytes);
   for (size_t i = 0; i < files.size(); ++i) {
     progress.Begin(files[i], sizes[i]);
@@ -95,6 +99,14 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
     for (auto& a : analyzers) {
       Status st = a->AnalyzeRank(*t, i, analysis_options, summary);
       if (!st.ok()) return st.WithPrefix(fmt::format("{}: analyzer {}", files[i], a->name()));
+    }
+    if (!consumers.empty()) {
+      if (!summary.current || summary.ranks.size() != i + 1)
+        return MakeError(StatusCode::kInternal, "{}: the overlap analyzer did not derive this rank", files[i]);
+      for (ReportWriter* w : consumers) {
+        Status st = w->ConsumeRank(*t, *summary.current, i, summary);
+        if (!st.ok()) return st.WithPrefix(fmt::format("{}: report {}", files[i], w->name()));
+      }
     }
     progress.Done();
   }  // each RankTrace is freed before the next file is read

@@ -8,6 +8,7 @@
 
 #include "analyzers/analyzer.h"
 #include "analyzers/summary.h"
+#include "reports/report.h"
 #include "src/common/status.h"
 #include "src/importers/importer.h"
 
@@ -24,11 +25,16 @@ bool LooksLikeTraceFile(const std::string& filename);
 // Imports one file with the importer its first bytes select. Errors carry the path.
 StatusOr<RankTrace> ImportFile(const std::string& path, const ImportOptions& options);
 
-// Imports and analyzes every file; ranks ordered by rank (unknown last), then by path.
+// The one pass: imports and analyzes every file, each read once; ranks ordered by rank
+// (unknown last), then by input order. Every writer in `consumers` gets Begin before the first
+// rank and ConsumeRank for each rank after the analyzers' AnalyzeRank (reports/report.h); the
+// caller calls their Write on the returned summary.
 // `jobs` > 1 imports up to jobs-1 files ahead on other threads while one is analyzed:
 // faster on several cores, but up to `jobs` ranks are in memory at once (default 1:
 // memory bounded by the largest single file).
 StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const ImportOptions& import_options,
-                               const AnalysisOptions& analysis_options, int jobs = 1);
+                               const AnalysisOptions& analysis_options, int jobs = 1,
+                               const std::vector<ReportWriter*>& consumers = {},
+                               const ReportOptions& report_options = {});
 
 }  // namespace overlapprof

@@ -54,9 +54,15 @@ const std::vector<std::unique_ptr<ReportWriter>>& ReportWriters() {
   return *list;
 }
 
-const ReportWriter* FindReportWriter(std::string_view name) {
-  for (const auto& w : ReportWriters())
-    if (w->name() == name) return w.get();
+std::unique_ptr<ReportWriter> MakeReportWriter(std::string_view name) {
+#define OVERLAPPROF_IMPORTER(factory)
+#define OVERLAPPROF_ANALYZER(factory)
+#define OVERLAPPROF_REPORT(factory)               \
+  if (auto w = factory(); w->name() == name) return w;
+#include "src/registry.inc"
+#undef OVERLAPPROF_IMPORTER
+#undef OVERLAPPROF_ANALYZER
+#undef OVERLAPPROF_REPORT
   return nullptr;
 }
 

@@ -14,8 +14,11 @@ namespace overlapprof {
 const std::vector<std::unique_ptr<Importer>>& Importers();
 // Fresh analyzer instances for one run (analyzers keep per-run state).
 std::vector<std::unique_ptr<Analyzer>> MakeAnalyzers();
+// One instance of every registered report writer (for their names and descriptions).
 const std::vector<std::unique_ptr<ReportWriter>>& ReportWriters();
-const ReportWriter* FindReportWriter(std::string_view name);
+// A fresh instance of the writer called `name` for one pass (writers keep per-run state);
+// null when there is none.
+std::unique_ptr<ReportWriter> MakeReportWriter(std::string_view name);
 
 // Picks the importer for `path` from its first bytes. kInvalidInput when none claims it.
 StatusOr<const Importer*> ChooseImporter(const std::string& path);

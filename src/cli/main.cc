@@ -50,7 +50,7 @@ StatusOr<int> TimeExp(const std::string& unit) {
 }
 
 Status WriteJsonFile(const Summary& summary, const std::string& path) {
-  const ReportWriter* json = FindReportWriter("json");
+  std::unique_ptr<ReportWriter> json = MakeReportWriter("json");
   if (path == "-") return json->Write(summary, {}, std::cout);
   std::string tmp = path + ".partial";
   {
@@ -108,7 +108,11 @@ int RunAnalyze(const AnalyzeArgs& a) {
   io.store_quick_check = !a.no_verify;
   AnalysisOptions ao;
   ao.step_range = a.step_range;
-  StatusOr<Summary> summary = AnalyzeFiles(*files, io, ao, a.jobs);
+  // `run`: the HTML page takes its timelines from this same pass.
+  std::unique_ptr<ReportWriter> html = a.report_dir.empty() ? nullptr : MakeReportWriter("html");
+  std::vector<ReportWriter*> consumers;
+  if (html) consumers.push_back(html.get());
+  StatusOr<Summary> summary = AnalyzeFiles(*files, io, ao, a.jobs, consumers);
   if (!summary.ok()) return Fail(summary.status());
 
   if (!a.json_path.empty()) {
@@ -119,21 +123,20 @@ int RunAnalyze(const AnalyzeArgs& a) {
     const std::string json = (fs::path(a.report_dir) / "overlap.summary.json").string();
     const std::string chrome = (fs::path(a.report_dir) / "overlap.perfetto.json").string();
     if (Status st = WriteJsonFile(*summary, json); !st.ok()) return Fail(st);
-    const std::string html = (fs::path(a.report_dir) / "overlap.report.html").string();
     if (Status st = WriteAtomically(chrome, [&](std::ostream& o) { return WriteChromeTrace(*files, io, *summary, o); });
         !st.ok())
       return Fail(st);
-    if (Status st = WriteAtomically(html, [&](std::ostream& o) { return WriteHtmlReport(*files, io, *summary, o); });
-        !st.ok())
+    const std::string html_path = (fs::path(a.report_dir) / "overlap.report.html").string();
+    if (Status st = WriteAtomically(html_path, [&](std::ostream& o) { return html->Write(*summary, {}, o); }); !st.ok())
       return Fail(st);
     std::fprintf(stderr, "overlapprof: reports: %s, %s (open in ui.perfetto.dev), %s\n", json.c_str(), chrome.c_str(),
-                 html.c_str());
+                 html_path.c_str());
   }
   if (a.json_path != "-") {
     ReportOptions ro;
     ro.per_iteration = a.per_iteration;
     ro.color = UseColor(a.color);
-    Status st = FindReportWriter("terminal")->Write(*summary, ro, std::cout);
+    Status st = MakeReportWriter("terminal")->Write(*summary, ro, std::cout);
     if (!st.ok()) return Fail(st);
   }
   std::cout.flush();
@@ -163,7 +166,10 @@ int RunReport(const ReportArgs& a) {
   ImportOptions io;
   AnalysisOptions ao;
   ao.step_range = a.step_range;
-  StatusOr<Summary> summary = AnalyzeFiles(*files, io, ao, 1);
+  std::unique_ptr<ReportWriter> html = a.html_path.empty() ? nullptr : MakeReportWriter("html");
+  std::vector<ReportWriter*> consumers;
+  if (html) consumers.push_back(html.get());
+  StatusOr<Summary> summary = AnalyzeFiles(*files, io, ao, 1, consumers);
   if (!summary.ok()) return Fail(summary.status());
   if (!a.json_path.empty())
     if (Status st = WriteJsonFile(*summary, a.json_path); !st.ok()) return Fail(st);
@@ -183,7 +189,7 @@ int RunReport(const ReportArgs& a) {
     if (ec) return Fail(MakeError(StatusCode::kIo, "{}: cannot rename into place: {}", a.chrome_trace, ec.message()));
   }
   if (!a.html_path.empty())
-    if (Status st = WriteAtomically(a.html_path, [&](std::ostream& o) { return WriteHtmlReport(*files, io, *summary, o); });
+    if (Status st = WriteAtomically(a.html_path, [&](std::ostream& o) { return html->Write(*summary, {}, o); });
         !st.ok())
       return Fail(st);
   if (int errors = summary->ErrorCounters(); errors > 0) {
