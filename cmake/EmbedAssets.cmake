@@ -19,7 +19,7 @@
 # Parts are char arrays of '\xNN' bytes: no raw-string delimiter can collide, no string-literal
 # length limit applies, and any byte (UTF-8) is kept.
 #
-# Checks (the build fails): an included .js containing "</script" or "<!--", or an included .css
+# Checks (the build fails): an included .js containing "</script", "<script" or "<!--", or an included .css
 # containing "</style" (either would break the inline page); an unknown {{...}} left in the page;
 # an included file that does not exist.
 
@@ -69,7 +69,7 @@ foreach(directive IN LISTS includes)
   string(TOLOWER "${content}" lower)
   set(bad "")
   if(name MATCHES "\\.js$")
-    set(bad "</script" "<!--")
+    set(bad "</script" "<!--" "<script")
   elseif(name MATCHES "\\.css$")
     set(bad "</style")
   endif()

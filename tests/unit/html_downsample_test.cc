@@ -58,7 +58,9 @@ void CheckMerged(const std::vector<Interval>& in, size_t limit, const DownSample
     size_t first = j;
     while (j < n && in[j].start < out.end) {
       EXPECT_LE(in[j].end, out.end);
-      if (j > first) EXPECT_LT(in[j].start - in[j - 1].end, ds.gap_ns) << "a gap this long must stay open";
+      if (j > first) {
+        EXPECT_LT(in[j].start - in[j - 1].end, ds.gap_ns) << "a gap this long must stay open";
+      }
       busy += in[j].end - in[j].start;
       ++j;
     }
@@ -66,7 +68,9 @@ void CheckMerged(const std::vector<Interval>& in, size_t limit, const DownSample
     EXPECT_EQ(ds.busy[o], busy) << o;
     EXPECT_GT(ds.busy[o], 0);
     EXPECT_LE(ds.busy[o], out.end - out.start);
-    if (o + 1 < ds.intervals.size()) EXPECT_GE(ds.intervals[o + 1].start - out.end, ds.gap_ns) << o;
+    if (o + 1 < ds.intervals.size()) {
+      EXPECT_GE(ds.intervals[o + 1].start - out.end, ds.gap_ns) << o;
+    }
   }
   EXPECT_EQ(j, n) << "every input interval is inside one output interval";
   // Busy time is exact: nothing dropped, nothing counted twice.
