@@ -14,8 +14,8 @@
 #include "overlapprof/version.h"
 #include "src/common/exit_codes.h"
 #include "src/cli/gate.h"
+#include "src/cli/output.h"
 #include "src/cli/run.h"
-#include "reports/chrome_trace.h"
 #include "reports/html_report.h"
 #include "src/pipeline.h"
 #include "src/registry.h"
@@ -49,23 +49,6 @@ StatusOr<int> TimeExp(const std::string& unit) {
   return MakeError(StatusCode::kInvalidArgument, "--ts-unit must be us or ns, not '{}'", unit);
 }
 
-Status WriteJsonFile(const Summary& summary, const std::string& path) {
-  std::unique_ptr<ReportWriter> json = MakeReportWriter("json");
-  if (path == "-") return json->Write(summary, {}, std::cout);
-  std::string tmp = path + ".partial";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return MakeError(StatusCode::kIo, "{}: cannot write", path);
-    OVERLAPPROF_RETURN_IF_ERROR(json->Write(summary, {}, f).WithPrefix(path));
-    f.close();
-    if (!f) return MakeError(StatusCode::kIo, "{}: write failed", path);
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return MakeError(StatusCode::kIo, "{}: cannot rename into place: {}", path, ec.message());
-  return OkStatus();
-}
-
 struct AnalyzeArgs {
   std::vector<std::string> traces;
   std::string json_path;
@@ -80,24 +63,6 @@ struct AnalyzeArgs {
   std::string report_dir;
 };
 
-// Writes `path` through `write` into path.partial, renamed into place only when complete.
-Status WriteAtomically(const std::string& path, const std::function<Status(std::ostream&)>& write) {
-  const std::string tmp = path + ".partial";
-  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-  if (!f) return MakeError(StatusCode::kIo, "{}: cannot write", path);
-  Status st = write(f);
-  f.close();
-  if (st.ok() && !f) st = MakeError(StatusCode::kIo, "write failed");
-  if (!st.ok()) {
-    std::remove(tmp.c_str());
-    return st.WithPrefix(path);
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return MakeError(StatusCode::kIo, "{}: cannot rename into place: {}", path, ec.message());
-  return OkStatus();
-}
-
 int RunAnalyze(const AnalyzeArgs& a) {
   StatusOr<int> exp = TimeExp(a.ts_unit);
   if (!exp.ok()) return Fail(exp.status());
@@ -108,10 +73,12 @@ int RunAnalyze(const AnalyzeArgs& a) {
   io.store_quick_check = !a.no_verify;
   AnalysisOptions ao;
   ao.step_range = a.step_range;
-  // `run`: the HTML page takes its timelines from this same pass.
+  // `run`: the HTML page and the Chrome trace take their data from this same pass.
   std::unique_ptr<ReportWriter> html = a.report_dir.empty() ? nullptr : MakeReportWriter("html");
+  std::unique_ptr<ReportWriter> chrome = a.report_dir.empty() ? nullptr : MakeReportWriter("chrome-trace");
   std::vector<ReportWriter*> consumers;
   if (html) consumers.push_back(html.get());
+  if (chrome) consumers.push_back(chrome.get());
   StatusOr<Summary> summary = AnalyzeFiles(*files, io, ao, a.jobs, consumers);
   if (!summary.ok()) return Fail(summary.status());
 
@@ -121,15 +88,17 @@ int RunAnalyze(const AnalyzeArgs& a) {
   }
   if (!a.report_dir.empty()) {
     const std::string json = (fs::path(a.report_dir) / "overlap.summary.json").string();
-    const std::string chrome = (fs::path(a.report_dir) / "overlap.perfetto.json").string();
+    const std::string chrome_path = (fs::path(a.report_dir) / "overlap.perfetto.json").string();
     if (Status st = WriteJsonFile(*summary, json); !st.ok()) return Fail(st);
-    if (Status st = WriteAtomically(chrome, [&](std::ostream& o) { return WriteChromeTrace(*files, io, *summary, o); });
+    if (Status st = WriteAtomically(chrome_path, [&](std::ostream& o) { return chrome->Write(*summary, {}, o); });
         !st.ok())
       return Fail(st);
+    if (std::string note = chrome->Notice(); !note.empty())
+      std::fprintf(stderr, "overlapprof: %s: %s\n", chrome_path.c_str(), note.c_str());
     const std::string html_path = (fs::path(a.report_dir) / "overlap.report.html").string();
     if (Status st = WriteAtomically(html_path, [&](std::ostream& o) { return html->Write(*summary, {}, o); }); !st.ok())
       return Fail(st);
-    std::fprintf(stderr, "overlapprof: reports: %s, %s (open in ui.perfetto.dev), %s\n", json.c_str(), chrome.c_str(),
+    std::fprintf(stderr, "overlapprof: reports: %s, %s (open in ui.perfetto.dev), %s\n", json.c_str(), chrome_path.c_str(),
                  html_path.c_str());
   }
   if (a.json_path != "-") {
@@ -154,6 +123,8 @@ struct ReportArgs {
   std::vector<std::string> traces;
   std::string chrome_trace, json_path, html_path;
   std::string step_range;
+  std::string trace_iterations;
+  double trace_budget_mb = 0;
 };
 
 // `report`: the files a user opens or automates on. Each output goes to FILE.partial first.
@@ -166,27 +137,24 @@ int RunReport(const ReportArgs& a) {
   ImportOptions io;
   AnalysisOptions ao;
   ao.step_range = a.step_range;
+  ReportOptions ro;
+  ro.trace_iterations = a.trace_iterations;
+  ro.trace_budget_bytes = static_cast<int64_t>(a.trace_budget_mb * 1e6);
   std::unique_ptr<ReportWriter> html = a.html_path.empty() ? nullptr : MakeReportWriter("html");
+  std::unique_ptr<ReportWriter> chrome = a.chrome_trace.empty() ? nullptr : MakeReportWriter("chrome-trace");
   std::vector<ReportWriter*> consumers;
   if (html) consumers.push_back(html.get());
-  StatusOr<Summary> summary = AnalyzeFiles(*files, io, ao, 1, consumers);
+  if (chrome) consumers.push_back(chrome.get());
+  StatusOr<Summary> summary = AnalyzeFiles(*files, io, ao, 1, consumers, ro);
   if (!summary.ok()) return Fail(summary.status());
   if (!a.json_path.empty())
     if (Status st = WriteJsonFile(*summary, a.json_path); !st.ok()) return Fail(st);
-  if (!a.chrome_trace.empty()) {
-    std::string tmp = a.chrome_trace + ".partial";
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return Fail(MakeError(StatusCode::kIo, "{}: cannot write", a.chrome_trace));
-    Status st = WriteChromeTrace(*files, io, *summary, f);
-    f.close();
-    if (st.ok() && !f) st = MakeError(StatusCode::kIo, "write failed");
-    if (!st.ok()) {
-      std::remove(tmp.c_str());
-      return Fail(st.WithPrefix(a.chrome_trace));
-    }
-    std::error_code ec;
-    fs::rename(tmp, a.chrome_trace, ec);
-    if (ec) return Fail(MakeError(StatusCode::kIo, "{}: cannot rename into place: {}", a.chrome_trace, ec.message()));
+  if (chrome) {
+    if (Status st = WriteAtomically(a.chrome_trace, [&](std::ostream& o) { return chrome->Write(*summary, ro, o); });
+        !st.ok())
+      return Fail(st);
+    if (std::string note = chrome->Notice(); !note.empty())
+      std::fprintf(stderr, "overlapprof: %s: %s\n", a.chrome_trace.c_str(), note.c_str());
   }
   if (!a.html_path.empty())
     if (Status st = WriteAtomically(a.html_path, [&](std::ostream& o) { return html->Write(*summary, {}, o); });
@@ -284,10 +252,15 @@ int Main(int argc, char** argv) {
   ReportArgs pa;
   CLI::App* report = app.add_subcommand("report", "Write report files: Chrome trace for Perfetto, JSON summary, HTML page");
   report->add_option("TRACE", pa.traces, "trace files or directories of them")->required();
-  report->add_option("--chrome-trace", pa.chrome_trace, "Chrome trace JSON for Perfetto UI / chrome://tracing");
+  report->add_option("--chrome-trace", pa.chrome_trace, "Chrome trace JSON for Perfetto UI / chrome://tracing (NAME.json.gz: gzip)");
   report->add_option("--json", pa.json_path, "the JSON summary (overlapprof.summary/1), '-' for stdout");
   report->add_option("--html", pa.html_path, "self-contained HTML report (opens offline in a browser; docs/html-report.md)");
   report->add_option("--step-range", pa.step_range, "host annotation that marks an iteration, instead of ProfilerStep#N");
+  report->add_option("--trace-iterations", pa.trace_iterations,
+                     "Chrome trace: the iterations to keep: 'all', or 0-based indices like 0,5,10-12 (default: everything "
+                     "when it fits the budget, else the slowest, median and first steady iteration per rank)");
+  report->add_option("--trace-budget", pa.trace_budget_mb, "Chrome trace: size budget in MB of JSON (default 100)")
+      ->check(CLI::PositiveNumber);
 
   GateArgs ca;
   CLI::App* compare = app.add_subcommand("compare", "Compare two runs (traces, or JSON summaries): per metric, verdict");
