@@ -1,216 +1,22 @@
-// overlapprof command line. Every failure ends in one line on stderr and an exit code
-// from src/common/exit_codes.h; nothing is allowed to escape as an uncaught exception.
+// overlapprof command line: the options of each subcommand and the dispatch to it (one file per
+// subcommand in src/cli/, command.h). Every failure ends in one line on stderr and an exit code
+// from src/common/exit_codes.h, mapped in one place (ExitCodeOf); nothing is allowed to escape
+// as an uncaught exception.
 #include <malloc.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <functional>
-#include <iostream>
+#include <string>
+#include <vector>
 
 #include "overlapprof/version.h"
-#include "src/common/exit_codes.h"
+#include "src/cli/command.h"
 #include "src/cli/gate.h"
-#include "src/cli/output.h"
 #include "src/cli/run.h"
-#include "reports/html_report.h"
-#include "src/pipeline.h"
-#include "src/registry.h"
-#include "src/store/writer.h"
 
 namespace overlapprof {
 namespace {
-
-namespace fs = std::filesystem;
-
-// One line on stderr, always: embedded newlines (e.g. from SQLite) become spaces.
-int Fail(const Status& st) {
-  std::string line = st.message();
-  for (char& c : line)
-    if (c == '\n' || c == '\r') c = ' ';
-  std::fprintf(stderr, "overlapprof: error: %s\n", line.c_str());
-  return st.code() == StatusCode::kInternal ? kExitInternal : kExitUsageOrInput;
-}
-
-bool UseColor(const std::string& mode) {
-  if (mode == "always") return true;
-  if (mode == "never") return false;
-  const char* no_color = std::getenv("NO_COLOR");
-  if (no_color && *no_color) return false;
-  return ::isatty(STDOUT_FILENO) == 1;
-}
-
-StatusOr<int> TimeExp(const std::string& unit) {
-  if (unit == "us") return 3;
-  if (unit == "ns") return 0;
-  return MakeError(StatusCode::kInvalidArgument, "--ts-unit must be us or ns, not '{}'", unit);
-}
-
-struct AnalyzeArgs {
-  std::vector<std::string> traces;
-  std::string json_path;
-  bool per_iteration = false;
-  std::string ts_unit = "us";
-  bool no_verify = false;
-  std::string color = "auto";
-  int jobs = 1;
-  std::string step_range;
-  // `run`: also write the reports into this directory (overlap.summary.json,
-  // overlap.perfetto.json, overlap.report.html), beside the rank files.
-  std::string report_dir;
-};
-
-int RunAnalyze(const AnalyzeArgs& a) {
-  StatusOr<int> exp = TimeExp(a.ts_unit);
-  if (!exp.ok()) return Fail(exp.status());
-  StatusOr<std::vector<std::string>> files = ExpandInputs(a.traces);
-  if (!files.ok()) return Fail(files.status());
-  ImportOptions io;
-  io.kineto_time_exp = *exp;
-  io.store_quick_check = !a.no_verify;
-  AnalysisOptions ao;
-  ao.step_range = a.step_range;
-  // `run`: the HTML page and the Chrome trace take their data from this same pass.
-  std::unique_ptr<ReportWriter> html = a.report_dir.empty() ? nullptr : MakeReportWriter("html");
-  std::unique_ptr<ReportWriter> chrome = a.report_dir.empty() ? nullptr : MakeReportWriter("chrome-trace");
-  std::vector<ReportWriter*> consumers;
-  if (html) consumers.push_back(html.get());
-  if (chrome) consumers.push_back(chrome.get());
-  StatusOr<Summary> summary = AnalyzeFiles(*files, io, ao, a.jobs, consumers);
-  if (!summary.ok()) return Fail(summary.status());
-
-  if (!a.json_path.empty()) {
-    Status st = WriteJsonFile(*summary, a.json_path);
-    if (!st.ok()) return Fail(st);
-  }
-  if (!a.report_dir.empty()) {
-    const std::string json = (fs::path(a.report_dir) / "overlap.summary.json").string();
-    const std::string chrome_path = (fs::path(a.report_dir) / "overlap.perfetto.json").string();
-    if (Status st = WriteJsonFile(*summary, json); !st.ok()) return Fail(st);
-    if (Status st = WriteAtomically(chrome_path, [&](std::ostream& o) { return chrome->Write(*summary, {}, o); });
-        !st.ok())
-      return Fail(st);
-    if (std::string note = chrome->Notice(); !note.empty())
-      std::fprintf(stderr, "overlapprof: %s: %s\n", chrome_path.c_str(), note.c_str());
-    const std::string html_path = (fs::path(a.report_dir) / "overlap.report.html").string();
-    if (Status st = WriteAtomically(html_path, [&](std::ostream& o) { return html->Write(*summary, {}, o); }); !st.ok())
-      return Fail(st);
-    std::fprintf(stderr, "overlapprof: reports: %s, %s (open in ui.perfetto.dev), %s\n", json.c_str(), chrome_path.c_str(),
-                 html_path.c_str());
-  }
-  if (a.json_path != "-") {
-    ReportOptions ro;
-    ro.per_iteration = a.per_iteration;
-    ro.color = UseColor(a.color);
-    Status st = MakeReportWriter("terminal")->Write(*summary, ro, std::cout);
-    if (!st.ok()) return Fail(st);
-  }
-  std::cout.flush();
-  if (int errors = summary->ErrorCounters(); errors > 0) {
-    std::fprintf(stderr,
-                 "overlapprof: error: %d data-quality counter(s) of severity error are set: data was lost, "
-                 "the figures above are not trustworthy\n",
-                 errors);
-    return kExitDataQuality;
-  }
-  return kExitOk;
-}
-
-struct ReportArgs {
-  std::vector<std::string> traces;
-  std::string chrome_trace, json_path, html_path;
-  std::string step_range;
-  std::string trace_iterations;
-  double trace_budget_mb = 0;
-};
-
-// `report`: the files a user opens or automates on. Each output goes to FILE.partial first.
-int RunReport(const ReportArgs& a) {
-  if (a.chrome_trace.empty() && a.json_path.empty() && a.html_path.empty())
-    return Fail(MakeError(StatusCode::kInvalidArgument,
-                          "report: name at least one output (--chrome-trace FILE, --json FILE, --html FILE)"));
-  StatusOr<std::vector<std::string>> files = ExpandInputs(a.traces);
-  if (!files.ok()) return Fail(files.status());
-  ImportOptions io;
-  AnalysisOptions ao;
-  ao.step_range = a.step_range;
-  ReportOptions ro;
-  ro.trace_iterations = a.trace_iterations;
-  ro.trace_budget_bytes = static_cast<int64_t>(a.trace_budget_mb * 1e6);
-  std::unique_ptr<ReportWriter> html = a.html_path.empty() ? nullptr : MakeReportWriter("html");
-  std::unique_ptr<ReportWriter> chrome = a.chrome_trace.empty() ? nullptr : MakeReportWriter("chrome-trace");
-  std::vector<ReportWriter*> consumers;
-  if (html) consumers.push_back(html.get());
-  if (chrome) consumers.push_back(chrome.get());
-  StatusOr<Summary> summary = AnalyzeFiles(*files, io, ao, 1, consumers, ro);
-  if (!summary.ok()) return Fail(summary.status());
-  if (!a.json_path.empty())
-    if (Status st = WriteJsonFile(*summary, a.json_path); !st.ok()) return Fail(st);
-  if (chrome) {
-    if (Status st = WriteAtomically(a.chrome_trace, [&](std::ostream& o) { return chrome->Write(*summary, ro, o); });
-        !st.ok())
-      return Fail(st);
-    if (std::string note = chrome->Notice(); !note.empty())
-      std::fprintf(stderr, "overlapprof: %s: %s\n", a.chrome_trace.c_str(), note.c_str());
-  }
-  if (!a.html_path.empty())
-    if (Status st = WriteAtomically(a.html_path, [&](std::ostream& o) { return html->Write(*summary, {}, o); });
-        !st.ok())
-      return Fail(st);
-  if (int errors = summary->ErrorCounters(); errors > 0) {
-    std::fprintf(stderr, "overlapprof: error: %d data-quality counter(s) of severity error are set: data was lost\n", errors);
-    return kExitDataQuality;
-  }
-  return kExitOk;
-}
-
-struct ImportArgs {
-  std::vector<std::string> inputs;
-  std::string output;
-  bool force = false;
-  std::string ts_unit = "us";
-};
-
-std::string StemOf(const std::string& path) {
-  std::string name = fs::path(path).filename().string();
-  for (std::string_view ext : {".json.gz", ".json", ".db", ".sqlite3", ".sqlite", ".gz"}) {
-    if (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0) {
-      name.resize(name.size() - ext.size());
-      break;
-    }
-  }
-  return name;
-}
-
-int RunImport(const ImportArgs& a) {
-  StatusOr<int> exp = TimeExp(a.ts_unit);
-  if (!exp.ok()) return Fail(exp.status());
-  StatusOr<std::vector<std::string>> files = ExpandInputs(a.inputs);
-  if (!files.ok()) return Fail(files.status());
-  std::error_code ec;
-  bool to_dir = files->size() > 1 || fs::is_directory(a.output, ec) || (!a.output.empty() && a.output.back() == '/');
-  if (to_dir) {
-    fs::create_directories(a.output, ec);
-    if (ec) return Fail(MakeError(StatusCode::kIo, "{}: cannot create directory: {}", a.output, ec.message()));
-  }
-  ImportOptions io;
-  io.kineto_time_exp = *exp;
-  ImportScratch scratch;  // the document buffer and JSON parser, reused for every file
-  io.scratch = &scratch;
-  for (const std::string& in : *files) {
-    StatusOr<RankTrace> t = ImportFile(in, io);
-    if (!t.ok()) return Fail(t.status());
-    std::string out = to_dir ? (fs::path(a.output) / (StemOf(in) + ".db")).string() : a.output;
-    Status st = WriteStore(*t, out, a.force);
-    if (!st.ok()) return Fail(st.WithPrefix(out));
-    std::printf("%s -> %s (%zu GPU activities, %zu communication ops)\n", in.c_str(), out.c_str(),
-                t->activities.size(), t->comm_ops.size());
-  }
-  return kExitOk;
-}
 
 int Main(int argc, char** argv) {
   CLI::App app{"overlapprof: how well communication is hidden behind computation in distributed training"};
@@ -294,11 +100,10 @@ int Main(int argc, char** argv) {
       std::string_view(argv[1]) != "import" && std::string_view(argv[1]) != "run" &&
       std::string_view(argv[1]) != "compare" && std::string_view(argv[1]) != "check" &&
       std::string_view(argv[1]) != "report") {
-    std::fprintf(stderr,
-                 "overlapprof: error: unknown command '%s' (commands: analyze, import, run, report, compare, check; see "
-                 "overlapprof --help)\n",
-                 argv[1]);
-    return kExitUsageOrInput;
+    return ExitCodeOf(MakeError(StatusCode::kInvalidArgument,
+                                "unknown command '{}' (commands: analyze, import, run, report, compare, check; see "
+                                "overlapprof --help)",
+                                argv[1]));
   }
   // `run ... -- CMD ARGS`: everything after the first "--" is the command, untouched.
   std::vector<std::string> after_dashes;
@@ -320,35 +125,34 @@ int Main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "overlapprof: error: %s (see overlapprof --help)\n", e.what());
-    return kExitUsageOrInput;
+    return ExitCodeOf(MakeError(StatusCode::kInvalidArgument, "{} (see overlapprof --help)", e.what()));
   }
-  if (analyze->parsed()) return RunAnalyze(aa);
-  if (import->parsed()) return RunImport(ia);
-  if (compare->parsed()) return RunCompare(ca);
-  if (report->parsed()) return RunReport(pa);
+  if (analyze->parsed()) return ExitCodeOf(RunAnalyze(aa));
+  if (import->parsed()) return ExitCodeOf(RunImport(ia));
+  if (compare->parsed()) return ExitCodeOf(RunCompare(ca));
+  if (report->parsed()) return ExitCodeOf(RunReport(pa));
   if (check->parsed()) {
     if (!ka.policy_file.empty()) {
       StatusOr<Policy> p = LoadPolicy(ka.policy_file, ka.policy);
-      if (!p.ok()) return Fail(p.status());
+      if (!p.ok()) return ExitCodeOf(p.status());
       ka.policy = *p;
     }
     if (o_drop->count()) ka.policy.max_overlap_drop_pp = max_drop;
     if (o_inc->count()) ka.policy.max_exposed_comm_increase_pct = max_increase;
     if (o_loss->count()) ka.policy.max_data_loss = max_loss;
-    return RunCheck(ka);
+    return ExitCodeOf(RunCheck(ka));
   }
   if (run->parsed()) {
     ra.command = run->remaining();
     ra.command.insert(ra.command.end(), after_dashes.begin(), after_dashes.end());
-    return RunCommand(ra, [](const std::string& dir) {
+    return ExitCodeOf(RunCommand(ra, [](const std::string& dir) {
       AnalyzeArgs a;
       a.traces = {dir};
       a.report_dir = dir;
       return RunAnalyze(a);
-    });
+    }));
   }
-  return kExitUsageOrInput;
+  return ExitCodeOf(MakeError(StatusCode::kInvalidArgument, "no command given (see overlapprof --help)"));
 }
 
 }  // namespace
@@ -365,10 +169,9 @@ int main(int argc, char** argv) {
   try {
     return overlapprof::Main(argc, argv);
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "overlapprof: error: out of memory\n");
-    return overlapprof::kExitInternal;
+    return overlapprof::ExitCodeOf(overlapprof::MakeError(overlapprof::StatusCode::kInternal, "out of memory"));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "overlapprof: error: internal error: %s\n", e.what());
-    return overlapprof::kExitInternal;
+    return overlapprof::ExitCodeOf(
+        overlapprof::MakeError(overlapprof::StatusCode::kInternal, "internal error: {}", e.what()));
   }
 }

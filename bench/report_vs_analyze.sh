@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# What the reports cost over the analysis (issue 18 §1: one pass; target: report <= 1.2 x analyze).
+#
+#   bench/report_vs_analyze.sh                        # 8 ranks x 50,000 GPU events
+#   RANKS=8 EVENTS=300000 bench/report_vs_analyze.sh  # larger
+#
+# Generates RANKS rank files with bench/gen_kineto (into $OUT/traces, kept when they match),
+# then times, on the same input, pinned to one core (taskset -c $BENCH_CPU):
+#   overlapprof analyze TRACES
+#   overlapprof report TRACES --html H --chrome-trace C --json J
+# and prints both wall times (best of $REPEAT runs each), the ratio, peak RSS and the report sizes.
+#
+# Environment: RANKS (8), EVENTS (50000 GPU events per rank), REPEAT (3), BENCH_CPU (0),
+#   OUT (bench/out/report_vs_analyze), BUILD (build: overlapprof and bench/gen_kineto in it).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+RANKS=${RANKS:-8}
+EVENTS=${EVENTS:-50000}
+REPEAT=${REPEAT:-3}
+BENCH_CPU=${BENCH_CPU:-0}
+OUT=${OUT:-bench/out/report_vs_analyze}
+BUILD=${BUILD:-build}
+CLI=$BUILD/overlapprof
+GEN=$BUILD/bench/gen_kineto
+for f in "$CLI" "$GEN"; do
+  [[ -x $f ]] || { echo "report_vs_analyze: $f is not built (ninja -C $BUILD overlapprof gen_kineto)" >&2; exit 2; }
+done
+
+mkdir -p "$OUT"
+want="ranks=$RANKS events=$EVENTS"
+if [[ ! -f $OUT/traces.id || $(cat "$OUT/traces.id") != "$want" ]]; then
+  rm -rf "$OUT/traces"
+  "$GEN" --ranks "$RANKS" --gpu-events-per-rank "$EVENTS" --out "$OUT/traces" --manifest "$OUT/manifest.json" 2>/dev/null
+  echo "$want" > "$OUT/traces.id"
+fi
+
+# Best wall time (s) of REPEAT runs of "$@"; the last run's peak RSS (MB) into $OUT/rss.txt.
+best() {
+  local t kb b=""
+  for _ in $(seq "$REPEAT"); do
+    /usr/bin/time -f "%e %M" -o "$OUT/time.txt" taskset -c "$BENCH_CPU" "$@" >/dev/null 2>"$OUT/stderr.txt"
+    read -r t kb < "$OUT/time.txt"
+    echo $((kb / 1000)) > "$OUT/rss.txt"
+    if [[ -z $b ]] || awk "BEGIN{exit !($t < $b)}"; then b=$t; fi
+  done
+  echo "$b"
+}
+
+a=$(best "$CLI" analyze "$OUT/traces")
+a_rss=$(cat "$OUT/rss.txt")
+r=$(best "$CLI" report "$OUT/traces" --html "$OUT/report.html" --chrome-trace "$OUT/trace.json" --json "$OUT/summary.json")
+r_rss=$(cat "$OUT/rss.txt")
+echo "input:   $RANKS ranks x $EVENTS GPU events ($(du -sh "$OUT/traces" | cut -f1) of JSON)"
+echo "analyze: ${a} s  (peak RSS ${a_rss} MB)"
+echo "report:  ${r} s  (peak RSS ${r_rss} MB; --html --chrome-trace --json)"
+awk -v a="$a" -v r="$r" 'BEGIN{printf "ratio:   %.2f (target <= 1.2)\n", r / a}'
+echo "outputs: chrome trace $(du -h "$OUT/trace.json" | cut -f1), html $(du -h "$OUT/report.html" | cut -f1)"
+grep -h "left out" "$OUT/stderr.txt" || true
