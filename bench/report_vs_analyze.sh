@@ -8,7 +8,8 @@
 # then times, on the same input, pinned to one core (taskset -c $BENCH_CPU):
 #   overlapprof analyze TRACES
 #   overlapprof report TRACES --html H --chrome-trace C --json J
-# and prints both wall times (best of $REPEAT runs each), the ratio, peak RSS and the report sizes.
+# and prints both wall times and CPU times (user + sys; steadier on a shared machine), best of
+# $REPEAT runs each, their ratios, peak RSS and the report sizes.
 #
 # Environment: RANKS (8), EVENTS (50000 GPU events per rank), REPEAT (3), BENCH_CPU (0),
 #   OUT (bench/out/report_vs_analyze), BUILD (build: overlapprof and bench/gen_kineto in it).
@@ -35,25 +36,26 @@ if [[ ! -f $OUT/traces.id || $(cat "$OUT/traces.id") != "$want" ]]; then
   echo "$want" > "$OUT/traces.id"
 fi
 
-# Best wall time (s) of REPEAT runs of "$@"; the last run's peak RSS (MB) into $OUT/rss.txt.
+# "WALL CPU RSS_MB" of REPEAT runs of "$@": the best wall and CPU times, the last peak RSS.
 best() {
-  local t kb b=""
+  local t u s kb bw="" bc=""
   for _ in $(seq "$REPEAT"); do
-    /usr/bin/time -f "%e %M" -o "$OUT/time.txt" taskset -c "$BENCH_CPU" "$@" >/dev/null 2>"$OUT/stderr.txt"
-    read -r t kb < "$OUT/time.txt"
-    echo $((kb / 1000)) > "$OUT/rss.txt"
-    if [[ -z $b ]] || awk "BEGIN{exit !($t < $b)}"; then b=$t; fi
+    /usr/bin/time -f "%e %U %S %M" -o "$OUT/time.txt" taskset -c "$BENCH_CPU" "$@" >/dev/null 2>"$OUT/stderr.txt"
+    read -r t u s kb < "$OUT/time.txt"
+    local c
+    c=$(awk -v u="$u" -v s="$s" 'BEGIN{printf "%.2f", u + s}')
+    if [[ -z $bw ]] || awk "BEGIN{exit !($t < $bw)}"; then bw=$t; fi
+    if [[ -z $bc ]] || awk "BEGIN{exit !($c < $bc)}"; then bc=$c; fi
   done
-  echo "$b"
+  echo "$bw $bc $((kb / 1000))"
 }
 
-a=$(best "$CLI" analyze "$OUT/traces")
-a_rss=$(cat "$OUT/rss.txt")
-r=$(best "$CLI" report "$OUT/traces" --html "$OUT/report.html" --chrome-trace "$OUT/trace.json" --json "$OUT/summary.json")
-r_rss=$(cat "$OUT/rss.txt")
+read -r aw ac arss < <(best "$CLI" analyze "$OUT/traces")
+read -r rw rc rrss < <(best "$CLI" report "$OUT/traces" --html "$OUT/report.html" --chrome-trace "$OUT/trace.json" --json "$OUT/summary.json")
 echo "input:   $RANKS ranks x $EVENTS GPU events ($(du -sh "$OUT/traces" | cut -f1) of JSON)"
-echo "analyze: ${a} s  (peak RSS ${a_rss} MB)"
-echo "report:  ${r} s  (peak RSS ${r_rss} MB; --html --chrome-trace --json)"
-awk -v a="$a" -v r="$r" 'BEGIN{printf "ratio:   %.2f (target <= 1.2)\n", r / a}'
+echo "analyze: ${aw} s wall, ${ac} s CPU  (peak RSS ${arss} MB)"
+echo "report:  ${rw} s wall, ${rc} s CPU  (peak RSS ${rrss} MB; --html --chrome-trace --json)"
+awk -v aw="$aw" -v rw="$rw" -v ac="$ac" -v rc="$rc" \
+  'BEGIN{printf "ratio:   %.2f wall, %.2f CPU (target <= 1.2)\n", rw / aw, rc / ac}'
 echo "outputs: chrome trace $(du -h "$OUT/trace.json" | cut -f1), html $(du -h "$OUT/report.html" | cut -f1)"
 grep -h "left out" "$OUT/stderr.txt" || true
