@@ -100,16 +100,25 @@ std::string Quote(std::string_view s) {
 }
 
 // ns since `base` as µs with 3 decimals, exactly (no floating point).
-void AppendUs(fmt::memory_buffer& out, int64_t t, int64_t base) {
+template <typename Buffer>
+void AppendUs(Buffer& out, int64_t t, int64_t base) {
   int64_t d = t - base;
-  const char* sign = d < 0 ? "-" : "";
-  if (d < 0) d = -d;
-  fmt::format_to(std::back_inserter(out), "{}{}.{:03d}", sign, d / 1000, static_cast<int>(d % 1000));
+  if (d < 0) {
+    out.push_back('-');
+    d = -d;
+  }
+  char digits[24];
+  char* end = fmt::format_to(digits, "{}", d / 1000);
+  out.append(digits, end);
+  const int frac = static_cast<int>(d % 1000);
+  const char three[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+                         static_cast<char>('0' + frac % 10)};
+  out.append(three, three + 4);
 }
 std::string Us(int64_t t, int64_t base) {
-  fmt::memory_buffer b;
+  std::string b;
   AppendUs(b, t, base);
-  return fmt::to_string(b);
+  return b;
 }
 
 // Flow ids are global in the file: the input index in the high bits, the correlation id in the
@@ -300,10 +309,14 @@ std::unordered_map<int64_t, int64_t> EmitThreads(const RankTrace& t, RankEvents&
   // Host threads get tids 1, 2, ... (in order of their native id, which names them): native
   // ids are arbitrary 32-bit values that could collide with the stream tids.
   std::unordered_map<int64_t, int64_t> host_tid;
-  std::vector<int64_t> tids;
-  for (const HostCall& h : t.host_calls) tids.push_back(h.tid);
-  std::sort(tids.begin(), tids.end());
-  tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
+  std::vector<int64_t> tids;  // distinct native ids (few), sorted
+  int64_t last = 0;
+  for (const HostCall& h : t.host_calls) {
+    if (!tids.empty() && h.tid == last) continue;
+    last = h.tid;
+    auto at = std::lower_bound(tids.begin(), tids.end(), h.tid);
+    if (at == tids.end() || *at != h.tid) tids.insert(at, h.tid);
+  }
   for (int64_t native : tids) {
     const int64_t tid = static_cast<int64_t>(host_tid.size()) + 1;
     host_tid[native] = tid;
@@ -326,8 +339,7 @@ class RankFormatter {
   // Host API calls (sorted by start). Calls on one thread nest or follow each other; one that
   // would partly overlap the previous is left out and counted (host_calls_not_nesting). A flow
   // starts at each call whose correlation id a kept GPU activity has.
-  void HostCalls(const std::vector<uint8_t>& keep_host, const std::unordered_set<int64_t>& launched,
-                 const std::unordered_map<int64_t, int64_t>& host_tid) {
+  void HostCalls(const std::vector<uint8_t>& keep_host, const std::unordered_map<int64_t, int64_t>& host_tid) {
     std::unordered_map<int64_t, LanePacker> lanes;  // per host tid
     for (size_t i = 0; i < t_.host_calls.size(); ++i) {
       if (!keep_host[i]) continue;
@@ -342,10 +354,12 @@ class RankFormatter {
       ev_.Pid();
       ev_.Put(R"(,"tid":{},"ts":)", tid);
       ev_.Ts(h.start_ns);
-      ev_.Put(R"(,"dur":{},"args":{{"correlation":{}}}}})", Us(h.end_ns, h.start_ns), h.correlation_id);
+      ev_.Put(R"(,"dur":)");
+      AppendUs(ev_.text, h.end_ns, h.start_ns);
+      ev_.Put(R"(,"args":{{"correlation":{}}}}})", h.correlation_id);
       ev_.Finish();
-      if (h.correlation_id != kUnknown && launched.count(h.correlation_id) && !flow_source_.count(h.correlation_id)) {
-        flow_source_.insert(h.correlation_id);
+      if (uint8_t* state = Flow(h.correlation_id); state && *state == kNoFlow) {
+        *state = kFlowOpen;
         ev_.Start();
         ev_.Put(R"({{"ph":"s","cat":"launch","name":"launch","id":{},"pid":)", FlowId(input_, h.correlation_id));
         ev_.Pid();
@@ -386,9 +400,14 @@ class RankFormatter {
       ev_.Pid();
       ev_.Put(R"(,"tid":{},"ts":)", tid);
       ev_.Ts(a.start_ns);
-      ev_.Put(R"(,"dur":{},"args":{{{}}}}})", Us(a.end_ns, a.start_ns), Args(a));
+      ev_.Put(R"(,"dur":)");
+      AppendUs(ev_.text, a.end_ns, a.start_ns);
+      ev_.Put(R"(,"args":{{)");
+      Args(a);
+      ev_.Put("}}}}");
       ev_.Finish();
-      if (a.correlation_id != kUnknown && flow_source_.erase(a.correlation_id)) {  // one flow per launch
+      if (uint8_t* state = Flow(a.correlation_id); state && *state == kFlowOpen) {  // one flow per launch
+        *state = kFlowEnded;
         ev_.Start();
         ev_.Put(R"({{"ph":"f","bp":"e","cat":"launch","name":"launch","id":{},"pid":)", FlowId(input_, a.correlation_id));
         ev_.Pid();
@@ -406,22 +425,30 @@ class RankFormatter {
     return names_[id];
   }
 
-  std::string Args(const Activity& a) const {
-    std::string args = fmt::format(R"("category":"{}")", CategoryName(a.category));
-    if (a.correlation_id != kUnknown) args += fmt::format(R"(,"correlation":{})", a.correlation_id);
-    if (a.bytes != kUnknown) args += fmt::format(R"(,"bytes":{})", a.bytes);
+  // The activity's arguments (inside "args":{...}).
+  void Args(const Activity& a) {
+    ev_.Put(R"("category":"{}")", CategoryName(a.category));
+    if (a.correlation_id != kUnknown) ev_.Put(R"(,"correlation":{})", a.correlation_id);
+    if (a.bytes != kUnknown) ev_.Put(R"(,"bytes":{})", a.bytes);
     if (a.comm_op != kNoIndex && a.comm_op < t_.comm_ops.size()) {
       const CommOp& op = t_.comm_ops[a.comm_op];
-      args += fmt::format(R"(,"op":{},"communicator":{},"seq":{},"comm_rank":{},"comm_nranks":{})", Quote(op.op),
-                          Quote(op.communicator), op.seq, op.comm_rank, op.comm_nranks);
+      ev_.Put(R"(,"op":{},"communicator":{},"seq":{},"comm_rank":{},"comm_nranks":{})", Quote(op.op),
+              Quote(op.communicator), op.seq, op.comm_rank, op.comm_nranks);
       if (op.bytes != kUnknown) {
-        args += fmt::format(R"(,"bytes":{})", op.bytes);
+        ev_.Put(R"(,"bytes":{})", op.bytes);
         if (a.end_ns > a.start_ns)
-          args += fmt::format(R"(,"algbw_GBps":{:.3f})",
-                              static_cast<double>(op.bytes) / static_cast<double>(a.end_ns - a.start_ns));
+          ev_.Put(R"(,"algbw_GBps":{:.3f})", static_cast<double>(op.bytes) / static_cast<double>(a.end_ns - a.start_ns));
       }
     }
-    return args;
+  }
+
+  // The flow state of a correlation id that a kept GPU activity has; null for others (a launch
+  // whose work is not in the trace gets no flow, so every flow resolves).
+  uint8_t* Flow(int64_t correlation) {
+    if (correlation == kUnknown) return nullptr;
+    auto at = std::lower_bound(launched_.begin(), launched_.end(), correlation);
+    if (at == launched_.end() || *at != correlation) return nullptr;
+    return &flow_[static_cast<size_t>(at - launched_.begin())];
   }
 
   const RankTrace& t_;
@@ -429,7 +456,19 @@ class RankFormatter {
   size_t input_;
   RankEvents& ev_;
   std::vector<std::string> names_;
-  std::unordered_set<int64_t> flow_source_;  // correlation ids whose flow started and has no end yet
+  static constexpr uint8_t kNoFlow = 0, kFlowOpen = 1, kFlowEnded = 2;
+  std::vector<int64_t> launched_;  // correlation ids of the kept GPU activities, sorted, distinct
+  std::vector<uint8_t> flow_;      // per launched_ entry: kNoFlow, kFlowOpen (started at its host call), kFlowEnded
+
+ public:
+  // Sets the kept activities' correlation ids (sorted, distinct).
+  void SetLaunched(std::vector<int64_t> launched) {
+    launched_ = std::move(launched);
+    flow_.assign(launched_.size(), kNoFlow);
+  }
+  bool Launched(int64_t correlation) const {
+    return correlation != kUnknown && std::binary_search(launched_.begin(), launched_.end(), correlation);
+  }
 };
 
 class ChromeTraceReport : public ReportWriter {
@@ -514,22 +553,24 @@ void ChromeTraceReport::Format(const RankTrace& t, const std::vector<size_t>& or
   std::vector<uint8_t> keep_act(order.size(), 1), keep_host(t.host_calls.size(), 1);
   std::vector<std::pair<int64_t, int64_t>> windows = r.plan.windows;
   std::sort(windows.begin(), windows.end());
-  std::unordered_set<int64_t> launched;  // correlation ids of kept GPU activities
+  std::vector<int64_t> launched;  // correlation ids of kept GPU activities
   for (size_t k = 0; k < order.size(); ++k) {
     const Activity& a = t.activities[order[k]];
     if (!r.plan.whole) keep_act[k] = InWindows(windows, a.start_ns, a.end_ns);
-    if (keep_act[k] && a.correlation_id != kUnknown) launched.insert(a.correlation_id);
+    if (keep_act[k] && a.correlation_id != kUnknown) launched.push_back(a.correlation_id);
   }
+  std::sort(launched.begin(), launched.end());
+  launched.erase(std::unique(launched.begin(), launched.end()), launched.end());
+  RankFormatter f(t, order, r.input, r.events);
+  f.SetLaunched(std::move(launched));
   if (!r.plan.whole)
     for (size_t i = 0; i < t.host_calls.size(); ++i) {
       const HostCall& h = t.host_calls[i];
-      keep_host[i] = InWindows(windows, h.start_ns, h.end_ns) ||
-                     (h.correlation_id != kUnknown && launched.count(h.correlation_id));
+      keep_host[i] = InWindows(windows, h.start_ns, h.end_ns) || f.Launched(h.correlation_id);
     }
   r.events_kept = std::count(keep_act.begin(), keep_act.end(), 1) + std::count(keep_host.begin(), keep_host.end(), 1);
   const std::unordered_map<int64_t, int64_t> host_tid = EmitThreads(t, r.events);
-  RankFormatter f(t, order, r.input, r.events);
-  f.HostCalls(keep_host, launched, host_tid);
+  f.HostCalls(keep_host, host_tid);
   f.Activities(keep_act);
 }
 
