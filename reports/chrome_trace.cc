@@ -252,10 +252,11 @@ RankPlan PlanRank(const SizeModel& size, const std::vector<IterationSpan>& its, 
     const IterationSpan& it = its[c];
     const int64_t bytes = size.Bytes(it.start_ns, it.end_ns);
     if (bytes > left) {
-      if (plan.windows.empty()) {  // not even one iteration fits: its beginning
+      if (plan.windows.empty()) {  // not even one iteration fits: its beginning fills the share
         plan.windows.push_back({it.start_ns, size.CutAt(it.start_ns, it.end_ns, left)});
         plan.cut = true;
         plan.kept_iterations.push_back(it.index);
+        break;
       }
       if (!sel.all) continue;  // a smaller one later in the list may still fit
       break;                   // "all": whole iterations from the start, no gaps
