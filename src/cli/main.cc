@@ -18,12 +18,31 @@
 namespace overlapprof {
 namespace {
 
-int Main(int argc, char** argv) {
-  CLI::App app{"overlapprof: how well communication is hidden behind computation in distributed training"};
-  app.set_version_flag("--version", std::string("overlapprof ") + kToolVersion);
-  app.require_subcommand(1);
-
+// Every subcommand's arguments, filled in by CLI11 when it parses the command line.
+struct Commands {
   AnalyzeArgs aa;
+  ImportArgs ia;
+  RunArgs ra;
+  ReportArgs pa;
+  GateArgs ca, ka;
+  double max_drop = 0, max_increase = 0;  // check: flags that override the policy file
+  int64_t max_loss = 0;
+  CLI::App *analyze = nullptr, *import = nullptr, *run = nullptr, *report = nullptr, *compare = nullptr,
+           *check = nullptr;
+  CLI::Option *o_drop = nullptr, *o_inc = nullptr, *o_loss = nullptr;
+};
+
+// The subcommands and their options.
+void DefineCommands(CLI::App& app, Commands& c) {
+  AnalyzeArgs& aa = c.aa;
+  ImportArgs& ia = c.ia;
+  RunArgs& ra = c.ra;
+  ReportArgs& pa = c.pa;
+  GateArgs& ca = c.ca;
+  GateArgs& ka = c.ka;
+  double& max_drop = c.max_drop;
+  double& max_increase = c.max_increase;
+  int64_t& max_loss = c.max_loss;
   CLI::App* analyze = app.add_subcommand("analyze", "Analyze traces (PyTorch-profiler JSON or overlapprof stores)");
   analyze->add_option("TRACE", aa.traces, "trace files or directories of them")->required();
   analyze->add_option("--json", aa.json_path, "write the JSON summary (overlapprof.summary/1) to FILE, '-' for stdout");
@@ -36,14 +55,12 @@ int Main(int argc, char** argv) {
   analyze->add_option("--step-range", aa.step_range,
                       "host annotation (NVTX or record_function) that marks an iteration, instead of ProfilerStep#N");
 
-  ImportArgs ia;
   CLI::App* import = app.add_subcommand("import", "Convert PyTorch-profiler JSON traces into overlapprof stores");
   import->add_option("INPUT", ia.inputs, "trace files or directories")->required();
   import->add_option("-o,--output", ia.output, "output file (one input) or directory")->required();
   import->add_flag("--force", ia.force, "replace existing output files");
   import->add_option("--ts-unit", ia.ts_unit, "unit of Chrome-trace ts/dur: us (default) or ns");
 
-  RunArgs ra;
   CLI::App* run = app.add_subcommand(
       "run", "Run a training command with the injector and record every rank (overlapprof run -- CMD ARGS...)");
   run->add_option("-o,--output", ra.output_dir, "directory for the rank files (default overlapprof-YYYYmmdd-HHMMSS)");
@@ -55,7 +72,6 @@ int Main(int argc, char** argv) {
   run->prefix_command();
   run->allow_extras();
 
-  ReportArgs pa;
   CLI::App* report = app.add_subcommand("report", "Write report files: Chrome trace for Perfetto, JSON summary, HTML page");
   report->add_option("TRACE", pa.traces, "trace files or directories of them")->required();
   report->add_option("--chrome-trace", pa.chrome_trace, "Chrome trace JSON for Perfetto UI / chrome://tracing (NAME.json.gz: gzip)");
@@ -68,16 +84,12 @@ int Main(int argc, char** argv) {
   report->add_option("--trace-budget", pa.trace_budget_mb, "Chrome trace: size budget in MB of JSON (default 100)")
       ->check(CLI::PositiveNumber);
 
-  GateArgs ca;
   CLI::App* compare = app.add_subcommand("compare", "Compare two runs (traces, or JSON summaries): per metric, verdict");
   compare->add_option("BASE", ca.base, "baseline: a JSON summary, a trace, or a directory of traces")->required();
   compare->add_option("NEW", ca.next, "the run to compare with it")->required();
   compare->add_option("--markdown", ca.markdown_path, "also write a Markdown table to FILE ('-': stdout)");
   compare->add_option("--step-range", ca.step_range, "host annotation that marks an iteration (traces only)");
 
-  GateArgs ka;
-  double max_drop = 0, max_increase = 0;
-  int64_t max_loss = 0;
   CLI::App* check = app.add_subcommand(
       "check", "CI gate: exit 0 pass, 1 regression, 3 inconclusive, 4 data lost, 2 usage (docs/ci-gate.md)");
   check->add_option("TRACE", ka.next, "the new run: a trace, a directory of traces, or a JSON summary")->required();
@@ -95,7 +107,46 @@ int Main(int argc, char** argv) {
   check->add_option("--markdown", ka.markdown_path, "write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY; '-': stdout)");
   check->add_option("--junit", ka.junit_path, "write JUnit XML (a test case per gated metric)");
   check->add_option("--step-range", ka.step_range, "host annotation that marks an iteration (traces only)");
+  c.analyze = analyze, c.import = import, c.run = run, c.report = report, c.compare = compare, c.check = check;
+  c.o_drop = o_drop, c.o_inc = o_inc, c.o_loss = o_loss;
+}
 
+// Runs the subcommand that was parsed; `after_dashes`: `run`'s command after "--".
+CommandResult Dispatch(Commands& c, const std::vector<std::string>& after_dashes) {
+  if (c.analyze->parsed()) return RunAnalyze(c.aa);
+  if (c.import->parsed()) return RunImport(c.ia);
+  if (c.compare->parsed()) return RunCompare(c.ca);
+  if (c.report->parsed()) return RunReport(c.pa);
+  if (c.check->parsed()) {
+    GateArgs& ka = c.ka;
+    if (!ka.policy_file.empty()) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(ka.policy, LoadPolicy(ka.policy_file, ka.policy));
+    }
+    if (c.o_drop->count()) ka.policy.max_overlap_drop_pp = c.max_drop;
+    if (c.o_inc->count()) ka.policy.max_exposed_comm_increase_pct = c.max_increase;
+    if (c.o_loss->count()) ka.policy.max_data_loss = c.max_loss;
+    return RunCheck(ka);
+  }
+  if (c.run->parsed()) {
+    c.ra.command = c.run->remaining();
+    c.ra.command.insert(c.ra.command.end(), after_dashes.begin(), after_dashes.end());
+    return RunCommand(c.ra, [](const std::string& dir) {
+      AnalyzeArgs a;
+      a.traces = {dir};
+      a.report_dir = dir;
+      return RunAnalyze(a);
+    });
+  }
+  return MakeError(StatusCode::kInvalidArgument, "no command given (see overlapprof --help)");
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"overlapprof: how well communication is hidden behind computation in distributed training"};
+  app.set_version_flag("--version", std::string("overlapprof ") + kToolVersion);
+  app.require_subcommand(1);
+
+  Commands commands;
+  DefineCommands(app, commands);
   if (argc > 1 && argv[1][0] != '-' && std::string_view(argv[1]) != "analyze" &&
       std::string_view(argv[1]) != "import" && std::string_view(argv[1]) != "run" &&
       std::string_view(argv[1]) != "compare" && std::string_view(argv[1]) != "check" &&
@@ -127,32 +178,7 @@ int Main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return ExitCodeOf(MakeError(StatusCode::kInvalidArgument, "{} (see overlapprof --help)", e.what()));
   }
-  if (analyze->parsed()) return ExitCodeOf(RunAnalyze(aa));
-  if (import->parsed()) return ExitCodeOf(RunImport(ia));
-  if (compare->parsed()) return ExitCodeOf(RunCompare(ca));
-  if (report->parsed()) return ExitCodeOf(RunReport(pa));
-  if (check->parsed()) {
-    if (!ka.policy_file.empty()) {
-      StatusOr<Policy> p = LoadPolicy(ka.policy_file, ka.policy);
-      if (!p.ok()) return ExitCodeOf(p.status());
-      ka.policy = *p;
-    }
-    if (o_drop->count()) ka.policy.max_overlap_drop_pp = max_drop;
-    if (o_inc->count()) ka.policy.max_exposed_comm_increase_pct = max_increase;
-    if (o_loss->count()) ka.policy.max_data_loss = max_loss;
-    return ExitCodeOf(RunCheck(ka));
-  }
-  if (run->parsed()) {
-    ra.command = run->remaining();
-    ra.command.insert(ra.command.end(), after_dashes.begin(), after_dashes.end());
-    return ExitCodeOf(RunCommand(ra, [](const std::string& dir) {
-      AnalyzeArgs a;
-      a.traces = {dir};
-      a.report_dir = dir;
-      return RunAnalyze(a);
-    }));
-  }
-  return ExitCodeOf(MakeError(StatusCode::kInvalidArgument, "no command given (see overlapprof --help)"));
+  return ExitCodeOf(Dispatch(commands, after_dashes));
 }
 
 }  // namespace
