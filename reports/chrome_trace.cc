@@ -530,6 +530,8 @@ class ChromeTraceReport : public ReportWriter {
       Format(t, order, r);
     }
     r.iterations_kept = r.plan.whole ? r.iterations : static_cast<int64_t>(r.plan.kept_iterations.size());
+    r.events.text.shrink_to_fit();  // kept until the end: no slack from growing
+    r.events.records.shrink_to_fit();
     ranks_.push_back(std::move(r));
     return OkStatus();
   }
