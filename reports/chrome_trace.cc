@@ -9,7 +9,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "analyzers/overlap.h"
 #include "reports/report.h"
@@ -337,6 +336,15 @@ class RankFormatter {
   RankFormatter(const RankTrace& t, const std::vector<size_t>& order, size_t input, RankEvents& ev)
       : t_(t), order_(order), input_(input), ev_(ev), names_(t.names.size()) {}
 
+  // The correlation ids of the kept GPU activities (sorted, distinct): flows start only there.
+  void SetLaunched(std::vector<int64_t> launched) {
+    launched_ = std::move(launched);
+    flow_.assign(launched_.size(), kNoFlow);
+  }
+  bool Launched(int64_t correlation) const {
+    return correlation != kUnknown && std::binary_search(launched_.begin(), launched_.end(), correlation);
+  }
+
   // Host API calls (sorted by start). Calls on one thread nest or follow each other; one that
   // would partly overlap the previous is left out and counted (host_calls_not_nesting). A flow
   // starts at each call whose correlation id a kept GPU activity has.
@@ -461,15 +469,6 @@ class RankFormatter {
   std::vector<int64_t> launched_;  // correlation ids of the kept GPU activities, sorted, distinct
   std::vector<uint8_t> flow_;      // per launched_ entry: kNoFlow, kFlowOpen (started at its host call), kFlowEnded
 
- public:
-  // Sets the kept activities' correlation ids (sorted, distinct).
-  void SetLaunched(std::vector<int64_t> launched) {
-    launched_ = std::move(launched);
-    flow_.assign(launched_.size(), kNoFlow);
-  }
-  bool Launched(int64_t correlation) const {
-    return correlation != kUnknown && std::binary_search(launched_.begin(), launched_.end(), correlation);
-  }
 };
 
 class ChromeTraceReport : public ReportWriter {
