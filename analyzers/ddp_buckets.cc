@@ -117,8 +117,8 @@ class DdpBucketsAnalyzer : public Analyzer {
     // (ordered_json keeps keys in a vector: create both before taking references.)
     Section(summary, "buckets");
     Section(summary, "bucket_stalls");
-    auto& rows = summary.sections["buckets"];
-    auto& stalls = summary.sections["bucket_stalls"];
+    auto& rows = summary.Section("buckets");
+    auto& stalls = summary.Section("bucket_stalls");
     std::vector<double> first_fraction, tails, tail_fraction, small_counts, volume_ratio;
     double best_busbw = 0, small_busbw_sum = 0;
     int64_t small_n = 0, groups_counted = 0;
@@ -205,7 +205,7 @@ class DdpBucketsAnalyzer : public Analyzer {
         if (first_fraction_ns != kUnknown && bwd_len > 0) first_fraction.push_back(double(first_fraction_ns) / bwd_len);
       }
     }
-    if (dropped_rows_ > 0) summary.sections["buckets_truncated"] = dropped_rows_;
+    if (dropped_rows_ > 0) summary.Section("buckets_truncated") = dropped_rows_;
 
     // Findings over the steady iterations (medians).
     if (groups_counted == 0) return OkStatus();
@@ -239,18 +239,17 @@ class DdpBucketsAnalyzer : public Analyzer {
   }
 
   static Json& Section(Summary& s, const char* key) {
-    Json& j = s.sections[key];
+    Json& j = s.Section(key);
     if (!j.is_array()) j = Json::array();
     return j;
   }
   Status Finish(const AnalysisOptions&, Summary& summary) override {
     // Per rank: the share of its collective kernel time spent waiting for the last rank.
     std::map<int64_t, double> wait_share;
-    if (auto cr = summary.sections.find("cross_rank"); cr != summary.sections.end() && cr->is_array()) {
-      for (const auto& r : *cr) {
-        if (!r.contains("rank") || !r["rank"].is_number_integer()) continue;
-        const double w = r.value("wait_ns", 0.0), x = r.value("transfer_ns", 0.0);
-        if (w + x > 0) wait_share[r["rank"].get<int64_t>()] = w / (w + x);
+    if (summary.cross_rank) {
+      for (const CrossRankRow& r : summary.cross_rank->ranks) {
+        const double w = static_cast<double>(r.wait_ns), x = static_cast<double>(r.transfer_ns);
+        if (w + x > 0) wait_share[r.rank] = w / (w + x);
       }
     }
     for (const auto& [rank, ratio_with_wait] : volume_) {

@@ -78,7 +78,7 @@ class ShardedAnalyzer : public Analyzer {
     };
     std::map<std::pair<std::string, std::string>, Agg> fsdp;  // (phase, op)
     std::map<std::string, Agg> tp;                            // op, on compute streams
-    auto& rows = summary.sections["fsdp_allgathers"];
+    auto& rows = summary.Section("fsdp_allgathers");
     if (!rows.is_array()) rows = Json::array();
     bool any_fsdp = false;
     for (const OpSpan& o : d->ops) {
@@ -121,7 +121,7 @@ class ShardedAnalyzer : public Analyzer {
         }
       }
     }
-    auto& fs = summary.sections["fsdp"];
+    auto& fs = summary.Section("fsdp");
     if (!fs.is_array()) fs = Json::array();
     for (const auto& [k, a] : fsdp) {
       Json j;
@@ -135,7 +135,7 @@ class ShardedAnalyzer : public Analyzer {
       j["prefetch_stall_ns"] = a.stall_ns;
       fs.push_back(std::move(j));
     }
-    auto& tj = summary.sections["tp"];
+    auto& tj = summary.Section("tp");
     if (!tj.is_array()) tj = Json::array();
     for (const auto& [op, a] : tp) {
       Json j;
