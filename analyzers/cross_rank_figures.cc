@@ -13,20 +13,52 @@ std::map<uint32_t, int64_t> CommunicatorSizes(const std::vector<RankOps>& ranks)
   return comm_size;
 }
 
+namespace {
+
+// The kMaxListedCollectives collectives kept for listing: the largest skew, then the earlier start.
+class TopSkewCollectives {
+ public:
+  // Whether a collective with this skew and start would be kept now.
+  bool Wants(int64_t skew, int64_t start) const {
+    return heap_.size() < kMaxListedCollectives || Better(skew, start, heap_.front().skew_ns, heap_.front().start_ns);
+  }
+  // Adds one that Wants() accepted, dropping the one kept least when full.
+  void Add(Listed entry) {
+    if (heap_.size() >= kMaxListedCollectives) {
+      std::pop_heap(heap_.begin(), heap_.end(), HeapOrder);
+      heap_.pop_back();
+    }
+    heap_.push_back(std::move(entry));
+    std::push_heap(heap_.begin(), heap_.end(), HeapOrder);
+  }
+  // The kept collectives in time order (ties: by key).
+  std::vector<Listed> TakeInTimeOrder() {
+    std::stable_sort(heap_.begin(), heap_.end(), [](const Listed& a, const Listed& b) {
+      return std::tie(a.start_ns, a.comm, a.key_kind, a.key_major, a.key_minor) <
+             std::tie(b.start_ns, b.comm, b.key_kind, b.key_major, b.key_minor);
+    });
+    return std::move(heap_);
+  }
+
+ private:
+  // "a is kept over b": larger skew, then earlier start.
+  static bool Better(int64_t skew_a, int64_t start_a, int64_t skew_b, int64_t start_b) {
+    return skew_a != skew_b ? skew_a > skew_b : start_a < start_b;
+  }
+  // As a heap order (a min-heap on being kept), the front is the entry kept least.
+  static bool HeapOrder(const Listed& a, const Listed& b) { return Better(a.skew_ns, a.start_ns, b.skew_ns, b.start_ns); }
+
+  std::vector<Listed> heap_;
+};
+
+}  // namespace
+
 CollectiveFigures MeasureCollectives(const std::vector<RankOps>& ranks, const ClockDomains& domains,
                                      const std::map<uint32_t, int64_t>& comm_size, int64_t matched) {
   CollectiveFigures f;
   f.totals.resize(ranks.size());
   f.skews.reserve(static_cast<size_t>(std::max<int64_t>(matched, 0)));
-  std::vector<Listed>& listed = f.listed;  // a min-heap on (skew, earlier start) while collecting
-  // "a is kept over b": larger skew, then earlier start. As a heap order, the front is the
-  // entry kept least.
-  auto better = [](int64_t skew_a, int64_t start_a, int64_t skew_b, int64_t start_b) {
-    return skew_a != skew_b ? skew_a > skew_b : start_a < start_b;
-  };
-  auto listed_better = [&](const Listed& a, const Listed& b) {
-    return better(a.skew_ns, a.start_ns, b.skew_ns, b.start_ns);
-  };
+  TopSkewCollectives listed;
   std::vector<int64_t> starts, ends;
   ForEachGroup(ranks, [&](const std::vector<Member>& g) {
     if (g.size() < 2) return;
@@ -58,8 +90,7 @@ CollectiveFigures MeasureCollectives(const std::vector<RankOps>& ranks, const Cl
     f.skews.push_back(static_cast<double>(skew));
     const bool counted = skew > kStragglerSkewNs;
     Listed entry;
-    const bool list = listed.size() < kMaxListedCollectives ||
-                      better(skew, smin, listed.front().skew_ns, listed.front().start_ns);
+    const bool list = listed.Wants(skew, smin);
     if (list) entry.per_rank.reserve(n);
     int64_t others_wait = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -99,18 +130,10 @@ CollectiveFigures MeasureCollectives(const std::vector<RankOps>& ranks, const Cl
       entry.start_ns = smin;
       entry.skew_ns = skew;
       entry.last_rank = ranks[g[last].slot].rank;
-      if (listed.size() >= kMaxListedCollectives) {
-        std::pop_heap(listed.begin(), listed.end(), listed_better);
-        listed.pop_back();
-      }
-      listed.push_back(std::move(entry));
-      std::push_heap(listed.begin(), listed.end(), listed_better);
+      listed.Add(std::move(entry));
     }
   });
-  std::stable_sort(listed.begin(), listed.end(), [](const Listed& a, const Listed& b) {
-    return std::tie(a.start_ns, a.comm, a.key_kind, a.key_major, a.key_minor) <
-           std::tie(b.start_ns, b.comm, b.key_kind, b.key_major, b.key_minor);
-  });
+  f.listed = listed.TakeInTimeOrder();
   return f;
 }
 
