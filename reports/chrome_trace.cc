@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "src/pipeline.h"
+#include "src/cli/pipeline.h"
 
 namespace overlapprof {
 namespace {

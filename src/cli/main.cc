@@ -17,8 +17,8 @@
 #include "src/cli/run.h"
 #include "reports/chrome_trace.h"
 #include "reports/html_report.h"
-#include "src/pipeline.h"
-#include "src/registry.h"
+#include "src/cli/pipeline.h"
+#include "src/cli/registry.h"
 #include "src/store/writer.h"
 
 namespace overlapprof {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "analyzers/overlap.h"
-#include "src/pipeline.h"
+#include "src/cli/pipeline.h"
 #include "test_util.h"
 
 namespace overlapprof {

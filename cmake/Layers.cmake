@@ -1,0 +1,32 @@
+# The layers the build enforces (docs/architecture.md). Each layer is one static library,
+# defined by the CMakeLists.txt in its folder with overlapprof_layer(); a layer links only the
+# layer right below it (and, through it, the ones further down).
+#
+# Static libraries alone would not catch a lower layer calling into a higher one: the final
+# executable links every layer. So every layer also gets a link check, <layer>_linkcheck, an
+# executable of all of the layer's objects (whole archive) and an empty main(), linked
+# against the layers below it only. It is part of `all`: a call from a layer into a higher
+# one is an undefined reference there and fails the build. (Which headers a file may include
+# is checked by the `layering` test, tests/layering/layers.txt.)
+#
+#   overlapprof_layer(<target> [BELOW <lower layer target>] SOURCES <file>...)
+#
+# More sources (generated ones, say) can join later with target_sources(<target> ...).
+
+add_library(overlapprof_linkcheck_main OBJECT ${CMAKE_CURRENT_LIST_DIR}/linkcheck_main.cc)
+
+function(overlapprof_layer name)
+  cmake_parse_arguments(PARSE_ARGV 1 L "" "BELOW" "SOURCES")
+  if(L_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "overlapprof_layer(${name}): unknown arguments ${L_UNPARSED_ARGUMENTS}")
+  endif()
+  add_library(${name} STATIC ${L_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/generated)
+  if(L_BELOW)
+    target_link_libraries(${name} PUBLIC ${L_BELOW})
+  endif()
+
+  add_executable(${name}_linkcheck $<TARGET_OBJECTS:overlapprof_linkcheck_main>)
+  target_link_libraries(${name}_linkcheck PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${name}>")
+  set_property(GLOBAL APPEND PROPERTY OVERLAPPROF_LAYERS ${name})
+endfunction()
