@@ -9,8 +9,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "src/cli/pipeline.h"
-
 namespace overlapprof {
 namespace {
 
@@ -55,8 +53,8 @@ class Writer {
 
 }  // namespace
 
-Status WriteChromeTrace(const std::vector<std::string>& files, const ImportOptions& options, const Summary& summary,
-                        std::ostream& out) {
+Status WriteChromeTrace(const std::vector<std::string>& files, const ImportOptions& options,
+                        const ImportFileFn& import, const Summary& summary, std::ostream& out) {
   // The base: the earliest activity or iteration of any rank, from the summary (no second pass).
   // Host calls before it get negative timestamps, which both viewers accept.
   int64_t base = std::numeric_limits<int64_t>::max();
@@ -77,7 +75,7 @@ Status WriteChromeTrace(const std::vector<std::string>& files, const ImportOptio
   ImportOptions io = options;
   io.store_needs = TraceNeeds::All();
   for (size_t f = 0; f < files.size(); ++f) {
-    OVERLAPPROF_ASSIGN_OR_RETURN(RankTrace t, ImportFile(files[f], io));
+    OVERLAPPROF_ASSIGN_OR_RETURN(RankTrace t, import(files[f], io));
     t.meta.source_path = files[f];
     // pid: the rank, unless unknown or shared with another input (traces of different runs).
     const int64_t pid = t.meta.rank != kUnknown && rank_inputs[t.meta.rank] == 1 ? t.meta.rank

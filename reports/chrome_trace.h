@@ -11,6 +11,7 @@
 // previous one on its stream (clock skew between records) goes to an overflow thread of that
 // stream, and the number moved is stated in the metadata. Times: µs with ns precision, from
 // the earliest time of all ranks (given as otherData.base_time_ns).
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -21,9 +22,14 @@
 
 namespace overlapprof {
 
-// Reads `files` one at a time (memory bounded by the largest) and streams the trace to `out`.
-// `summary` is their analysis (for the iteration counters; ranks matched by source path).
-Status WriteChromeTrace(const std::vector<std::string>& files, const ImportOptions& options, const Summary& summary,
-                        std::ostream& out);
+// Reads one input: the program's ImportFile (src/cli/pipeline.h), which reports, a lower layer,
+// cannot call themselves.
+using ImportFileFn = std::function<StatusOr<RankTrace>(const std::string& path, const ImportOptions& options)>;
+
+// Reads `files` one at a time with `import` (memory bounded by the largest) and streams the
+// trace to `out`. `summary` is their analysis (for the iteration counters; ranks matched by
+// source path).
+Status WriteChromeTrace(const std::vector<std::string>& files, const ImportOptions& options,
+                        const ImportFileFn& import, const Summary& summary, std::ostream& out);
 
 }  // namespace overlapprof

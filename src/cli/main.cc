@@ -123,7 +123,7 @@ int RunAnalyze(const AnalyzeArgs& a) {
     const std::string json = (fs::path(a.report_dir) / "overlap.summary.json").string();
     const std::string chrome = (fs::path(a.report_dir) / "overlap.perfetto.json").string();
     if (Status st = WriteJsonFile(*summary, json); !st.ok()) return Fail(st);
-    if (Status st = WriteAtomically(chrome, [&](std::ostream& o) { return WriteChromeTrace(*files, io, *summary, o); });
+    if (Status st = WriteAtomically(chrome, [&](std::ostream& o) { return WriteChromeTrace(*files, io, ImportFile, *summary, o); });
         !st.ok())
       return Fail(st);
     const std::string html_path = (fs::path(a.report_dir) / "overlap.report.html").string();
@@ -177,7 +177,7 @@ int RunReport(const ReportArgs& a) {
     std::string tmp = a.chrome_trace + ".partial";
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) return Fail(MakeError(StatusCode::kIo, "{}: cannot write", a.chrome_trace));
-    Status st = WriteChromeTrace(*files, io, *summary, f);
+    Status st = WriteChromeTrace(*files, io, ImportFile, *summary, f);
     f.close();
     if (st.ok() && !f) st = MakeError(StatusCode::kIo, "write failed");
     if (!st.ok()) {
