@@ -28,5 +28,7 @@ function(overlapprof_layer name)
 
   add_executable(${name}_linkcheck $<TARGET_OBJECTS:overlapprof_linkcheck_main>)
   target_link_libraries(${name}_linkcheck PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${name}>")
+  # Never run: no debug info in the output (the linker still names file:line of a bad call).
+  target_link_options(${name}_linkcheck PRIVATE -Wl,--strip-debug)
   set_property(GLOBAL APPEND PROPERTY OVERLAPPROF_LAYERS ${name})
 endfunction()
