@@ -7,7 +7,8 @@
 # executable of all of the layer's objects (whole archive) and an empty main(), linked
 # against the layers below it only. It is part of `all`: a call from a layer into a higher
 # one is an undefined reference there and fails the build. (Which headers a file may include
-# is checked by the `layering` test, tests/layering/layers.txt.)
+# is checked by the `layering` test against tests/layering/layers.txt, which also checks that
+# these libraries are that file's layers, in its order, each with the sources of its folders.)
 #
 #   overlapprof_layer(<target> [BELOW <lower layer target>] SOURCES <file>...)
 #
@@ -19,6 +20,18 @@ function(overlapprof_layer name)
   cmake_parse_arguments(PARSE_ARGV 1 L "" "BELOW" "SOURCES")
   if(L_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "overlapprof_layer(${name}): unknown arguments ${L_UNPARSED_ARGUMENTS}")
+  endif()
+  # One chain: each layer stands on the one defined just before it (the first on nothing).
+  get_property(_layers GLOBAL PROPERTY OVERLAPPROF_LAYERS)
+  list(LENGTH _layers _n)
+  if(_n GREATER 0)
+    list(GET _layers -1 _previous)
+  else()
+    set(_previous "")
+  endif()
+  if(NOT "${L_BELOW}" STREQUAL "${_previous}")
+    message(FATAL_ERROR "overlapprof_layer(${name}): BELOW must be the layer defined just before it "
+                        "('${_previous}'), not '${L_BELOW}'")
   endif()
   add_library(${name} STATIC ${L_SOURCES})
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/generated)

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Checks every #include of the source tree against the layering rule (layers.txt).
 
-    tests/layering/check_layers.py [--root DIR] [--rules FILE]
+    tests/layering/check_layers.py [--root DIR] [--rules FILE] [--cmake-layer TARGET=FILE,...]...
 
 Exit 0 when every include keeps the rule, 1 with one line per violation
 (`path:line: #include "...": why`), 2 when the rules file itself is wrong. The rule's
 format is described at the top of layers.txt; docs/architecture.md explains the layers.
+
+With --cmake-layer (one per layer library, lowest first, as tests/CMakeLists.txt passes them)
+it also checks that the build's layers are the rule's: as many, in the same order, each
+library's sources in the folders of its layer.
 """
 import argparse
 import os
@@ -219,10 +223,34 @@ def check(root, rules):
     return violations, nfiles, nincludes
 
 
+def check_cmake_layers(root, rules, cmake_layers):
+    """`cmake_layers`: [(target, [absolute source paths])], lowest first. Sources outside the
+    source tree (generated into the build tree) are not checked."""
+    violations = []
+    if len(cmake_layers) != len(rules.layers):
+        violations.append(f"the build has {len(cmake_layers)} layer libraries "
+                          f"({', '.join(t for t, _ in cmake_layers)}), {rules.path} has {len(rules.layers)} "
+                          f"layers ({', '.join(rules.layers)})")
+        return violations
+    root = os.path.realpath(root)
+    for (target, sources), layer in zip(cmake_layers, rules.layers):
+        for src in sources:
+            rel = os.path.relpath(os.path.realpath(src), root).replace(os.sep, "/")
+            if rel.startswith("../"):
+                continue
+            owner = owner_of(rules, rel)
+            if owner is None or owner.name != layer:
+                violations.append(f"{rel}: compiled into {target} (layer {layer} in the build), but "
+                                  f"{rules.path} puts it in {owner.name if owner else 'no layer'}")
+    return violations
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=DEFAULT_ROOT, help="source tree (default: this repository)")
     ap.add_argument("--rules", default=DEFAULT_RULES, help="rules file (default: tests/layering/layers.txt)")
+    ap.add_argument("--cmake-layer", action="append", default=[], metavar="TARGET=FILE,...",
+                    help="a layer library of the build and its sources, lowest first (repeat)")
     a = ap.parse_args(argv)
     try:
         rules = load_rules(a.rules)
@@ -230,12 +258,19 @@ def main(argv=None):
         print(f"layering: {e}", file=sys.stderr)
         return 2
     violations, nfiles, nincludes = check(a.root, rules)
+    if a.cmake_layer:
+        layers = []
+        for arg in a.cmake_layer:
+            target, _, files = arg.partition("=")
+            layers.append((target, [f for f in files.split(",") if f]))
+        violations += check_cmake_layers(a.root, rules, layers)
     for v in violations:
         print(v)
     if violations:
         print(f"layering: {len(violations)} violation(s) of {a.rules} (docs/architecture.md explains the layers)")
         return 1
-    print(f"layering: ok, {nfiles} files, {nincludes} project includes keep {a.rules}")
+    built = f", the {len(a.cmake_layer)} layer libraries match it" if a.cmake_layer else ""
+    print(f"layering: ok, {nfiles} files, {nincludes} project includes keep {a.rules}{built}")
     return 0
 
 

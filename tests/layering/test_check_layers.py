@@ -136,5 +136,49 @@ class LayeringCheckTest(unittest.TestCase):
         self.assertIn(f"folder {folder}, which does not exist", v[0])
 
 
+class CmakeLayersTest(unittest.TestCase):
+    """The build's layer libraries (as tests/CMakeLists.txt passes them) against the rule."""
+
+    def setUp(self):
+        self.tree = FakeTree()
+        self.addCleanup(self.tree.cleanup)
+        self.root = self.tree.root
+
+    def libs(self, move=None):
+        """One library per rule layer with its folders' h.h; `move`: (file's layer, library index)."""
+        libs = [(f"lib_{name}", []) for name in RULES.layers]
+        for folder, owner in RULES.folders.items():
+            if owner.is_layer:
+                libs[owner.rank][1].append(os.path.join(self.root, folder, "h.h"))
+        if move:
+            layer, index = move
+            path = os.path.join(self.root, layer_folder(layer), "h.h")
+            libs[RULES.layers.index(layer)][1].remove(path)
+            libs[index][1].append(path)
+        return libs
+
+    def test_matching_layers_pass(self):
+        libs = self.libs()
+        libs[-1][1].append("/elsewhere/build/generated_assets.cc")  # generated: not checked
+        self.assertEqual(check_layers.check_cmake_layers(self.root, RULES, libs), [])
+
+    def test_source_in_the_wrong_library_fails(self):
+        v = check_layers.check_cmake_layers(self.root, RULES, self.libs(move=(MID, len(RULES.layers) - 1)))
+        self.assertEqual(len(v), 1, v)
+        self.assertTrue(v[0].startswith(f"{layer_folder(MID)}/h.h: compiled into lib_{HIGH}"), v)
+
+    def test_other_number_of_layers_fails(self):
+        v = check_layers.check_cmake_layers(self.root, RULES, self.libs()[:-1])
+        self.assertEqual(len(v), 1, v)
+        self.assertIn("layer libraries", v[0])
+
+    def test_command_line(self):
+        args = [f"--cmake-layer={t}={','.join(files)}" for t, files in self.libs(move=(LOW, 1))]
+        p = subprocess.run([sys.executable, os.path.join(HERE, "check_layers.py"), "--root", self.root] + args,
+                           capture_output=True, text=True)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn(f"{layer_folder(LOW)}/h.h: compiled into lib_{MID}", p.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()
