@@ -3,7 +3,7 @@
 // order, one rank in memory at a time so memory does not grow with the number of ranks)
 // and then the whole run (Finish, for cross-rank views). It must not keep references to
 // a RankTrace after AnalyzeRank returns.
-// To add one: a file in analyzers/ with a factory, and one line in src/registry.inc.
+// To add one: a file in analyzers/ with a factory, and one line in src/cli/registry.inc.
 #include <memory>
 #include <string>
 #include <string_view>

@@ -25,7 +25,7 @@
 #include "analyzers/summary.h"
 #include "src/importers/importer.h"
 #include "src/io/input_file.h"
-#include "src/registry.h"
+#include "src/cli/registry.h"
 #include "src/store/reader.h"
 #include "src/store/writer.h"
 

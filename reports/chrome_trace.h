@@ -12,7 +12,7 @@
 // stream (LanePacker), and the number moved is stated in the metadata. Times: µs with ns
 // precision, from the earliest time of all ranks (given as otherData.base_time_ns).
 //
-// The writer is the registered report "chrome-trace" (MakeChromeTraceReport, src/registry.inc):
+// The writer is the registered report "chrome-trace" (MakeChromeTraceReport, src/cli/registry.inc):
 // it takes each rank from the analysis pass and keeps only the events it will write, already
 // formatted except for the process id and the timestamp (both known only at the end), so it
 // holds at most the size budget. A trace over the budget keeps whole iterations: by default the

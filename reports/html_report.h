@@ -46,7 +46,7 @@ struct DownSampled {
 // Nothing is dropped: each merged interval keeps the busy time it covers.
 DownSampled DownSampleIntervals(const std::vector<Interval>& in, size_t limit);
 
-// The writer itself is the registered report "html" (MakeHtmlReport, src/registry.inc): it takes
+// The writer itself is the registered report "html" (MakeHtmlReport, src/cli/registry.inc): it takes
 // each rank's interval unions from the analysis pass (down-sampled at once, so it keeps at most
 // kHtmlMaxTimelineRanks ranks' bounded lanes) and writes the page at the end.
 

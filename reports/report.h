@@ -9,7 +9,7 @@
 // (never a reference to the RankTrace) and renders everything in Write, after the analyzers'
 // Finish. Writers depend on the trace model and the analyzers' results only: never on the
 // importers or the pipeline.
-// To add one: a file in reports/ with a factory, and one line in src/registry.inc.
+// To add one: a file in reports/ with a factory, and one line in src/cli/registry.inc.
 #include <nlohmann/json.hpp>
 
 #include <cstdint>

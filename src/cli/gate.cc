@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "src/cli/command.h"
-#include "src/pipeline.h"
-#include "src/registry.h"
+#include "src/cli/pipeline.h"
+#include "src/cli/registry.h"
 
 namespace overlapprof {
 namespace {

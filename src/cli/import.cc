@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "src/cli/command.h"
-#include "src/pipeline.h"
+#include "src/cli/pipeline.h"
 #include "src/store/writer.h"
 
 namespace overlapprof {

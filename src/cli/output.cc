@@ -9,7 +9,7 @@
 #include <streambuf>
 #include <vector>
 
-#include "src/registry.h"
+#include "src/cli/registry.h"
 
 namespace overlapprof {
 namespace {

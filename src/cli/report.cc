@@ -4,8 +4,8 @@
 
 #include "src/cli/command.h"
 #include "src/cli/output.h"
-#include "src/pipeline.h"
-#include "src/registry.h"
+#include "src/cli/pipeline.h"
+#include "src/cli/registry.h"
 
 namespace overlapprof {
 

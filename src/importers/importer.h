@@ -1,6 +1,6 @@
 #pragma once
 // The importer interface. An importer turns one input file into one RankTrace.
-// To add one: a file in src/importers/ with a factory, and one line in src/registry.inc.
+// To add one: a file in src/importers/ with a factory, and one line in src/cli/registry.inc.
 #include <memory>
 #include <string>
 #include <string_view>

@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "src/pipeline.h"
+#include "src/cli/pipeline.h"
 #include "src/store/sqlite_util.h"
 #include "src/store/writer.h"
 

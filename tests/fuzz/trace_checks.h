@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "reports/report.h"
-#include "src/registry.h"
+#include "src/cli/registry.h"
 #include "src/trace/model.h"
 
 namespace overlapprof::fuzz {

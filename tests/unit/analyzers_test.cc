@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "reports/report.h"
-#include "src/pipeline.h"
+#include "src/cli/pipeline.h"
 #include "test_util.h"
 
 namespace overlapprof {

@@ -9,7 +9,7 @@
 
 #include "analyzers/overlap.h"
 #include "reports/report.h"
-#include "src/pipeline.h"
+#include "src/cli/pipeline.h"
 #include "test_util.h"
 
 namespace overlapprof {

@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "reports/report.h"
-#include "src/pipeline.h"
+#include "src/cli/pipeline.h"
 #include "test_util.h"
 
 namespace overlapprof {

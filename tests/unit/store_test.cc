@@ -2,7 +2,7 @@
 #include <sqlite3.h>
 
 #include "analyzers/overlap.h"
-#include "src/pipeline.h"
+#include "src/cli/pipeline.h"
 #include "src/store/reader.h"
 #include "src/store/schema.h"
 #include "src/store/writer.h"

@@ -1,4 +1,4 @@
-#include "src/pipeline.h"
+#include "src/cli/pipeline.h"
 
 #include <algorithm>
 #include <deque>
@@ -8,7 +8,7 @@
 #include <system_error>
 
 #include "src/common/progress.h"
-#include "src/registry.h"
+#include "src/cli/registry.h"
 
 namespace overlapprof {
 

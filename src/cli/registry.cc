@@ -1,4 +1,4 @@
-#include "src/registry.h"
+#include "src/cli/registry.h"
 
 #include "src/io/input_file.h"
 
@@ -7,7 +7,7 @@ namespace overlapprof {
 #define OVERLAPPROF_IMPORTER(factory) std::unique_ptr<Importer> factory();
 #define OVERLAPPROF_ANALYZER(factory) std::unique_ptr<Analyzer> factory();
 #define OVERLAPPROF_REPORT(factory) std::unique_ptr<ReportWriter> factory();
-#include "src/registry.inc"
+#include "src/cli/registry.inc"
 #undef OVERLAPPROF_IMPORTER
 #undef OVERLAPPROF_ANALYZER
 #undef OVERLAPPROF_REPORT
@@ -18,7 +18,7 @@ const std::vector<std::unique_ptr<Importer>>& Importers() {
 #define OVERLAPPROF_IMPORTER(factory) v->push_back(factory());
 #define OVERLAPPROF_ANALYZER(factory)
 #define OVERLAPPROF_REPORT(factory)
-#include "src/registry.inc"
+#include "src/cli/registry.inc"
 #undef OVERLAPPROF_IMPORTER
 #undef OVERLAPPROF_ANALYZER
 #undef OVERLAPPROF_REPORT
@@ -32,7 +32,7 @@ std::vector<std::unique_ptr<Analyzer>> MakeAnalyzers() {
 #define OVERLAPPROF_IMPORTER(factory)
 #define OVERLAPPROF_ANALYZER(factory) v.push_back(factory());
 #define OVERLAPPROF_REPORT(factory)
-#include "src/registry.inc"
+#include "src/cli/registry.inc"
 #undef OVERLAPPROF_IMPORTER
 #undef OVERLAPPROF_ANALYZER
 #undef OVERLAPPROF_REPORT
@@ -45,7 +45,7 @@ const std::vector<std::unique_ptr<ReportWriter>>& ReportWriters() {
 #define OVERLAPPROF_IMPORTER(factory)
 #define OVERLAPPROF_ANALYZER(factory)
 #define OVERLAPPROF_REPORT(factory) v->push_back(factory());
-#include "src/registry.inc"
+#include "src/cli/registry.inc"
 #undef OVERLAPPROF_IMPORTER
 #undef OVERLAPPROF_ANALYZER
 #undef OVERLAPPROF_REPORT
@@ -59,7 +59,7 @@ std::unique_ptr<ReportWriter> MakeReportWriter(std::string_view name) {
 #define OVERLAPPROF_ANALYZER(factory)
 #define OVERLAPPROF_REPORT(factory)               \
   if (auto w = factory(); w->name() == name) return w;
-#include "src/registry.inc"
+#include "src/cli/registry.inc"
 #undef OVERLAPPROF_IMPORTER
 #undef OVERLAPPROF_ANALYZER
 #undef OVERLAPPROF_REPORT

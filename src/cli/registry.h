@@ -1,5 +1,5 @@
 #pragma once
-// Access to the registered importers, analyzers and report writers (src/registry.inc).
+// Access to the registered importers, analyzers and report writers (src/cli/registry.inc).
 #include <memory>
 #include <string>
 #include <string_view>
