@@ -1,4 +1,5 @@
-// The writer thread (see sink.h). Everything here runs on that one thread.
+// The writer thread (see sink.h). Everything here runs on that one thread; it reaches the
+// rest of the injector only through the recorder's writer-side accessors (recorder.h).
 #include "injector/sink.h"
 
 #include <poll.h>
@@ -12,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "injector/batching.h"
 #include "injector/injector.h"
 #include "injector/ring.h"
 #include "src/store/writer.h"
@@ -81,7 +83,7 @@ int64_t StepNumber(std::string_view name) {
 
 class Sink {
  public:
-  explicit Sink(const SinkConfig& cfg) : cfg_(cfg) { trace_.meta = cfg.meta; }
+  explicit Sink(const SinkConfig& cfg) : cfg_(cfg), decoder_(NewCuptiDecoder()) { trace_.meta = cfg.meta; }
 
   Status Open() {
     StoreWriter::Options o;
@@ -105,7 +107,19 @@ class Sink {
     return n;
   }
 
-  RankTrace* trace() { return &trace_; }
+  // Moves completed CUPTI buffers into the batch (no-op when CUPTI is not recording).
+  void DrainCupti(bool force) {
+    if (!CuptiActive()) return;
+    CuptiFlush(force);
+    CuptiDrain(decoder_.get(), &trace_);
+  }
+  // The last drain: CUPTI is flushed, disabled, and what it held is taken.
+  void DrainCuptiFinal() {
+    if (!CuptiActive()) return;
+    CuptiFlush(true);
+    CuptiShutdown();
+    CuptiDrain(decoder_.get(), &trace_);
+  }
   size_t Pending() const {
     return trace_.comm_ops.size() + trace_.activities.size() + trace_.host_calls.size() + trace_.ranges.size();
   }
@@ -135,15 +149,11 @@ class Sink {
   void Abort() { writer_.Abort(); }
 
  private:
+  // The recorder's counters (hooks, CUPTI callbacks) plus this sink's own (clock anomalies
+  // found while decoding, unmatched NVTX ranges), all from src/common/stats.def.
   StatCounters Stats() const {
-    StatCounters s;
-    s.Set(Stat::records_dropped_hooks, static_cast<int64_t>(g_counters.hook_records_dropped.load()));
-    s.Set(Stat::records_dropped_cupti, static_cast<int64_t>(g_counters.cupti_records_dropped.load() +
-                                                            g_counters.cupti_buffers_unavailable.load()));
-    s.Set(Stat::nccl_missing_function, static_cast<int64_t>(g_counters.nccl_missing_function.load()));
-    s.Set(Stat::nvtx_names_truncated, static_cast<int64_t>(g_counters.names_truncated.load()));
-    s.Set(Stat::cupti_unavailable, static_cast<int64_t>(g_counters.cupti_unavailable.load()));
-    s.Set(Stat::nvtx_ranges_unmatched, unmatched_ranges_);
+    StatCounters s = trace_.stats;
+    g_recorder.stats().AddTo(&s);
     return s;
   }
 
@@ -212,7 +222,7 @@ class Sink {
       case RecKind::kRangePop: {
         auto it = stacks_.find(r.tid);
         if (it == stacks_.end() || it->second.empty()) {
-          ++unmatched_ranges_;
+          trace_.stats.Add(Stat::nvtx_ranges_unmatched);
           break;
         }
         OpenRange o = it->second.back();
@@ -226,7 +236,7 @@ class Sink {
       case RecKind::kRangeEnd: {
         auto it = started_.find(r.stream);
         if (it == started_.end()) {
-          ++unmatched_ranges_;
+          trace_.stats.Add(Stat::nvtx_ranges_unmatched);
           break;
         }
         AddRange(it->second.start, r.t_enter, it->second.name, r.tid);
@@ -253,7 +263,7 @@ class Sink {
 
   void AddRange(int64_t start, int64_t end, uint32_t name_id, int64_t tid) {
     if (end < start) {
-      ++unmatched_ranges_;
+      trace_.stats.Add(Stat::nvtx_ranges_unmatched);
       return;
     }
     Range g;
@@ -279,89 +289,95 @@ class Sink {
   const SinkConfig& cfg_;
   RankTrace trace_;
   StoreWriter writer_;
+  CuptiDecoderPtr decoder_;  // may be null (out of memory): CUPTI buffers are then only recycled
   std::vector<Comm> comms_;
   std::unordered_map<uint64_t, std::string> comm_names_;
   std::unordered_map<int32_t, std::vector<OpenRange>> stacks_;  // NVTX push/pop per thread
   std::unordered_map<uint64_t, OpenRange> started_;             // NVTX start/end by range id
-  int64_t unmatched_ranges_ = 0;
   bool meta_dirty_ = false;
+};
+
+// The writer thread's loop, in phases: open the store, drain/commit passes until asked to
+// stop, the final drain and close. Every failure is logged and leaves the host process alone.
+class WriterLoop {
+ public:
+  explicit WriterLoop(Recorder* rec) : rec_(rec), cfg_(rec->config()), ring_(rec->ring()), sink_(cfg_),
+        policy_(rec->flush_ms(), ring_->capacity(), NowNs()) {}
+
+  bool Open() {
+    if (Status st = sink_.Open(); !st.ok()) {
+      Log("cannot create %s: %s; this process is not recorded", cfg_.path.c_str(), st.message().c_str());
+      return false;
+    }
+    return true;
+  }
+
+  // Passes until a stop request; each pass drains the ring and commits when the policy says.
+  void Run() {
+    size_t last_drained = 0;
+    for (;;) {
+      struct pollfd p = {rec_->wake_fd(), POLLIN, 0};
+      ::poll(&p, 1, policy_.PollTimeoutMs(last_drained));
+      uint64_t v;
+      if (::read(p.fd, &v, sizeof v) < 0) v = 0;
+      bool stopping = rec_->StopRequested();
+      int requests = rec_->TakeFlushRequests();
+      last_drained = sink_.DrainRing(ring_);
+      int64_t now = NowNs();
+      if (!policy_.ShouldCommit(now, sink_.Pending(), requests, stopping)) continue;
+      policy_.Committed(now);
+      sink_.DrainCupti(requests > 0 || stopping);
+      sink_.DrainRing(ring_);
+      Commit();
+      if (requests > 0) rec_->SignalFlushDone();
+      if (stopping) return;
+    }
+  }
+
+  // The final drain (CUPTI then the ring) and the close; a failed store is only closed.
+  void Finish() {
+    sink_.DrainCuptiFinal();
+    sink_.DrainRing(ring_);
+    if (!failed_) {
+      if (Status st = sink_.Finish(); !st.ok()) Log("finishing %s failed: %s", cfg_.path.c_str(), st.message().c_str());
+    } else {
+      sink_.Abort();
+    }
+    rec_->SignalFlushDone();
+  }
+
+ private:
+  void Commit() {
+    if (failed_) return;
+    if (Status st = sink_.Commit(); !st.ok()) {
+      Log("writing %s failed: %s; recording stops here", cfg_.path.c_str(), st.message().c_str());
+      failed_ = true;
+      rec_->WriterFailed();
+    }
+  }
+
+  Recorder* rec_;
+  const SinkConfig& cfg_;
+  Ring<HookRecord>* ring_;
+  Sink sink_;
+  BatchPolicy policy_;
+  bool failed_ = false;
 };
 
 }  // namespace
 
-void RunWriter(const SinkConfig& cfg, Ring<HookRecord>* ring, int flush_ms, int wake_fd, int done_fd,
-               std::atomic<bool>* stop, std::atomic<int>* flush_requests, std::atomic<int>* writer_state) noexcept {
+void RunWriter(Recorder* rec) noexcept {
   try {
-    Sink sink(cfg);
-    if (Status st = sink.Open(); !st.ok()) {
-      Log("cannot create %s: %s; this process is not recorded", cfg.path.c_str(), st.message().c_str());
-      g_state.store(kInert);
-      writer_state->store(2);
-      return;
-    }
-    // The ring is drained often (so a burst of hooks does not fill it); the store is
-    // committed every flush_ms.
-    const int drain_ms = std::min(flush_ms, 50);
-    int64_t next_commit = NowNs() + int64_t{flush_ms} * 1000000;
-    bool failed = false;
-    size_t last_drained = 0;
-    for (;;) {
-      // Idle: wake every drain_ms. Busy (the last drain took over an eighth of the ring): come
-      // back after 1 ms, so a sustained high call rate does not overflow the ring.
-      struct pollfd p = {wake_fd, POLLIN, 0};
-      ::poll(&p, 1, last_drained > ring->capacity() / 8 ? 1 : drain_ms);
-      uint64_t v;
-      if (::read(wake_fd, &v, sizeof v) < 0) v = 0;
-      bool stopping = stop->load();
-      int requests = flush_requests->exchange(0);
-      last_drained = sink.DrainRing(ring);
-      int64_t now = NowNs();
-      // Commit on the flush period, and early when a batch grows past a quarter of the ring:
-      // the ring is not drained during a commit, so a commit must stay short at high rates.
-      bool big = sink.Pending() >= ring->capacity() / 4;
-      if (!stopping && requests == 0 && !big && now < next_commit) continue;
-      next_commit = now + int64_t{flush_ms} * 1000000;
-      if (CuptiActive()) {
-        CuptiFlush(requests > 0 || stopping);
-        CuptiDrain(sink.trace());
-      }
-      sink.DrainRing(ring);
-      if (!failed) {
-        if (Status st = sink.Commit(); !st.ok()) {
-          Log("writing %s failed: %s; recording stops here", cfg.path.c_str(), st.message().c_str());
-          failed = true;
-          g_state.store(kInert);
-        }
-      }
-      if (requests > 0) {
-        uint64_t one = 1;
-        if (::write(done_fd, &one, sizeof one) < 0) {
-        }
-      }
-      if (stopping) break;
-    }
-    if (CuptiActive()) {
-      CuptiFlush(true);
-      CuptiShutdown();
-      CuptiDrain(sink.trace());
-    }
-    sink.DrainRing(ring);
-    if (!failed) {
-      if (Status st = sink.Finish(); !st.ok())
-        Log("finishing %s failed: %s", cfg.path.c_str(), st.message().c_str());
-    } else {
-      sink.Abort();
-    }
-    uint64_t one = 1;
-    if (::write(done_fd, &one, sizeof one) < 0) {
+    WriterLoop loop(rec);
+    if (loop.Open()) {
+      loop.Run();
+      loop.Finish();
     }
   } catch (const std::exception& e) {
     Log("writer thread stopped: %s", e.what());
-    g_state.store(kInert);
   } catch (...) {
-    g_state.store(kInert);
   }
-  writer_state->store(2);
+  rec->WriterFinished();
 }
 
 }  // namespace overlapprof::inject
