@@ -73,23 +73,26 @@ enum class Fn : size_t {
 };
 static_assert(static_cast<size_t>(Fn::kCount) <= NcclFunctions::kMax);
 
-// The real function, resolved on first use (a benign race: every thread resolves the same
-// pointer, published with release). nullptr when the loaded NCCL lacks it (logged once per
-// resolution).
-template <typename F>
-F Real(Fn which, const char* name) {
-  static void* const kMissing = reinterpret_cast<void*>(1);
-  std::atomic<void*>& slot = g_recorder.nccl().fn[static_cast<size_t>(which)];
+void* const kMissing = reinterpret_cast<void*>(1);  // in a slot: the loaded NCCL lacks it
+
+// Slow path of Real(): resolves `name` into its slot (a benign race: every thread resolves
+// the same pointer, published with release). nullptr when the loaded NCCL lacks it (logged).
+__attribute__((noinline)) void* ResolveInto(std::atomic<void*>& slot, const char* name) {
   void* f = slot.load(std::memory_order_acquire);
   if (f == kMissing) return nullptr;
-  if (!f) {
-    f = Resolve(name);
-    slot.store(f ? f : kMissing, std::memory_order_release);
-    if (!f) {
-      Log("%s is not in the loaded NCCL (or no NCCL is loaded): the call returns ncclInvalidUsage", name);
-      return nullptr;
-    }
-  }
+  if (f) return f;
+  f = Resolve(name);
+  slot.store(f ? f : kMissing, std::memory_order_release);
+  if (!f) Log("%s is not in the loaded NCCL (or no NCCL is loaded): the call returns ncclInvalidUsage", name);
+  return f;
+}
+
+// The real function: one acquire load (a plain load on x86) once resolved.
+template <typename F>
+__attribute__((always_inline)) inline F Real(Fn which, const char* name) {
+  std::atomic<void*>& slot = g_recorder.nccl().fn[static_cast<size_t>(which)];
+  void* f = slot.load(std::memory_order_acquire);
+  if (__builtin_expect(f == nullptr || f == kMissing, 0)) f = ResolveInto(slot, name);
   return reinterpret_cast<F>(f);
 }
 #define OVERLAPPROF_REAL(NAME) Real<decltype(&NAME)>(Fn::NAME, #NAME)

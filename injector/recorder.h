@@ -201,10 +201,11 @@ class Recorder {
   // writer thread if so. Safe from any thread, any number of times; never throws.
   bool Activate() noexcept;
   // Queues a record for the writer thread; counts it as dropped when the ring is full.
-  void Push(const HookRecord& r) noexcept {
-    Ring<HookRecord>* ring = ring_.load(std::memory_order_acquire);
-    if (!ring || !ring->TryPush(r)) stats_.Add(Stat::records_dropped_hooks);
-  }
+  // Out of line on purpose (runtime.cc): inlined into a hook, GCC keeps the record's fields
+  // in registers across the NCCL call and rebuilds it on the stack just before the copy into
+  // the ring, and the copy's 16-byte loads then stall on store forwarding (+30-40 ns per
+  // call measured with bench/injector).
+  void Push(const HookRecord& r) noexcept;
   // Wakes the writer thread (async-signal-safe; a no-op before activation).
   void WakeWriter() noexcept;
 

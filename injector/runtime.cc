@@ -179,6 +179,11 @@ void Recorder::OnExit() noexcept {
 
 // ---- The writer thread's side ------------------------------------------------------------
 
+__attribute__((noinline)) void Recorder::Push(const HookRecord& r) noexcept {
+  Ring<HookRecord>* ring = ring_.load(std::memory_order_acquire);
+  if (!ring || !ring->TryPush(r)) stats_.Add(Stat::records_dropped_hooks);
+}
+
 void Recorder::WakeWriter() noexcept { WriteOne(wake_fd()); }
 
 void Recorder::SignalFlushDone() noexcept { WriteOne(done_fd_.load(std::memory_order_relaxed)); }
