@@ -81,221 +81,198 @@ int64_t StepNumber(std::string_view name) {
   return n;
 }
 
-class Sink {
- public:
-  explicit Sink(const SinkConfig& cfg) : cfg_(cfg), decoder_(NewCuptiDecoder()) { trace_.meta = cfg.meta; }
+}  // namespace
 
-  Status Open() {
-    StoreWriter::Options o;
-    o.mode = StoreWriter::Mode::kLive;
-    o.overwrite = false;
-    o.row_copies = false;  // chunks only: what analysis reads, at a fraction of the cost
-    OVERLAPPROF_RETURN_IF_ERROR(writer_.Open(cfg_.path, trace_.meta, o));
-    // "finished" once Finish() ran; `overlapprof run` marks files still "recording" after
-    // the job as incomplete (the process was killed before its last flush).
-    return writer_.PutMeta("recording_state", "recording");
+Sink::Sink(const SinkConfig& cfg) : cfg_(cfg), decoder_(NewCuptiDecoder()) { trace_.meta = cfg.meta; }
+Sink::~Sink() = default;
+
+Status Sink::Open() {
+  StoreWriter::Options o;
+  o.mode = StoreWriter::Mode::kLive;
+  o.overwrite = false;
+  o.row_copies = false;  // chunks only: what analysis reads, at a fraction of the cost
+  OVERLAPPROF_RETURN_IF_ERROR(writer_.Open(cfg_.path, trace_.meta, o));
+  // "finished" once Finish() ran; `overlapprof run` marks files still "recording" after
+  // the job as incomplete (the process was killed before its last flush).
+  return writer_.PutMeta("recording_state", "recording");
+}
+
+size_t Sink::DrainRing(Ring<HookRecord>* ring) {
+  HookRecord r;
+  size_t n = 0;
+  while (ring->TryPop(&r)) {
+    Take(r);
+    ++n;
   }
+  return n;
+}
 
-  // Returns how many records it took.
-  size_t DrainRing(Ring<HookRecord>* ring) {
-    HookRecord r;
-    size_t n = 0;
-    while (ring->TryPop(&r)) {
-      Take(r);
-      ++n;
+void Sink::DrainCupti(bool force) {
+  if (!CuptiActive()) return;
+  CuptiFlush(force);
+  CuptiDrain(decoder_.get(), &trace_);
+}
+
+void Sink::DrainCuptiFinal() {
+  if (!CuptiActive()) return;
+  CuptiFlush(true);
+  CuptiShutdown();
+  CuptiDrain(decoder_.get(), &trace_);
+}
+
+size_t Sink::Pending() const {
+  return trace_.comm_ops.size() + trace_.activities.size() + trace_.host_calls.size() + trace_.ranges.size();
+}
+
+Status Sink::Commit() {
+  OVERLAPPROF_RETURN_IF_ERROR(writer_.Append(trace_));
+  trace_.activities.clear();
+  trace_.host_calls.clear();
+  trace_.ranges.clear();
+  trace_.external_correlations.clear();
+  trace_.comm_ops.clear();
+  if (meta_dirty_) {
+    OVERLAPPROF_RETURN_IF_ERROR(writer_.UpdateMeta(trace_.meta));
+    OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("communicators", CommunicatorsJson()));
+    meta_dirty_ = false;
+  }
+  return writer_.WriteStats(Stats(), Extras());
+}
+
+Status Sink::Finish() {
+  OVERLAPPROF_RETURN_IF_ERROR(Commit());
+  OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("recording_state", "finished"));
+  return writer_.Finish(Stats(), Extras());
+}
+
+void Sink::Abort() { writer_.Abort(); }
+
+StatCounters Sink::Stats() const {
+  StatCounters s = trace_.stats;
+  g_recorder.stats().AddTo(&s);
+  return s;
+}
+
+std::vector<ExtraStat> Sink::Extras() {
+  std::vector<ExtraStat> extra;
+  CuptiDroppedByStream(&extra);
+  return extra;
+}
+
+std::string Sink::CommunicatorsJson() const {
+  std::string j = "[";
+  for (const auto& c : comms_) {
+    if (j.size() > 1) j += ",";
+    j += "{\"id\":\"" + Hex(c.id) + "\",\"rank\":" + std::to_string(c.rank) +
+         ",\"nranks\":" + std::to_string(c.nranks) + ",\"device\":" + std::to_string(c.device) +
+         ",\"created_by\":\"" + InitCallName(c.call) + "\",\"parent\":" +
+         (c.parent ? "\"" + Hex(c.parent) + "\"" : std::string("null")) +
+         ",\"created_ns\":" + std::to_string(c.created_ns) +
+         ",\"destroyed_ns\":" + (c.destroyed_ns ? std::to_string(c.destroyed_ns) : std::string("null")) + "}";
+  }
+  return j + "]";
+}
+
+void Sink::Take(const HookRecord& r) {
+  switch (r.kind) {
+    case RecKind::kCommOp: {
+      CommOp op;
+      op.communicator = CommName(r.comm_id);
+      op.comm_rank = r.comm_rank;
+      op.comm_nranks = r.comm_nranks;
+      op.seq = static_cast<int64_t>(r.seq);
+      op.op = OpName(r.op);
+      DtypeInfo d = Dtype(r.datatype);
+      op.datatype = d.name;
+      op.count = static_cast<int64_t>(r.count);
+      op.bytes = d.size ? static_cast<int64_t>(r.count) * d.size : kUnknown;
+      op.root_peer = r.root_peer;
+      op.host_enter_ns = r.t_enter;
+      op.host_exit_ns = r.t_exit;
+      op.host_tid = r.tid;
+      op.source = CommSource::kNcclHook;
+      op.launch_id = static_cast<int64_t>(r.launch_id);
+      op.stream_handle = static_cast<int64_t>(r.stream);
+      trace_.comm_ops.push_back(std::move(op));
+      break;
     }
-    return n;
-  }
-
-  // Moves completed CUPTI buffers into the batch (no-op when CUPTI is not recording).
-  void DrainCupti(bool force) {
-    if (!CuptiActive()) return;
-    CuptiFlush(force);
-    CuptiDrain(decoder_.get(), &trace_);
-  }
-  // The last drain: CUPTI is flushed, disabled, and what it held is taken.
-  void DrainCuptiFinal() {
-    if (!CuptiActive()) return;
-    CuptiFlush(true);
-    CuptiShutdown();
-    CuptiDrain(decoder_.get(), &trace_);
-  }
-  size_t Pending() const {
-    return trace_.comm_ops.size() + trace_.activities.size() + trace_.host_calls.size() + trace_.ranges.size();
-  }
-
-  // One transaction: the batch, the communicators and rank when they changed, the counters.
-  Status Commit() {
-    OVERLAPPROF_RETURN_IF_ERROR(writer_.Append(trace_));
-    trace_.activities.clear();
-    trace_.host_calls.clear();
-    trace_.ranges.clear();
-    trace_.external_correlations.clear();
-    trace_.comm_ops.clear();
-    if (meta_dirty_) {
-      OVERLAPPROF_RETURN_IF_ERROR(writer_.UpdateMeta(trace_.meta));
-      OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("communicators", CommunicatorsJson()));
-      meta_dirty_ = false;
+    case RecKind::kCommInit: {
+      comms_.push_back({r.comm_id, r.seq, r.comm_rank, r.comm_nranks, r.device, r.op, r.t_exit, 0});
+      if (!cfg_.rank_from_env && trace_.meta.rank == kUnknown && r.comm_nranks > 1 &&
+          r.op != static_cast<uint8_t>(CommInitCall::kInitAll)) {
+        // No launcher variable named the rank: the first multi-rank communicator does.
+        trace_.meta.rank = r.comm_rank;
+        trace_.meta.world_size = r.comm_nranks;
+      }
+      meta_dirty_ = true;
+      break;
     }
-    return writer_.WriteStats(Stats(), Extras());
-  }
-
-  Status Finish() {
-    OVERLAPPROF_RETURN_IF_ERROR(Commit());
-    OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("recording_state", "finished"));
-    return writer_.Finish(Stats(), Extras());
-  }
-
-  void Abort() { writer_.Abort(); }
-
- private:
-  // The recorder's counters (hooks, CUPTI callbacks) plus this sink's own (clock anomalies
-  // found while decoding, unmatched NVTX ranges), all from src/common/stats.def.
-  StatCounters Stats() const {
-    StatCounters s = trace_.stats;
-    g_recorder.stats().AddTo(&s);
-    return s;
-  }
-
-  static std::vector<ExtraStat> Extras() {
-    std::vector<ExtraStat> extra;
-    CuptiDroppedByStream(&extra);
-    return extra;
-  }
-
-  std::string CommunicatorsJson() const {
-    std::string j = "[";
-    for (const auto& c : comms_) {
-      if (j.size() > 1) j += ",";
-      j += "{\"id\":\"" + Hex(c.id) + "\",\"rank\":" + std::to_string(c.rank) +
-           ",\"nranks\":" + std::to_string(c.nranks) + ",\"device\":" + std::to_string(c.device) +
-           ",\"created_by\":\"" + InitCallName(c.call) + "\",\"parent\":" +
-           (c.parent ? "\"" + Hex(c.parent) + "\"" : std::string("null")) +
-           ",\"created_ns\":" + std::to_string(c.created_ns) +
-           ",\"destroyed_ns\":" + (c.destroyed_ns ? std::to_string(c.destroyed_ns) : std::string("null")) + "}";
-    }
-    return j + "]";
-  }
-
-  void Take(const HookRecord& r) {
-    switch (r.kind) {
-      case RecKind::kCommOp: {
-        CommOp op;
-        op.communicator = CommName(r.comm_id);
-        op.comm_rank = r.comm_rank;
-        op.comm_nranks = r.comm_nranks;
-        op.seq = static_cast<int64_t>(r.seq);
-        op.op = OpName(r.op);
-        DtypeInfo d = Dtype(r.datatype);
-        op.datatype = d.name;
-        op.count = static_cast<int64_t>(r.count);
-        op.bytes = d.size ? static_cast<int64_t>(r.count) * d.size : kUnknown;
-        op.root_peer = r.root_peer;
-        op.host_enter_ns = r.t_enter;
-        op.host_exit_ns = r.t_exit;
-        op.host_tid = r.tid;
-        op.source = CommSource::kNcclHook;
-        op.launch_id = static_cast<int64_t>(r.launch_id);
-        op.stream_handle = static_cast<int64_t>(r.stream);
-        trace_.comm_ops.push_back(std::move(op));
+    case RecKind::kCommDestroy:
+      for (auto& c : comms_)
+        if (c.id == r.comm_id && c.destroyed_ns == 0) c.destroyed_ns = r.t_enter;
+      meta_dirty_ = true;
+      break;
+    case RecKind::kRangePush:
+      stacks_[r.tid].push_back({r.t_enter, NameOf(r)});
+      break;
+    case RecKind::kRangePop: {
+      auto it = stacks_.find(r.tid);
+      if (it == stacks_.end() || it->second.empty()) {
+        trace_.stats.Add(Stat::nvtx_ranges_unmatched);
         break;
       }
-      case RecKind::kCommInit: {
-        comms_.push_back({r.comm_id, r.seq, r.comm_rank, r.comm_nranks, r.device, r.op, r.t_exit, 0});
-        if (!cfg_.rank_from_env && trace_.meta.rank == kUnknown && r.comm_nranks > 1 &&
-            r.op != static_cast<uint8_t>(CommInitCall::kInitAll)) {
-          // No launcher variable named the rank: the first multi-rank communicator does.
-          trace_.meta.rank = r.comm_rank;
-          trace_.meta.world_size = r.comm_nranks;
-        }
-        meta_dirty_ = true;
-        break;
-      }
-      case RecKind::kCommDestroy:
-        for (auto& c : comms_)
-          if (c.id == r.comm_id && c.destroyed_ns == 0) c.destroyed_ns = r.t_enter;
-        meta_dirty_ = true;
-        break;
-      case RecKind::kRangePush:
-        stacks_[r.tid].push_back({r.t_enter, NameOf(r)});
-        break;
-      case RecKind::kRangePop: {
-        auto it = stacks_.find(r.tid);
-        if (it == stacks_.end() || it->second.empty()) {
-          trace_.stats.Add(Stat::nvtx_ranges_unmatched);
-          break;
-        }
-        OpenRange o = it->second.back();
-        it->second.pop_back();
-        AddRange(o.start, r.t_enter, o.name, r.tid);
-        break;
-      }
-      case RecKind::kRangeStart:
-        started_[r.stream] = {r.t_enter, NameOf(r)};
-        break;
-      case RecKind::kRangeEnd: {
-        auto it = started_.find(r.stream);
-        if (it == started_.end()) {
-          trace_.stats.Add(Stat::nvtx_ranges_unmatched);
-          break;
-        }
-        AddRange(it->second.start, r.t_enter, it->second.name, r.tid);
-        started_.erase(it);
-        break;
-      }
-      case RecKind::kMark:
-        AddRange(r.t_enter, r.t_enter, NameOf(r), r.tid);
-        break;
+      OpenRange o = it->second.back();
+      it->second.pop_back();
+      AddRange(o.start, r.t_enter, o.name, r.tid);
+      break;
     }
-  }
-
-  // The communicator's id as text, formatted once per communicator.
-  const std::string& CommName(uint64_t id) {
-    auto it = comm_names_.find(id);
-    if (it == comm_names_.end()) it = comm_names_.emplace(id, Hex(id)).first;
-    return it->second;
-  }
-
-  uint32_t NameOf(const HookRecord& r) {
-    size_t n = strnlen(r.name, sizeof r.name);
-    return trace_.names.Intern(std::string_view(r.name, n));
-  }
-
-  void AddRange(int64_t start, int64_t end, uint32_t name_id, int64_t tid) {
-    if (end < start) {
-      trace_.stats.Add(Stat::nvtx_ranges_unmatched);
-      return;
+    case RecKind::kRangeStart:
+      started_[r.stream] = {r.t_enter, NameOf(r)};
+      break;
+    case RecKind::kRangeEnd: {
+      auto it = started_.find(r.stream);
+      if (it == started_.end()) {
+        trace_.stats.Add(Stat::nvtx_ranges_unmatched);
+        break;
+      }
+      AddRange(it->second.start, r.t_enter, it->second.name, r.tid);
+      started_.erase(it);
+      break;
     }
-    Range g;
-    g.start_ns = start;
-    g.end_ns = end;
-    g.name_id = name_id;
-    g.tid = tid;
-    g.step = StepNumber(trace_.names.Get(name_id));
-    g.kind = g.step >= 0 ? RangeKind::kStep : RangeKind::kAnnotation;
-    trace_.ranges.push_back(g);
+    case RecKind::kMark:
+      AddRange(r.t_enter, r.t_enter, NameOf(r), r.tid);
+      break;
   }
+}
 
-  struct Comm {
-    uint64_t id, parent;
-    int32_t rank, nranks, device;
-    uint8_t call;
-    int64_t created_ns, destroyed_ns;
-  };
-  struct OpenRange {
-    int64_t start;
-    uint32_t name;
-  };
-  const SinkConfig& cfg_;
-  RankTrace trace_;
-  StoreWriter writer_;
-  CuptiDecoderPtr decoder_;  // may be null (out of memory): CUPTI buffers are then only recycled
-  std::vector<Comm> comms_;
-  std::unordered_map<uint64_t, std::string> comm_names_;
-  std::unordered_map<int32_t, std::vector<OpenRange>> stacks_;  // NVTX push/pop per thread
-  std::unordered_map<uint64_t, OpenRange> started_;             // NVTX start/end by range id
-  bool meta_dirty_ = false;
-};
+// The communicator's id as text, formatted once per communicator.
+const std::string& Sink::CommName(uint64_t id) {
+  auto it = comm_names_.find(id);
+  if (it == comm_names_.end()) it = comm_names_.emplace(id, Hex(id)).first;
+  return it->second;
+}
+
+uint32_t Sink::NameOf(const HookRecord& r) {
+  size_t n = strnlen(r.name, sizeof r.name);
+  return trace_.names.Intern(std::string_view(r.name, n));
+}
+
+void Sink::AddRange(int64_t start, int64_t end, uint32_t name_id, int64_t tid) {
+  if (end < start) {
+    trace_.stats.Add(Stat::nvtx_ranges_unmatched);
+    return;
+  }
+  Range g;
+  g.start_ns = start;
+  g.end_ns = end;
+  g.name_id = name_id;
+  g.tid = tid;
+  g.step = StepNumber(trace_.names.Get(name_id));
+  g.kind = g.step >= 0 ? RangeKind::kStep : RangeKind::kAnnotation;
+  trace_.ranges.push_back(g);
+}
+
+namespace {
 
 // The writer thread's loop, in phases: open the store, drain/commit passes until asked to
 // stop, the final drain and close. Every failure is logged and leaves the host process alone.
