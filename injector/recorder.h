@@ -14,7 +14,8 @@
 //               └─ any of them failed ─────────────────────────────────────► kInert
 //   kActive ── exit (atexit) or a fatal SIGTERM/SIGINT (default disposition) ─► kFlushing
 //           ├─ SIGTERM/SIGINT the application handles: a flush, stays kActive
-//           └─ the store cannot be written (the writer gives up) ────────────► kFinished
+//           └─ the store cannot be created or written (the writer gives up) ─► kFinished
+//              (also from kActivating, when the writer fails before activation returns)
 //   kFlushing ── the writer thread committed and closed the file ─────────────► kFinished
 //   fork(): the child of a process that activated starts kInert (pthread_atfork) and never
 //           touches the parent's file or descriptors. A child forked before activation never
@@ -27,7 +28,7 @@
 //    the store file, the writer-side accessors below. Holds no lock a hook waits on.
 //  - Signal handlers and the atexit handler: OnSignal/OnExit; async-signal-safe calls only
 //    (write, poll, sigaction, raise) plus atomics.
-// Locks: CommTable::mu (inserts/removals of communicators) and CuptiState::mu (the CUPTI
+// Locks: CommTable::mu_ (inserts/removals of communicators) and CuptiState::mu (the CUPTI
 // buffer pool). Neither is ever held across a call into NCCL or CUPTI.
 //
 // Memory order: the state's relaxed load only decides; every datum a hook then reads that
