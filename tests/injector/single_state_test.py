@@ -4,7 +4,7 @@
 Checks the compiled objects of injector/*.cc (objdump -t): the only writable data they
 define is g_recorder and the hooks' per-thread state t_thread. Constants (.rodata,
 .data.rel.ro) are fine; so are the NVTX header's own weak globals (nvToolsExt.h, vendor code)
-and the compiler's DW.ref personality pointers.
+and what the compiler adds (DW.ref personality pointers, sanitizer instrumentation).
 
 Usage: single_state_test.py OBJECT...  (ctest injector_single_state passes the injector's objects)
 """
@@ -14,6 +14,9 @@ import sys
 
 ALLOWED = {"_ZN11overlapprof6inject10g_recorderE", "_ZN11overlapprof6inject8t_threadE"}
 VENDOR = {"nvtxGlobals_v3", "InitializeInjectionNvtx2_fnptr"}  # NVTX's header-only implementation
+# The compiler's own: exception personality pointers, sanitizer instrumentation (ASan's ODR
+# indicators and the like, under OVERLAPPROF_SANITIZE / OVERLAPPROF_TSAN).
+SANITIZER = ("DW.ref.", "__odr_asan", "__asan", "__tsan", "__ubsan", "__sancov", ".L")
 WRITABLE = re.compile(r"^\.(data|bss|tdata|tbss)(\.|$)")
 
 
@@ -29,7 +32,7 @@ def writable_symbols(obj):
             continue
         if section.startswith(".data.rel.ro") or not (WRITABLE.match(section) or section == "*COM*"):
             continue
-        if name.startswith("DW.ref.") or name in VENDOR:
+        if name.startswith(SANITIZER) or name in VENDOR:
             continue
         yield section, name
 
