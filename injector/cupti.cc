@@ -9,8 +9,10 @@
 //
 // Buffers come from a bounded pool; when it is empty CUPTI gets no buffer and drops records,
 // which cuptiActivityGetNumDroppedRecords reports and we count (records_dropped_cupti).
-// Completed buffers are queued for the writer thread, which decodes them. g_buf_mu guards
-// the pool and the queue only; no CUPTI function is called while it is held.
+// Completed buffers are queued for the writer thread, which decodes them. CuptiState::mu
+// (recorder.h) guards the pool and the queue only; no CUPTI function is called while it is
+// held. All of this file's state lives in the recorder (g_recorder.cupti()); the API table
+// is published with release (api_ready, active) and read after an acquire load.
 //
 // Records are read through the fields common to every record version since CUDA 11 (start,
 // end, deviceId, streamId, correlationId, name; checked below), so a libcupti older than
@@ -25,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -53,31 +56,14 @@ static_assert(offsetof(CUpti_ActivityMemset4, bytes) == 8 && offsetof(CUpti_Acti
 namespace overlapprof::inject {
 namespace {
 
-// The CUPTI entry points we use, resolved from the loaded libcupti.
-struct CuptiApi {
-  decltype(&cuptiSubscribe) Subscribe = nullptr;
-  decltype(&cuptiEnableCallback) EnableCallback = nullptr;
-  decltype(&cuptiActivityRegisterCallbacks) RegisterCallbacks = nullptr;
-  decltype(&cuptiActivityEnable) Enable = nullptr;
-  decltype(&cuptiActivityDisable) Disable = nullptr;
-  decltype(&cuptiActivityFlushAll) FlushAll = nullptr;
-  decltype(&cuptiActivityGetNextRecord) GetNextRecord = nullptr;
-  decltype(&cuptiActivityGetNumDroppedRecords) GetNumDropped = nullptr;
-  decltype(&cuptiActivityPushExternalCorrelationId) PushExternal = nullptr;
-  decltype(&cuptiActivityPopExternalCorrelationId) PopExternal = nullptr;
-  decltype(&cuptiGetResultString) ResultString = nullptr;
-  decltype(&cuptiGetCallbackName) CallbackName = nullptr;                          // optional
-  decltype(&cuptiActivityFlushPeriod) FlushPeriod = nullptr;                       // optional
-  decltype(&cuptiActivityRegisterTimestampCallback) RegisterTimestamp = nullptr;  // optional
-  decltype(&cuptiGetContextId) ContextId = nullptr;                               // optional
-};
-CuptiApi g_api;
-std::atomic<bool> g_active{false};
-CUpti_SubscriberHandle g_subscriber = nullptr;
+CuptiState& Cupti() { return g_recorder.cupti(); }
+
+// The API table for a thread that saw `active` (acquire) or wrote the table itself.
+const CuptiApi& Api() { return Cupti().api; }
 
 const char* ResultText(CUptiResult r) {
   const char* s = nullptr;
-  if (g_api.ResultString && g_api.ResultString(r, &s) == CUPTI_SUCCESS && s) return s;
+  if (Api().ResultString && Api().ResultString(r, &s) == CUPTI_SUCCESS && s) return s;
   return "unknown CUPTI error";
 }
 
@@ -92,65 +78,52 @@ const char* ResultText(CUptiResult r) {
 
 // ---- Buffer pool ------------------------------------------------------------------------
 
-constexpr size_t kBufferBytes = 4 << 20;
 constexpr size_t kAlign = 8;
-size_t g_max_buffers = 64;  // 256 MiB at most; OVERLAPPROF_CUPTI_BUFFERS overrides
-struct Completed {
-  uint8_t* data;
-  size_t valid;
-};
-std::mutex g_buf_mu;  // guards the three below; never held across a CUPTI call
-std::vector<uint8_t*> g_free;
-std::vector<Completed> g_completed;
-std::vector<Completed> g_work;  // writer thread only
-size_t g_allocated = 0;
-// Dropped records per (context, stream), as CUPTI reports them; a fixed table (no
-// allocation in CUPTI's callback). Past kDropSlots pairs, drops go to the last slot.
-struct DropSlot {
-  uint32_t context, stream;
-  uint64_t dropped;
-};
-constexpr size_t kDropSlots = 64;
-DropSlot g_drops[kDropSlots];
-size_t g_drop_slots = 0;
 
+// CUPTI's threads: a buffer from the pool (kBufferBytes), or none (CUPTI then drops records,
+// counted in records_dropped_cupti).
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  CuptiState& c = Cupti();
   *max_records = 0;
   uint8_t* b = nullptr;
   {
-    std::lock_guard<std::mutex> lock(g_buf_mu);
-    if (!g_free.empty()) {
-      b = g_free.back();
-      g_free.pop_back();
-    } else if (g_allocated < g_max_buffers) {
-      b = static_cast<uint8_t*>(std::aligned_alloc(kAlign, kBufferBytes));
-      if (b) ++g_allocated;
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.n_free > 0) {
+      b = c.free_buffers[--c.n_free];
+    } else if (c.allocated < c.max_buffers) {
+      b = static_cast<uint8_t*>(std::aligned_alloc(kAlign, CuptiState::kBufferBytes));
+      if (b) ++c.allocated;
     }
   }
-  if (!b) g_counters.cupti_buffers_unavailable.fetch_add(1, std::memory_order_relaxed);
+  if (!b) Count(Stat::records_dropped_cupti);
   *buffer = b;
-  *size = b ? kBufferBytes : 0;
+  *size = b ? CuptiState::kBufferBytes : 0;
 }
 
+// CUPTI's threads: a buffer is full (or flushed); queued for the writer thread. The API
+// table is read after an acquire load of api_ready (CUPTI only calls back once registered).
 void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t, size_t valid) {
+  CuptiState& c = Cupti();
   size_t dropped = 0;
   uint32_t context_id = 0;
-  if (g_api.GetNumDropped && g_api.GetNumDropped(ctx, stream_id, &dropped) == CUPTI_SUCCESS && dropped > 0) {
-    g_counters.cupti_records_dropped.fetch_add(dropped, std::memory_order_relaxed);
-    if (ctx && g_api.ContextId) g_api.ContextId(ctx, &context_id);
+  if (c.api_ready.load(std::memory_order_acquire) && c.api.GetNumDropped &&
+      c.api.GetNumDropped(ctx, stream_id, &dropped) == CUPTI_SUCCESS && dropped > 0) {
+    Count(Stat::records_dropped_cupti, static_cast<int64_t>(dropped));
+    if (ctx && c.api.ContextId) c.api.ContextId(ctx, &context_id);
   }
-  std::lock_guard<std::mutex> lock(g_buf_mu);
+  std::lock_guard<std::mutex> lock(c.mu);
   if (dropped > 0) {
     size_t i = 0;
-    while (i < g_drop_slots && !(g_drops[i].context == context_id && g_drops[i].stream == stream_id)) ++i;
-    if (i == g_drop_slots) {
-      if (g_drop_slots < kDropSlots) g_drops[g_drop_slots++] = {context_id, stream_id, 0};
-      else i = kDropSlots - 1;
+    while (i < c.n_drops && !(c.drops[i].context == context_id && c.drops[i].stream == stream_id)) ++i;
+    if (i == c.n_drops) {
+      if (c.n_drops < CuptiState::kDropSlots) c.drops[c.n_drops++] = {context_id, stream_id, 0};
+      else i = CuptiState::kDropSlots - 1;
     }
-    g_drops[i].dropped += dropped;
+    c.drops[i].dropped += dropped;
   }
   if (!buffer) return;
-  g_completed.push_back({buffer, valid});  // never reallocates: capacity reserved in Start()
+  // Every buffer CUPTI holds came from the pool, so at most max_buffers are ever queued.
+  if (c.n_completed < c.max_buffers) c.completed[c.n_completed++] = {buffer, valid};
 }
 
 uint64_t CUPTIAPI RealtimeNs() { return static_cast<uint64_t>(NowNs()); }
@@ -158,8 +131,8 @@ uint64_t CUPTIAPI RealtimeNs() { return static_cast<uint64_t>(NowNs()); }
 void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void*) {
   // A context is about to go away: its records must be flushed while it still exists.
   if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING &&
-      g_active.load() && g_api.FlushAll) {
-    g_api.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+      Cupti().active.load(std::memory_order_acquire) && Api().FlushAll) {
+    Api().FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     WakeWriter();
   }
 }
@@ -209,41 +182,40 @@ const char* GuessOtherTool() {
 }
 
 void Unavailable(const char* why) {
-  g_counters.cupti_unavailable.store(1);
+  g_recorder.stats().Set(Stat::cupti_unavailable, 1);
   Log("%s: GPU activities are not recorded for this process (NCCL calls still are); the job runs on", why);
 }
 
-void Start() {
-  if (!Activate()) return;  // not a recorded process (no OVERLAPPROF_OUTPUT_DIR, or a forked child)
-  void* h = OpenCupti();
-  if (!h) return Unavailable("libcupti not found (set OVERLAPPROF_CUPTI_LIB)");
-  CuptiApi a;
-  bool ok = Sym(h, "cuptiSubscribe", &a.Subscribe, true) & Sym(h, "cuptiEnableCallback", &a.EnableCallback, true) &
-            Sym(h, "cuptiActivityRegisterCallbacks", &a.RegisterCallbacks, true) &
-            Sym(h, "cuptiActivityEnable", &a.Enable, true) & Sym(h, "cuptiActivityDisable", &a.Disable, true) &
-            Sym(h, "cuptiActivityFlushAll", &a.FlushAll, true) &
-            Sym(h, "cuptiActivityGetNextRecord", &a.GetNextRecord, true) &
-            Sym(h, "cuptiActivityGetNumDroppedRecords", &a.GetNumDropped, true) &
-            Sym(h, "cuptiActivityPushExternalCorrelationId", &a.PushExternal, true) &
-            Sym(h, "cuptiActivityPopExternalCorrelationId", &a.PopExternal, true) &
-            Sym(h, "cuptiGetResultString", &a.ResultString, true) &
-            Sym(h, "cuptiGetCallbackName", &a.CallbackName, false) &
-            Sym(h, "cuptiActivityFlushPeriod", &a.FlushPeriod, false) &
-            Sym(h, "cuptiActivityRegisterTimestampCallback", &a.RegisterTimestamp, false) &
-            Sym(h, "cuptiGetContextId", &a.ContextId, false);
-  if (!ok) return Unavailable("libcupti is too old");
-  g_api = a;
-  if (const char* n = std::getenv("OVERLAPPROF_CUPTI_BUFFERS"); n && std::atoi(n) > 0)
-    g_max_buffers = static_cast<size_t>(std::atoi(n));
-  try {
-    g_free.reserve(g_max_buffers);
-    g_completed.reserve(g_max_buffers);
-    g_work.reserve(g_max_buffers);
-  } catch (...) {
-    return Unavailable("out of memory");
-  }
+// Resolves the API table into `a`; false (logged) when a required function is missing.
+bool ResolveApi(void* h, CuptiApi* a) {
+  return Sym(h, "cuptiSubscribe", &a->Subscribe, true) & Sym(h, "cuptiEnableCallback", &a->EnableCallback, true) &
+         Sym(h, "cuptiActivityRegisterCallbacks", &a->RegisterCallbacks, true) &
+         Sym(h, "cuptiActivityEnable", &a->Enable, true) & Sym(h, "cuptiActivityDisable", &a->Disable, true) &
+         Sym(h, "cuptiActivityFlushAll", &a->FlushAll, true) &
+         Sym(h, "cuptiActivityGetNextRecord", &a->GetNextRecord, true) &
+         Sym(h, "cuptiActivityGetNumDroppedRecords", &a->GetNumDropped, true) &
+         Sym(h, "cuptiActivityPushExternalCorrelationId", &a->PushExternal, true) &
+         Sym(h, "cuptiActivityPopExternalCorrelationId", &a->PopExternal, true) &
+         Sym(h, "cuptiGetResultString", &a->ResultString, true) &
+         Sym(h, "cuptiGetCallbackName", &a->CallbackName, false) &
+         Sym(h, "cuptiActivityFlushPeriod", &a->FlushPeriod, false) &
+         Sym(h, "cuptiActivityRegisterTimestampCallback", &a->RegisterTimestamp, false) &
+         Sym(h, "cuptiGetContextId", &a->ContextId, false);
+}
 
-  CUptiResult r = g_api.Subscribe(&g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
+// The pool's fixed arrays, before CUPTI can ask for a buffer.
+bool AllocatePool(CuptiState& c) {
+  if (const char* n = std::getenv("OVERLAPPROF_CUPTI_BUFFERS"); n && std::atoi(n) > 0)
+    c.max_buffers = static_cast<size_t>(std::atoi(n));
+  c.free_buffers = new (std::nothrow) uint8_t*[c.max_buffers];
+  c.completed = new (std::nothrow) CuptiState::Completed[c.max_buffers];
+  return c.free_buffers && c.completed;
+}
+
+// Subscribes, registers the buffer callbacks and enables the activity kinds.
+void Subscribe(CuptiState& c) {
+  const CuptiApi& api = c.api;
+  CUptiResult r = api.Subscribe(&c.subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     char why[256];
     std::snprintf(why, sizeof why, "CUPTI is already held by %s", GuessOtherTool());
@@ -256,30 +228,51 @@ void Start() {
   }
   // Host hooks and CUPTI on one clock: CLOCK_REALTIME (CUPTI's own on Linux; made explicit
   // where CUPTI lets us).
-  if (g_api.RegisterTimestamp) g_api.RegisterTimestamp(RealtimeNs);
-  OVERLAPPROF_CUPTI_OK(g_api.EnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                                            CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING));
-  if (!OVERLAPPROF_CUPTI_OK(g_api.RegisterCallbacks(BufferRequested, BufferCompleted)))
+  if (api.RegisterTimestamp) api.RegisterTimestamp(RealtimeNs);
+  OVERLAPPROF_CUPTI_OK(api.EnableCallback(1, c.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                          CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING));
+  if (!OVERLAPPROF_CUPTI_OK(api.RegisterCallbacks(BufferRequested, BufferCompleted)))
     return Unavailable("cuptiActivityRegisterCallbacks failed");
-  bool kernels = OVERLAPPROF_CUPTI_OK(g_api.Enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-  OVERLAPPROF_CUPTI_OK(g_api.Enable(CUPTI_ACTIVITY_KIND_MEMCPY));
-  OVERLAPPROF_CUPTI_OK(g_api.Enable(CUPTI_ACTIVITY_KIND_MEMSET));
-  OVERLAPPROF_CUPTI_OK(g_api.Enable(CUPTI_ACTIVITY_KIND_RUNTIME));
-  OVERLAPPROF_CUPTI_OK(g_api.Enable(CUPTI_ACTIVITY_KIND_DRIVER));
-  OVERLAPPROF_CUPTI_OK(g_api.Enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
-  OVERLAPPROF_CUPTI_OK(g_api.Enable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
+  bool kernels = OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_MEMCPY));
+  OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_MEMSET));
+  OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_RUNTIME));
+  OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_DRIVER));
+  OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
+  OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
   if (!kernels) return Unavailable("CONCURRENT_KERNEL activity could not be enabled");
-  if (g_api.FlushPeriod) {
+  if (api.FlushPeriod) {
     const char* f = std::getenv("OVERLAPPROF_FLUSH_MS");
     int ms = f ? std::atoi(f) : 1000;
-    g_api.FlushPeriod(static_cast<uint32_t>(ms > 0 ? ms : 1000));
+    api.FlushPeriod(static_cast<uint32_t>(ms > 0 ? ms : 1000));
   }
-  g_active.store(true);
+  // Publishes the API table to the hooks and the writer thread (they load it with acquire).
+  c.active.store(true, std::memory_order_release);
+}
+
+// InitializeInjection (libcuda's cuInit, one thread). The API table is written here, once,
+// before anything can read it: api_ready and active are stored with release after it.
+void Start() {
+  if (!g_recorder.Activate()) return;  // not a recorded process (no OVERLAPPROF_OUTPUT_DIR, or a forked child)
+  CuptiState& c = Cupti();
+  if (c.api_ready.load(std::memory_order_acquire)) return;  // CUDA initialized twice: already started
+  void* h = OpenCupti();
+  if (!h) return Unavailable("libcupti not found (set OVERLAPPROF_CUPTI_LIB)");
+  CuptiApi a;
+  if (!ResolveApi(h, &a)) return Unavailable("libcupti is too old");
+  if (!AllocatePool(c)) return Unavailable("out of memory");
+  c.api = a;
+  c.api_ready.store(true, std::memory_order_release);
+  Subscribe(c);
 }
 
 // ---- Decoding (writer thread) -----------------------------------------------------------
 
-struct Decoder {
+}  // namespace
+
+// The writer thread's decoding state (sink.h): owned by the Sink, never shared.
+struct CuptiDecoder {
+  std::vector<CuptiState::Completed> work;  // buffers taken from the queue, being decoded
   std::unordered_map<const char*, uint32_t> kernel_names;  // CUPTI keeps kernel names alive
   std::unordered_map<uint32_t, int> api_keep;              // (domain << 16 | cbid) -> keep?
   std::unordered_map<uint32_t, uint32_t> api_names;
@@ -303,7 +296,7 @@ struct Decoder {
     auto it = api_keep.find(key);
     if (it == api_keep.end()) {
       const char* name = nullptr;
-      if (!g_api.CallbackName || g_api.CallbackName(domain, cbid, &name) != CUPTI_SUCCESS || !name) name = "";
+      if (!Api().CallbackName || Api().CallbackName(domain, cbid, &name) != CUPTI_SUCCESS || !name) name = "";
       std::string_view n(name);
       bool keep = false;
       for (std::string_view p : {"cudaLaunch", "cudaMemcpy", "cudaMemset", "cudaGraphLaunch", "cuLaunch", "cuMemcpy",
@@ -318,7 +311,20 @@ struct Decoder {
     return true;
   }
 };
-Decoder g_decoder;  // writer thread only
+
+void CuptiDecoderDeleter::operator()(CuptiDecoder* d) const noexcept { delete d; }
+
+CuptiDecoderPtr NewCuptiDecoder() noexcept {
+  try {
+    auto* d = new CuptiDecoder();
+    d->work.reserve(64);
+    return CuptiDecoderPtr(d);
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+namespace {
 
 const char* CopyKindName(uint8_t k) {
   switch (k) {
@@ -365,13 +371,13 @@ void AddActivity(RankTrace* t, ActivityKind kind, uint64_t start, uint64_t end, 
   t->activities.push_back(a);
 }
 
-void DecodeRecord(RankTrace* t, const CUpti_Activity* rec) {
+void DecodeRecord(CuptiDecoder* d, RankTrace* t, const CUpti_Activity* rec) {
   switch (rec->kind) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
     case CUPTI_ACTIVITY_KIND_KERNEL: {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
       AddActivity(t, ActivityKind::kKernel, k->start, k->end, k->deviceId, k->streamId, k->correlationId,
-                  g_decoder.KernelName(t, k->name), kUnknown, 0);
+                  d->KernelName(t, k->name), kUnknown, 0);
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -399,7 +405,7 @@ void DecodeRecord(RankTrace* t, const CUpti_Activity* rec) {
       uint32_t name_id = 0;
       CUpti_CallbackDomain domain =
           rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
-      if (!g_decoder.KeepApi(t, domain, a->cbid, &name_id)) break;
+      if (!d->KeepApi(t, domain, a->cbid, &name_id)) break;
       if (a->end < a->start) {
         t->stats.Add(Stat::clock_anomalies);
         break;
@@ -426,29 +432,31 @@ void DecodeRecord(RankTrace* t, const CUpti_Activity* rec) {
 
 }  // namespace
 
-bool CuptiActive() noexcept { return g_active.load(std::memory_order_relaxed); }
+// The hooks' side: one acquire load (a plain load on x86), then the call through the table.
+bool CuptiActive() noexcept { return Cupti().active.load(std::memory_order_acquire); }
 
 void CuptiPushExternalId(uint64_t id) noexcept {
-  if (g_active.load(std::memory_order_relaxed)) g_api.PushExternal(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+  if (CuptiActive()) Api().PushExternal(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
 }
 
 void CuptiPopExternalId() noexcept {
   uint64_t last = 0;
-  if (g_active.load(std::memory_order_relaxed)) g_api.PopExternal(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+  if (CuptiActive()) Api().PopExternal(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
 }
 
 void CuptiFlush(bool force) noexcept {
-  if (g_active.load() && g_api.FlushAll) g_api.FlushAll(force ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+  if (CuptiActive() && Api().FlushAll) Api().FlushAll(force ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
 }
 
 void CuptiDroppedByStream(std::vector<ExtraStat>* out) {
-  std::lock_guard<std::mutex> lock(g_buf_mu);
-  for (size_t i = 0; i < g_drop_slots; ++i) {
+  CuptiState& c = Cupti();
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (size_t i = 0; i < c.n_drops; ++i) {
     ExtraStat e;
-    e.name = "records_dropped_cupti[context=" + std::to_string(g_drops[i].context) +
-             ",stream=" + std::to_string(g_drops[i].stream) + "]";
+    e.name = "records_dropped_cupti[context=" + std::to_string(c.drops[i].context) +
+             ",stream=" + std::to_string(c.drops[i].stream) + "]";
     e.severity = Severity::kInfo;  // the total, records_dropped_cupti, carries the error
-    e.value = static_cast<int64_t>(g_drops[i].dropped);
+    e.value = static_cast<int64_t>(c.drops[i].dropped);
     e.description = "CUPTI records dropped for this context and stream (part of records_dropped_cupti)";
     out->push_back(std::move(e));
   }
@@ -456,28 +464,37 @@ void CuptiDroppedByStream(std::vector<ExtraStat>* out) {
 
 void CuptiShutdown() noexcept {
   // Further buffers may still complete; they stay queued and are never decoded.
-  g_active.store(false);
+  Cupti().active.store(false, std::memory_order_release);
 }
 
-void CuptiDrain(RankTrace* t) noexcept {
-  // Both vectors keep the capacity reserved in Start(), so no push_back under g_buf_mu
-  // ever allocates (BufferCompleted runs on CUPTI's threads and must not fail).
-  std::vector<Completed>& work = g_work;
+void CuptiDrain(CuptiDecoder* d, RankTrace* t) noexcept {
+  CuptiState& c = Cupti();
+  if (!c.api_ready.load(std::memory_order_acquire)) return;
+  // The queue is copied out under the lock (the work list keeps its capacity: no allocation
+  // after the first drains), then decoded without it: no CUPTI call under c.mu.
+  std::vector<CuptiState::Completed> local;
+  std::vector<CuptiState::Completed>& work = d ? d->work : local;
   {
-    std::lock_guard<std::mutex> lock(g_buf_mu);
-    work.assign(g_completed.begin(), g_completed.end());
-    g_completed.clear();
+    std::lock_guard<std::mutex> lock(c.mu);
+    try {
+      work.assign(c.completed, c.completed + c.n_completed);
+    } catch (...) {
+      work.clear();  // out of memory: the buffers stay queued for the next drain
+      return;
+    }
+    c.n_completed = 0;
   }
-  for (const Completed& c : work) {
+  for (const CuptiState::Completed& b : work) {
     try {
       CUpti_Activity* rec = nullptr;
-      while (g_api.GetNextRecord(c.data, c.valid, &rec) == CUPTI_SUCCESS) DecodeRecord(t, rec);
+      if (!d) throw std::bad_alloc();
+      while (Api().GetNextRecord(b.data, b.valid, &rec) == CUPTI_SUCCESS) DecodeRecord(d, t, rec);
     } catch (...) {
       // Out of memory while decoding: the buffer's remaining records are lost (and counted).
-      g_counters.cupti_records_dropped.fetch_add(1);
+      Count(Stat::records_dropped_cupti);
     }
-    std::lock_guard<std::mutex> lock(g_buf_mu);
-    g_free.push_back(c.data);
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.free_buffers[c.n_free++] = b.data;  // at most max_buffers: every buffer came from the pool
   }
 }
 

@@ -5,7 +5,8 @@
 //    nothing big and touches no CUDA. The injector activates lazily, on the first NCCL call
 //    or when CUDA initializes (CUPTI's InitializeInjection), so processes that do neither
 //    (torchrun's agent, compilers, nvidia-smi) are never affected.
-//  - A hook's fast path when not recording is one relaxed atomic load (Recording()).
+//  - A hook's fast path when not recording is one relaxed atomic load (Recording()): the
+//    recorder's state (recorder.h, which documents the state machine).
 //  - Hooks never block and never allocate: they copy a fixed-size record into a lock-free
 //    ring; a full ring drops the record and counts it (records_dropped_hooks).
 //  - Nothing throws across the boundary into the host process; every entry point catches.
@@ -15,49 +16,36 @@
 #include <atomic>
 #include <cstdint>
 
+#include "injector/recorder.h"
 #include "injector/records.h"
 
 namespace overlapprof::inject {
 
-enum State : int { kUninit = 0, kActive = 1, kInert = 2, kActivating = 3 };
-extern std::atomic<int> g_state;
+// The process-wide state and its state machine: recorder.h (g_recorder). What hooks use:
 
-// Slow path of Recording(): decides once per process whether to record, and starts the
-// writer thread if so. Safe to call from any thread, any number of times.
-bool Activate() noexcept;
-
-// True when this process records. The fast path is one relaxed load.
-inline bool Recording() noexcept {
-  int s = g_state.load(std::memory_order_relaxed);
-  if (s == kActive) return true;
-  if (s == kInert) return false;
-  return Activate();
-}
+// True when this process records. The fast path is one relaxed atomic load.
+inline bool Recording() noexcept { return g_recorder.Recording(); }
 
 // Queues a record for the writer thread; counts it as dropped when the ring is full.
-void Push(const HookRecord& r) noexcept;
+inline void Push(const HookRecord& r) noexcept { g_recorder.Push(r); }
+
+// Bumps a data-quality counter (src/common/stats.def).
+inline void Count(Stat s, int64_t n = 1) noexcept { g_recorder.stats().Add(s, n); }
 
 int64_t NowNs() noexcept;  // CLOCK_REALTIME, ns
-int32_t Tid() noexcept;    // cached gettid()
+int32_t TidSlow() noexcept;
+// The calling thread's kernel id (gettid), cached per thread.
+inline int32_t Tid() noexcept {
+  int32_t t = t_thread.tid;
+  return t ? t : TidSlow();
+}
 
 // One line on stderr, prefixed "overlapprof[pid]: ". printf-style; never allocates more
 // than a stack buffer.
 void Log(const char* fmt, ...) noexcept __attribute__((format(printf, 1, 2)));
 
-// Atomic counters the hooks and CUPTI callbacks bump (the writer copies them into the
-// store's stats table at every flush).
-struct Counters {
-  std::atomic<uint64_t> hook_records_dropped{0};
-  std::atomic<uint64_t> cupti_records_dropped{0};
-  std::atomic<uint64_t> cupti_buffers_unavailable{0};
-  std::atomic<uint64_t> nccl_missing_function{0};
-  std::atomic<uint64_t> names_truncated{0};
-  std::atomic<uint64_t> cupti_unavailable{0};  // 1 when CUPTI could not be used here
-};
-extern Counters g_counters;
-
 // Wakes the writer thread (async-signal-safe).
-void WakeWriter() noexcept;
+inline void WakeWriter() noexcept { g_recorder.WakeWriter(); }
 
 // Implemented in cupti.cc. CuptiActive() is true once CUPTI is subscribed and recording.
 bool CuptiActive() noexcept;

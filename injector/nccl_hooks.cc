@@ -10,9 +10,11 @@
 // call itself outside a group, the outermost ncclGroupEnd inside one (NCCL launches grouped
 // ops there); ops of a group share the id.
 //
-// Threads: hooks run on the application's threads. The communicator table is read without
-// locks; inserts and removals (communicator creation/destruction, rare) take g_comm_mu,
-// which is never held across a call into NCCL or CUPTI.
+// Threads: hooks run on the application's threads. The communicator table
+// (g_recorder.comms(), recorder.h) is read without locks; inserts and removals
+// (communicator creation/destruction, rare) take its mutex, which is never held across a
+// call into NCCL or CUPTI. The real functions, id counters and per-thread group state are
+// the recorder's too: this file has no state of its own.
 #include <dlfcn.h>
 #include <link.h>
 #include <nccl.h>
@@ -40,7 +42,7 @@ int FindNcclCallback(struct dl_phdr_info* info, size_t, void* data) {
 }
 
 void* LoadedNcclHandle() {
-  static std::atomic<void*> handle{nullptr};
+  std::atomic<void*>& handle = g_recorder.nccl().library;
   void* h = handle.load(std::memory_order_acquire);
   if (h) return h;
   char path[4096] = {};
@@ -62,77 +64,70 @@ void* Resolve(const char* name) {
   return dlsym(RTLD_NEXT, name);
 }
 
-// The real function, resolved on first use (a benign race: every thread resolves the same).
-template <typename Fn>
-class Real {
- public:
-  explicit constexpr Real(const char* name) : name_(name) {}
-  Fn get() {
-    void* f = fn_.load(std::memory_order_acquire);
-    if (f == kMissing) return nullptr;
-    if (!f) {
-      f = Resolve(name_);
-      fn_.store(f ? f : kMissing, std::memory_order_release);
-      if (!f) {
-        Log("%s is not in the loaded NCCL (or no NCCL is loaded): the call returns ncclInvalidUsage", name_);
-        return nullptr;
-      }
-    }
-    return reinterpret_cast<Fn>(f);
-  }
-
- private:
-  static inline void* const kMissing = reinterpret_cast<void*>(1);
-  const char* name_;
-  std::atomic<void*> fn_{nullptr};
+// Every NCCL function we call: its slot in the recorder's table (NcclFunctions).
+enum class Fn : size_t {
+  ncclAllReduce, ncclBroadcast, ncclBcast, ncclReduce, ncclAllGather, ncclReduceScatter, ncclAlltoAll,
+  ncclGather, ncclScatter, ncclSend, ncclRecv, ncclGroupStart, ncclGroupEnd, ncclCommInitRank,
+  ncclCommInitRankConfig, ncclCommInitRankScalable, ncclCommInitAll, ncclCommSplit, ncclCommShrink,
+  ncclCommDestroy, ncclCommAbort, ncclCommCuDevice, ncclCommUserRank, ncclCommCount, kCount
 };
+static_assert(static_cast<size_t>(Fn::kCount) <= NcclFunctions::kMax);
+
+void* const kMissing = reinterpret_cast<void*>(1);  // in a slot: the loaded NCCL lacks it
+
+// Slow path of Real(): resolves `name` into its slot (a benign race: every thread resolves
+// the same pointer, published with release). nullptr when the loaded NCCL lacks it (logged).
+__attribute__((noinline)) void* ResolveInto(std::atomic<void*>& slot, const char* name) {
+  void* f = slot.load(std::memory_order_acquire);
+  if (f == kMissing) return nullptr;
+  if (f) return f;
+  f = Resolve(name);
+  slot.store(f ? f : kMissing, std::memory_order_release);
+  if (!f) Log("%s is not in the loaded NCCL (or no NCCL is loaded): the call returns ncclInvalidUsage", name);
+  return f;
+}
+
+// The real function: one acquire load (a plain load on x86) once resolved.
+template <typename F>
+__attribute__((always_inline)) inline F Real(Fn which, const char* name) {
+  std::atomic<void*>& slot = g_recorder.nccl().fn[static_cast<size_t>(which)];
+  void* f = slot.load(std::memory_order_acquire);
+  if (__builtin_expect(f == nullptr || f == kMissing, 0)) f = ResolveInto(slot, name);
+  return reinterpret_cast<F>(f);
+}
+#define OVERLAPPROF_REAL(NAME) Real<decltype(&NAME)>(Fn::NAME, #NAME)
 
 ncclResult_t Missing() {
-  g_counters.nccl_missing_function.fetch_add(1, std::memory_order_relaxed);
+  Count(Stat::nccl_missing_function);
   return ncclInvalidUsage;
 }
 
 // ---- Communicators ------------------------------------------------------------------
 
-struct CommInfo {
-  uint64_t id = 0;
-  int32_t rank = -1, nranks = -1, device = -1;
-  bool nonblocking = false;
-  std::atomic<uint64_t> seq{0};     // next op's sequence number
-  std::atomic<uint64_t> splits{0};  // ncclCommSplit/Shrink calls so far (derives child ids)
-};
+const void* const kTombstone = reinterpret_cast<const void*>(uintptr_t{1});
 
-// Open addressing, power-of-two size. Keys are ncclComm_t values; a removed key becomes
-// kTombstone. CommInfos are never freed (a lookup may race with a removal).
-constexpr size_t kCommSlots = 4096;
-const ncclComm_t kTombstone = reinterpret_cast<ncclComm_t>(uintptr_t{1});
-struct CommSlot {
-  std::atomic<ncclComm_t> key{nullptr};
-  std::atomic<CommInfo*> info{nullptr};
-};
-CommSlot g_comms[kCommSlots];
-std::mutex g_comm_mu;  // inserts and removals only; never held across NCCL or CUPTI calls
-
-size_t SlotOf(ncclComm_t c) {
+size_t SlotOf(const void* c) {
   uint64_t x = reinterpret_cast<uintptr_t>(c);
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdULL;
   x ^= x >> 33;
-  return x & (kCommSlots - 1);
+  return x & (CommTable::kSlots - 1);
 }
 
-CommInfo* FindComm(ncclComm_t c) {
+}  // namespace
+
+CommInfo* CommTable::Find(const void* c) noexcept {
   if (!c) return nullptr;
   size_t i = SlotOf(c);
-  for (size_t n = 0; n < kCommSlots; ++n, i = (i + 1) & (kCommSlots - 1)) {
-    ncclComm_t k = g_comms[i].key.load(std::memory_order_acquire);
-    if (k == c) return g_comms[i].info.load(std::memory_order_acquire);
+  for (size_t n = 0; n < kSlots; ++n, i = (i + 1) & (kSlots - 1)) {
+    const void* k = slots_[i].key.load(std::memory_order_acquire);
+    if (k == c) return slots_[i].info.load(std::memory_order_acquire);
     if (k == nullptr) return nullptr;
   }
   return nullptr;
 }
 
-CommInfo* AddComm(ncclComm_t c, uint64_t id, int rank, int nranks, int device, bool nonblocking) {
+CommInfo* CommTable::Add(const void* c, uint64_t id, int rank, int nranks, int device, bool nonblocking) noexcept {
   auto* info = new (std::nothrow) CommInfo();
   if (!info) return nullptr;
   info->id = id;
@@ -140,31 +135,35 @@ CommInfo* AddComm(ncclComm_t c, uint64_t id, int rank, int nranks, int device, b
   info->nranks = nranks;
   info->device = device;
   info->nonblocking = nonblocking;
-  std::lock_guard<std::mutex> lock(g_comm_mu);
+  std::lock_guard<std::mutex> lock(mu_);
   size_t i = SlotOf(c);
-  for (size_t n = 0; n < kCommSlots; ++n, i = (i + 1) & (kCommSlots - 1)) {
-    ncclComm_t k = g_comms[i].key.load(std::memory_order_relaxed);
+  for (size_t n = 0; n < kSlots; ++n, i = (i + 1) & (kSlots - 1)) {
+    const void* k = slots_[i].key.load(std::memory_order_relaxed);
     if (k == nullptr || k == kTombstone || k == c) {
-      g_comms[i].info.store(info, std::memory_order_release);
-      g_comms[i].key.store(c, std::memory_order_release);
+      slots_[i].info.store(info, std::memory_order_release);
+      slots_[i].key.store(c, std::memory_order_release);
       return info;
     }
   }
   return info;  // table full: ops on it are recorded without communicator identity
 }
 
-void RemoveComm(ncclComm_t c) {
-  std::lock_guard<std::mutex> lock(g_comm_mu);
+void CommTable::Remove(const void* c) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
   size_t i = SlotOf(c);
-  for (size_t n = 0; n < kCommSlots; ++n, i = (i + 1) & (kCommSlots - 1)) {
-    ncclComm_t k = g_comms[i].key.load(std::memory_order_relaxed);
+  for (size_t n = 0; n < kSlots; ++n, i = (i + 1) & (kSlots - 1)) {
+    const void* k = slots_[i].key.load(std::memory_order_relaxed);
     if (k == c) {
-      g_comms[i].key.store(kTombstone, std::memory_order_release);
+      slots_[i].key.store(kTombstone, std::memory_order_release);
       return;
     }
     if (k == nullptr) return;
   }
 }
+
+namespace {
+
+CommInfo* FindComm(ncclComm_t c) { return g_recorder.comms().Find(c); }
 
 uint64_t Fnv(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ULL) {
   const auto* p = static_cast<const unsigned char*>(data);
@@ -173,9 +172,8 @@ uint64_t Fnv(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ULL) {
 }
 
 int DeviceOf(ncclComm_t c) {
-  static Real<decltype(&ncclCommCuDevice)> real("ncclCommCuDevice");
   int dev = -1;
-  auto fn = real.get();
+  auto fn = OVERLAPPROF_REAL(ncclCommCuDevice);
   if (fn && c && fn(c, &dev) != ncclSuccess) dev = -1;
   return dev;
 }
@@ -183,7 +181,7 @@ int DeviceOf(ncclComm_t c) {
 void RecordInit(CommInitCall call, ncclComm_t c, uint64_t id, uint64_t parent, int rank, int nranks,
                 bool nonblocking, int64_t t0) {
   int device = DeviceOf(c);
-  AddComm(c, id, rank, nranks, device, nonblocking);
+  g_recorder.comms().Add(c, id, rank, nranks, device, nonblocking);
   HookRecord r;
   r.kind = RecKind::kCommInit;
   r.op = static_cast<uint8_t>(call);
@@ -206,10 +204,6 @@ bool IsNonblocking(const ncclConfig_t* config) {
 
 // ---- Groups and launch ids -------------------------------------------------------------
 
-std::atomic<uint64_t> g_next_launch_id{1};
-thread_local int t_group_depth = 0;
-thread_local uint64_t t_group_launch_id = 0;
-
 // One collective or point-to-point call: fills the record, tags its launch, pushes it.
 class OpScope {
  public:
@@ -228,11 +222,11 @@ class OpScope {
       r_.device = info->device;
       r_.seq = info->seq.fetch_add(1, std::memory_order_relaxed);
     }
-    if (t_group_depth > 0) {
+    if (t_thread.group_depth > 0) {
       r_.flags |= kFlagInGroup;
-      r_.launch_id = t_group_launch_id;
+      r_.launch_id = t_thread.group_launch_id;
     } else {
-      r_.launch_id = g_next_launch_id.fetch_add(1, std::memory_order_relaxed);
+      r_.launch_id = g_recorder.NextLaunchId();
       CuptiPushExternalId(r_.launch_id);
       pushed_ = true;
     }
@@ -259,8 +253,7 @@ using namespace overlapprof::inject;
 
 #define OVERLAPPROF_OP_HOOK(NAME, CODE, PARAMS, ARGS, COUNT, DTYPE, ROOT, COMM, STREAM) \
   OVERLAPPROF_EXPORT ncclResult_t NAME PARAMS {                                          \
-    static Real<decltype(&NAME)> real(#NAME);                                            \
-    auto fn = real.get();                                                                \
+    auto fn = OVERLAPPROF_REAL(NAME);                                                    \
     if (!fn) return Missing();                                                           \
     if (!Recording()) return fn ARGS;                                                    \
     OpScope scope(CommOpCode::CODE, COMM, COUNT, DTYPE, ROOT, STREAM);                   \
@@ -321,36 +314,32 @@ OVERLAPPROF_OP_HOOK(ncclRecv, kRecv,
 // ---- Groups ---------------------------------------------------------------------------
 
 OVERLAPPROF_EXPORT ncclResult_t ncclGroupStart() {
-  static Real<decltype(&ncclGroupStart)> real("ncclGroupStart");
-  auto fn = real.get();
+  auto fn = OVERLAPPROF_REAL(ncclGroupStart);
   if (!fn) return Missing();
-  if (Recording() && t_group_depth++ == 0)
-    t_group_launch_id = g_next_launch_id.fetch_add(1, std::memory_order_relaxed);
+  if (Recording() && t_thread.group_depth++ == 0) t_thread.group_launch_id = g_recorder.NextLaunchId();
   return fn();
 }
 
 OVERLAPPROF_EXPORT ncclResult_t ncclGroupEnd() {
-  static Real<decltype(&ncclGroupEnd)> real("ncclGroupEnd");
-  auto fn = real.get();
+  auto fn = OVERLAPPROF_REAL(ncclGroupEnd);
   if (!fn) return Missing();
-  if (t_group_depth <= 0 || !Recording()) return fn();
-  if (t_group_depth > 1) {
-    --t_group_depth;
+  if (t_thread.group_depth <= 0 || !Recording()) return fn();
+  if (t_thread.group_depth > 1) {
+    --t_thread.group_depth;
     return fn();
   }
   // The outermost end launches every op of the group: tag that launch.
-  CuptiPushExternalId(t_group_launch_id);
+  CuptiPushExternalId(t_thread.group_launch_id);
   ncclResult_t res = fn();
   CuptiPopExternalId();
-  t_group_depth = 0;
+  t_thread.group_depth = 0;
   return res;
 }
 
 // ---- Communicator creation and destruction --------------------------------------------
 
 OVERLAPPROF_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
-  static Real<decltype(&ncclCommInitRank)> real("ncclCommInitRank");
-  auto fn = real.get();
+  auto fn = OVERLAPPROF_REAL(ncclCommInitRank);
   if (!fn) return Missing();
   if (!Recording()) return fn(comm, nranks, commId, rank);
   int64_t t0 = NowNs();
@@ -362,8 +351,7 @@ OVERLAPPROF_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, n
 
 OVERLAPPROF_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                                        ncclConfig_t* config) {
-  static Real<decltype(&ncclCommInitRankConfig)> real("ncclCommInitRankConfig");
-  auto fn = real.get();
+  auto fn = OVERLAPPROF_REAL(ncclCommInitRankConfig);
   if (!fn) return Missing();
   if (!Recording()) return fn(comm, nranks, commId, rank, config);
   int64_t t0 = NowNs();
@@ -376,8 +364,7 @@ OVERLAPPROF_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nra
 
 OVERLAPPROF_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
                                                          ncclUniqueId* commIds, ncclConfig_t* config) {
-  static Real<decltype(&ncclCommInitRankScalable)> real("ncclCommInitRankScalable");
-  auto fn = real.get();
+  auto fn = OVERLAPPROF_REAL(ncclCommInitRankScalable);
   if (!fn) return Missing();
   if (!Recording()) return fn(newcomm, nranks, myrank, nId, commIds, config);
   int64_t t0 = NowNs();
@@ -389,16 +376,14 @@ OVERLAPPROF_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, in
 }
 
 OVERLAPPROF_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
-  static Real<decltype(&ncclCommInitAll)> real("ncclCommInitAll");
-  static std::atomic<uint64_t> calls{0};
-  auto fn = real.get();
+  auto fn = OVERLAPPROF_REAL(ncclCommInitAll);
   if (!fn) return Missing();
   if (!Recording()) return fn(comms, ndev, devlist);
   int64_t t0 = NowNs();
   ncclResult_t res = fn(comms, ndev, devlist);
   if (res == ncclSuccess && comms && ndev > 0) {
     // Single-process communicators: an id unique to this process and call.
-    uint64_t key[3] = {static_cast<uint64_t>(getpid()), calls.fetch_add(1), 0x696e6974616c6cULL};
+    uint64_t key[3] = {static_cast<uint64_t>(getpid()), g_recorder.NextInitAllCall(), 0x696e6974616c6cULL};
     uint64_t id = Fnv(key, sizeof key);
     for (int i = 0; i < ndev; ++i)
       if (comms[i]) RecordInit(CommInitCall::kInitAll, comms[i], id, 0, i, ndev, false, t0);
@@ -408,8 +393,7 @@ OVERLAPPROF_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, con
 
 OVERLAPPROF_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                               ncclConfig_t* config) {
-  static Real<decltype(&ncclCommSplit)> real("ncclCommSplit");
-  auto fn = real.get();
+  auto fn = OVERLAPPROF_REAL(ncclCommSplit);
   if (!fn) return Missing();
   if (!Recording()) return fn(comm, color, key, newcomm, config);
   int64_t t0 = NowNs();
@@ -420,11 +404,9 @@ OVERLAPPROF_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int ke
   ncclResult_t res = fn(comm, color, key, newcomm, config);
   if ((res == ncclSuccess || res == ncclInProgress) && newcomm && *newcomm) {
     uint64_t k[3] = {parent ? parent->id : 0, split_index, static_cast<uint64_t>(static_cast<int64_t>(color))};
-    static Real<decltype(&ncclCommUserRank)> user_rank("ncclCommUserRank");
-    static Real<decltype(&ncclCommCount)> count("ncclCommCount");
     int r = -1, n = -1;
-    if (auto f = user_rank.get(); f && f(*newcomm, &r) != ncclSuccess) r = -1;
-    if (auto f = count.get(); f && f(*newcomm, &n) != ncclSuccess) n = -1;
+    if (auto f = OVERLAPPROF_REAL(ncclCommUserRank); f && f(*newcomm, &r) != ncclSuccess) r = -1;
+    if (auto f = OVERLAPPROF_REAL(ncclCommCount); f && f(*newcomm, &n) != ncclSuccess) n = -1;
     RecordInit(CommInitCall::kSplit, *newcomm, Fnv(k, sizeof k), parent ? parent->id : 0, r, n,
                IsNonblocking(config) || (parent && parent->nonblocking), t0);
   }
@@ -433,8 +415,7 @@ OVERLAPPROF_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int ke
 
 OVERLAPPROF_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                                                ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  static Real<decltype(&ncclCommShrink)> real("ncclCommShrink");
-  auto fn = real.get();
+  auto fn = OVERLAPPROF_REAL(ncclCommShrink);
   if (!fn) return Missing();
   if (!Recording()) return fn(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   int64_t t0 = NowNs();
@@ -443,11 +424,9 @@ OVERLAPPROF_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRank
   ncclResult_t res = fn(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   if ((res == ncclSuccess || res == ncclInProgress) && newcomm && *newcomm) {
     uint64_t k[3] = {parent ? parent->id : 0, split_index, 0x7368726e6bULL};
-    static Real<decltype(&ncclCommUserRank)> user_rank("ncclCommUserRank");
-    static Real<decltype(&ncclCommCount)> count("ncclCommCount");
     int r = -1, n = -1;
-    if (auto f = user_rank.get(); f && f(*newcomm, &r) != ncclSuccess) r = -1;
-    if (auto f = count.get(); f && f(*newcomm, &n) != ncclSuccess) n = -1;
+    if (auto f = OVERLAPPROF_REAL(ncclCommUserRank); f && f(*newcomm, &r) != ncclSuccess) r = -1;
+    if (auto f = OVERLAPPROF_REAL(ncclCommCount); f && f(*newcomm, &n) != ncclSuccess) n = -1;
     RecordInit(CommInitCall::kShrink, *newcomm, Fnv(k, sizeof k), parent ? parent->id : 0, r, n,
                IsNonblocking(config) || (parent && parent->nonblocking), t0);
   }
@@ -469,7 +448,7 @@ ncclResult_t EndComm(ncclResult_t (*fn)(ncclComm_t), ncclComm_t comm) {
     r.comm_id = info->id;
     r.comm_rank = info->rank;
     r.comm_nranks = info->nranks;
-    RemoveComm(comm);
+    g_recorder.comms().Remove(comm);
   }
   Push(r);
   return res;
@@ -477,15 +456,13 @@ ncclResult_t EndComm(ncclResult_t (*fn)(ncclComm_t), ncclComm_t comm) {
 }  // namespace
 
 OVERLAPPROF_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  static Real<decltype(&ncclCommDestroy)> real("ncclCommDestroy");
-  auto fn = real.get();
+  auto fn = OVERLAPPROF_REAL(ncclCommDestroy);
   if (!fn) return Missing();
   return EndComm(fn, comm);
 }
 
 OVERLAPPROF_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  static Real<decltype(&ncclCommAbort)> real("ncclCommAbort");
-  auto fn = real.get();
+  auto fn = OVERLAPPROF_REAL(ncclCommAbort);
   if (!fn) return Missing();
   return EndComm(fn, comm);
 }

@@ -3,7 +3,8 @@
 // InitializeInjectionNvtx2, where we fill the core module's function table. Push/pop and
 // start/end ranges and markers become hook records; the writer pairs them (sink.cc). Names
 // are copied inline (records.h), truncated past kInlineNameBytes - 1 bytes and counted.
-// Unicode and registered-string messages are recorded with a placeholder name.
+// Unicode and registered-string messages are recorded with a placeholder name. Range ids
+// and counters are the recorder's (recorder.h): this file has no state of its own.
 #include <nvtx3/nvToolsExt.h>
 
 #include <atomic>
@@ -14,15 +15,13 @@
 namespace overlapprof::inject {
 namespace {
 
-std::atomic<uint64_t> g_next_range_id{1};
-
 void FillName(HookRecord* r, const char* s) {
   if (!s) return;
   size_t n = strnlen(s, kInlineNameBytes);
   if (n >= static_cast<size_t>(kInlineNameBytes)) {
     n = kInlineNameBytes - 1;
     r->flags |= kFlagTruncated;
-    g_counters.names_truncated.fetch_add(1, std::memory_order_relaxed);
+    Count(Stat::nvtx_names_truncated);
   }
   std::memcpy(r->name, s, n);
   r->name[n] = '\0';
@@ -65,7 +64,7 @@ int NVTX_API Pop() {
 nvtxRangeId_t NVTX_API StartA(const char* message) {
   if (!Recording()) return 0;
   HookRecord r = Make(RecKind::kRangeStart);
-  r.stream = g_next_range_id.fetch_add(1, std::memory_order_relaxed);
+  r.stream = g_recorder.NextRangeId();
   FillName(&r, message);
   Push(r);
   return r.stream;
@@ -73,7 +72,7 @@ nvtxRangeId_t NVTX_API StartA(const char* message) {
 nvtxRangeId_t NVTX_API StartEx(const nvtxEventAttributes_t* a) {
   if (!Recording()) return 0;
   HookRecord r = Make(RecKind::kRangeStart);
-  r.stream = g_next_range_id.fetch_add(1, std::memory_order_relaxed);
+  r.stream = g_recorder.NextRangeId();
   FillAttrName(&r, a);
   Push(r);
   return r.stream;

@@ -1,10 +1,6 @@
-// Process-wide state of the injector: lazy activation, the ring, the writer thread, fork,
-// signals and exit. See injector.h for the contract with the host process.
-//
-// Threads: hooks run on the application's threads and only touch g_state, g_ring and the
-// atomic counters. The writer thread (started by Activate, never by the constructor) owns
-// the Sink and the store file. Signal handlers only use async-signal-safe calls (write,
-// poll, sigaction, raise) plus atomics.
+// The recorder's lifecycle (recorder.h: its state machine, threads and locks): lazy
+// activation, the ring, the writer thread, fork, signals and exit. See injector.h for the
+// contract with the host process.
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "injector/injector.h"
 #include "injector/ring.h"
@@ -31,29 +28,12 @@
 
 namespace overlapprof::inject {
 
-std::atomic<int> g_state{kUninit};
-Counters g_counters;
-
-// Implemented in sink.cc: the writer thread's body.
-void RunWriter(const SinkConfig& cfg, Ring<HookRecord>* ring, int flush_ms, int wake_fd, int done_fd,
-               std::atomic<bool>* stop, std::atomic<int>* flush_requests, std::atomic<int>* writer_state) noexcept;
+// The injector's process-wide state: the one mutable namespace-scope variable (recorder.h).
+constinit Recorder g_recorder;
+constinit thread_local ThreadState t_thread;
+static_assert(std::is_trivially_destructible_v<Recorder>, "g_recorder must never be destroyed (see recorder.h)");
 
 namespace {
-
-pid_t g_owner_pid = 0;  // the process that activated (forked children differ)
-Ring<HookRecord>* g_ring = nullptr;
-int g_wake_fd = -1;  // eventfd: wakes the writer
-int g_done_fd = -1;  // eventfd: the writer finished a flush a signal handler asked for
-std::atomic<bool> g_stop{false};
-std::atomic<int> g_flush_requests{0};
-std::atomic<int> g_writer_state{0};  // 0 not started, 1 running, 2 finished
-pthread_t g_thread;
-bool g_thread_started = false;
-SinkConfig* g_cfg = nullptr;
-int g_flush_ms = 1000;
-struct sigaction g_prev_term, g_prev_int;
-std::atomic<bool> g_in_handler{false};
-thread_local int32_t t_tid = 0;
 
 int64_t EnvInt(const char* const* names, int64_t fallback) {
   for (const char* const* n = names; *n; ++n) {
@@ -67,24 +47,7 @@ int64_t EnvInt(const char* const* names, int64_t fallback) {
   return fallback;
 }
 
-void OnForkChild() {
-  // The child is a copy with one thread: no writer thread, the parent's file. Inert for good.
-  g_state.store(kInert, std::memory_order_relaxed);
-  g_thread_started = false;
-}
-
-void WaitForFlush(int timeout_ms) {
-  // Async-signal-safe: the writer does the work; we wait on an eventfd with a bound.
-  uint64_t one = 1;
-  g_flush_requests.fetch_add(1, std::memory_order_relaxed);
-  if (::write(g_wake_fd, &one, sizeof one) < 0) return;
-  struct pollfd p = {g_done_fd, POLLIN, 0};
-  if (::poll(&p, 1, timeout_ms) > 0) {
-    uint64_t v;
-    if (::read(g_done_fd, &v, sizeof v) < 0) return;
-  }
-}
-
+// Async-signal-safe: restores the previous disposition's behaviour.
 void Chain(int sig, siginfo_t* info, void* ctx, const struct sigaction& prev) {
   if (prev.sa_flags & SA_SIGINFO) {
     if (prev.sa_sigaction) prev.sa_sigaction(sig, info, ctx);
@@ -104,63 +67,12 @@ void Chain(int sig, siginfo_t* info, void* ctx, const struct sigaction& prev) {
   prev.sa_handler(sig);
 }
 
-// Asks the writer for its final flush and close, and waits (bounded) until it is done.
-void WaitForFinish(int timeout_ms) {
-  g_state.store(kInert, std::memory_order_relaxed);  // hooks stop recording now
-  g_stop.store(true);
-  uint64_t one = 1;
-  if (::write(g_wake_fd, &one, sizeof one) < 0) return;
-  struct pollfd p = {g_done_fd, POLLIN, 0};
-  for (int waited = 0; waited < timeout_ms && g_writer_state.load() != 2; waited += 50) ::poll(&p, 1, 50);
-}
-
-void OnSignal(int sig, siginfo_t* info, void* ctx) {
-  int saved_errno = errno;
-  const struct sigaction& prev = sig == SIGTERM ? g_prev_term : g_prev_int;
-  if (::getpid() == g_owner_pid && g_state.load(std::memory_order_relaxed) == kActive &&
-      g_writer_state.load(std::memory_order_relaxed) == 1 && !g_in_handler.exchange(true)) {
-    // torchrun sends SIGTERM, then SIGKILL 30 s later. When the signal will end the process
-    // (default disposition), finish the file now; when the application handles it and may
-    // go on, flush what we have and keep recording.
-    bool fatal = !(prev.sa_flags & SA_SIGINFO) && prev.sa_handler == SIG_DFL;
-    if (fatal)
-      WaitForFinish(10000);
-    else
-      WaitForFlush(5000);
-    g_in_handler.store(false);
-  }
-  Chain(sig, info, ctx, prev);
-  errno = saved_errno;
-}
-
-void InstallSignalHandlers() {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = OnSignal;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, &g_prev_term);
-  ::sigaction(SIGINT, &sa, &g_prev_int);
-}
-
-void OnExit() {
-  if (::getpid() != g_owner_pid || !g_thread_started) return;
-  // Stop recording first, so hooks called from later exit handlers do nothing.
-  g_state.store(kInert, std::memory_order_relaxed);
-  g_stop.store(true);
-  uint64_t one = 1;
-  if (::write(g_wake_fd, &one, sizeof one) < 0) return;
-  // Never hang the exit: give the final flush a bounded time.
-  struct timespec deadline;
-  ::clock_gettime(CLOCK_REALTIME, &deadline);
-  deadline.tv_sec += 20;
-  if (::pthread_timedjoin_np(g_thread, nullptr, &deadline) != 0)
-    Log("the final flush did not finish within 20 s; the file holds what was committed before");
-  g_thread_started = false;
-}
-
-void* WriterThread(void*) {
-  RunWriter(*g_cfg, g_ring, g_flush_ms, g_wake_fd, g_done_fd, &g_stop, &g_flush_requests, &g_writer_state);
+// C entry points for pthread/sigaction/atexit: they forward to the recorder.
+void ForkChildTrampoline() { g_recorder.OnForkChild(); }
+void SignalTrampoline(int sig, siginfo_t* info, void* ctx) { g_recorder.OnSignal(sig, info, ctx); }
+void ExitTrampoline() { g_recorder.OnExit(); }
+void* WriterTrampoline(void* rec) {
+  RunWriter(static_cast<Recorder*>(rec));
   return nullptr;
 }
 
@@ -170,7 +82,124 @@ std::string Sanitize(std::string s) {
   return s;
 }
 
-bool DoActivate() {
+void WriteOne(int fd) {
+  uint64_t one = 1;
+  if (fd >= 0 && ::write(fd, &one, sizeof one) < 0) return;
+}
+
+__attribute__((constructor)) void OnLoad() { g_recorder.OnLoad(); }
+
+}  // namespace
+
+// ---- Process events -----------------------------------------------------------------------
+
+void Recorder::OnLoad() noexcept {
+  // Only reads the environment (the contract in injector.h).
+  const char* dir = std::getenv("OVERLAPPROF_OUTPUT_DIR");
+  if (!dir || !*dir) state_.store(static_cast<int>(State::kInert), std::memory_order_relaxed);
+}
+
+void Recorder::OnForkChild() noexcept {
+  // The child is a copy with one thread: no writer thread, the parent's file. Inert for good.
+  state_.store(static_cast<int>(State::kInert), std::memory_order_relaxed);
+  writer_started_.store(false, std::memory_order_relaxed);
+}
+
+void Recorder::WaitForFlush(int timeout_ms) noexcept {
+  // Async-signal-safe: the writer does the work; we wait on an eventfd with a bound.
+  flush_requests_.fetch_add(1, std::memory_order_acq_rel);
+  uint64_t one = 1;
+  if (::write(wake_fd(), &one, sizeof one) < 0) return;
+  struct pollfd p = {done_fd_.load(std::memory_order_relaxed), POLLIN, 0};
+  if (::poll(&p, 1, timeout_ms) > 0) {
+    uint64_t v;
+    if (::read(p.fd, &v, sizeof v) < 0) return;
+  }
+}
+
+bool Recorder::BeginFinalFlush() noexcept {
+  // Hooks stop recording now (kActive → kFlushing); after a write failure (kFinished) the
+  // writer thread still has to be stopped.
+  int expected = static_cast<int>(State::kActive);
+  state_.compare_exchange_strong(expected, static_cast<int>(State::kFlushing), std::memory_order_acq_rel);
+  stop_.store(true, std::memory_order_release);
+  uint64_t one = 1;
+  return ::write(wake_fd(), &one, sizeof one) >= 0;
+}
+
+// Asks the writer for its final flush and close, and waits (bounded) until it is done.
+void Recorder::WaitForFinish(int timeout_ms) noexcept {
+  if (!BeginFinalFlush()) return;
+  struct pollfd p = {done_fd_.load(std::memory_order_relaxed), POLLIN, 0};
+  for (int waited = 0; waited < timeout_ms && state() != State::kFinished; waited += 50) ::poll(&p, 1, 50);
+}
+
+void Recorder::OnSignal(int sig, siginfo_t* info, void* ctx) noexcept {
+  int saved_errno = errno;
+  const struct sigaction& prev = sig == SIGTERM ? prev_term_ : prev_int_;
+  if (::getpid() == owner_pid_.load(std::memory_order_relaxed) && state() == State::kActive &&
+      !in_handler_.exchange(true)) {
+    // torchrun sends SIGTERM, then SIGKILL 30 s later. When the signal will end the process
+    // (default disposition), finish the file now; when the application handles it and may
+    // go on, flush what we have and keep recording.
+    bool fatal = !(prev.sa_flags & SA_SIGINFO) && prev.sa_handler == SIG_DFL;
+    if (fatal)
+      WaitForFinish(10000);
+    else
+      WaitForFlush(5000);
+    in_handler_.store(false);
+  }
+  Chain(sig, info, ctx, prev);
+  errno = saved_errno;
+}
+
+void Recorder::InstallSignalHandlers() noexcept {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = SignalTrampoline;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, &prev_term_);
+  ::sigaction(SIGINT, &sa, &prev_int_);
+}
+
+void Recorder::OnExit() noexcept {
+  if (::getpid() != owner_pid_.load(std::memory_order_relaxed) || !writer_started_.load(std::memory_order_acquire))
+    return;
+  // Stop recording first, so hooks called from later exit handlers do nothing.
+  if (!BeginFinalFlush()) return;
+  // Never hang the exit: give the final flush a bounded time.
+  struct timespec deadline;
+  ::clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += 20;
+  if (::pthread_timedjoin_np(thread_, nullptr, &deadline) != 0)
+    Log("the final flush did not finish within 20 s; the file holds what was committed before");
+  writer_started_.store(false, std::memory_order_relaxed);
+}
+
+// ---- The writer thread's side ------------------------------------------------------------
+
+__attribute__((noinline)) void Recorder::Push(const HookRecord& r) noexcept {
+  Ring<HookRecord>* ring = ring_.load(std::memory_order_acquire);
+  if (!ring || !ring->TryPush(r)) stats_.Add(Stat::records_dropped_hooks);
+}
+
+void Recorder::WakeWriter() noexcept { WriteOne(wake_fd()); }
+
+void Recorder::SignalFlushDone() noexcept { WriteOne(done_fd_.load(std::memory_order_relaxed)); }
+
+void Recorder::WriterFailed() noexcept {
+  int expected = static_cast<int>(State::kActive);
+  state_.compare_exchange_strong(expected, static_cast<int>(State::kFinished), std::memory_order_acq_rel);
+}
+
+void Recorder::WriterFinished() noexcept {
+  state_.store(static_cast<int>(State::kFinished), std::memory_order_release);
+}
+
+// ---- Activation ----------------------------------------------------------------------------
+
+bool Recorder::DoActivate() {
   const char* dir = std::getenv("OVERLAPPROF_OUTPUT_DIR");
   if (!dir || !*dir) return false;
   static const char* const kRank[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", nullptr};
@@ -199,8 +228,8 @@ bool DoActivate() {
   name += Sanitize(host) + "_pid" + std::to_string(cfg->meta.pid) + "_restart" + std::to_string(restart) + ".db";
   cfg->path = std::string(dir) + "/" + name;
   cfg->meta.source_path = cfg->path;
-  g_flush_ms = static_cast<int>(EnvInt(kFlush, 1000));
-  if (g_flush_ms < 10) g_flush_ms = 10;
+  flush_ms_ = static_cast<int>(EnvInt(kFlush, 1000));
+  if (flush_ms_ < 10) flush_ms_ = 10;
   size_t ring_records = static_cast<size_t>(EnvInt(kRingSize, 1 << 17));
   if (ring_records < 64) ring_records = 64;
   if (ring_records > (size_t{1} << 24)) ring_records = size_t{1} << 24;
@@ -210,50 +239,40 @@ bool DoActivate() {
     Log("cannot allocate the record ring (%zu records); not recording", ring_records);
     return false;
   }
-  g_wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  g_done_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (g_wake_fd < 0 || g_done_fd < 0) {
+  int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  int done = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake < 0 || done < 0) {
     Log("eventfd failed: %s; not recording", std::strerror(errno));
     return false;
   }
-  g_cfg = cfg;
-  g_ring = ring;
-  g_owner_pid = ::getpid();
-  static bool atfork_done = false;
-  if (!atfork_done) {
-    ::pthread_atfork(nullptr, nullptr, OnForkChild);
-    atfork_done = true;
-  }
+  wake_fd_.store(wake, std::memory_order_relaxed);
+  done_fd_.store(done, std::memory_order_relaxed);
+  cfg_ = cfg;
+  ring_.store(ring, std::memory_order_release);
+  owner_pid_.store(::getpid(), std::memory_order_relaxed);
+  if (!atfork_installed_.exchange(true)) ::pthread_atfork(nullptr, nullptr, ForkChildTrampoline);
   // The writer thread gets every signal blocked: signals stay with the application's threads.
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = ::pthread_create(&g_thread, nullptr, WriterThread, nullptr);
+  int rc = ::pthread_create(&thread_, nullptr, WriterTrampoline, this);
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) {
     Log("cannot start the writer thread: %s; not recording", std::strerror(rc));
     return false;
   }
-  g_thread_started = true;
-  g_writer_state.store(1);
+  writer_started_.store(true, std::memory_order_release);
   InstallSignalHandlers();
-  std::atexit(OnExit);
+  std::atexit(ExitTrampoline);
   return true;
 }
 
-__attribute__((constructor)) void OnLoad() {
-  // Only reads the environment (the contract in injector.h).
-  const char* dir = std::getenv("OVERLAPPROF_OUTPUT_DIR");
-  if (!dir || !*dir) g_state.store(kInert, std::memory_order_relaxed);
-}
-
-}  // namespace
-
-bool Activate() noexcept {
-  int expected = kUninit;
-  if (!g_state.compare_exchange_strong(expected, kActivating)) {
-    while ((expected = g_state.load(std::memory_order_acquire)) == kActivating) ::sched_yield();
-    return expected == kActive;
+bool Recorder::Activate() noexcept {
+  int expected = static_cast<int>(State::kUndecided);
+  if (!state_.compare_exchange_strong(expected, static_cast<int>(State::kActivating), std::memory_order_acq_rel)) {
+    while ((expected = state_.load(std::memory_order_acquire)) == static_cast<int>(State::kActivating))
+      ::sched_yield();
+    return expected == static_cast<int>(State::kActive);
   }
   bool ok = false;
   try {
@@ -261,20 +280,14 @@ bool Activate() noexcept {
   } catch (...) {
     ok = false;
   }
-  g_state.store(ok ? kActive : kInert, std::memory_order_release);
-  return ok;
+  // kActive, unless the writer already gave up (kFinished: it could not create the file).
+  expected = static_cast<int>(State::kActivating);
+  state_.compare_exchange_strong(expected, static_cast<int>(ok ? State::kActive : State::kInert),
+                                 std::memory_order_acq_rel);
+  return ok && expected == static_cast<int>(State::kActivating);
 }
 
-void Push(const HookRecord& r) noexcept {
-  Ring<HookRecord>* ring = g_ring;
-  if (!ring || !ring->TryPush(r)) g_counters.hook_records_dropped.fetch_add(1, std::memory_order_relaxed);
-}
-
-void WakeWriter() noexcept {
-  if (g_wake_fd < 0) return;
-  uint64_t one = 1;
-  if (::write(g_wake_fd, &one, sizeof one) < 0) return;
-}
+// ---- Helpers ---------------------------------------------------------------------------------
 
 int64_t NowNs() noexcept {
   struct timespec ts;
@@ -282,10 +295,7 @@ int64_t NowNs() noexcept {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-int32_t Tid() noexcept {
-  if (t_tid == 0) t_tid = static_cast<int32_t>(::syscall(SYS_gettid));
-  return t_tid;
-}
+int32_t TidSlow() noexcept { return t_thread.tid = static_cast<int32_t>(::syscall(SYS_gettid)); }
 
 void Log(const char* fmt, ...) noexcept {
   char buf[512];

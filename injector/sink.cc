@@ -1,4 +1,5 @@
-// The writer thread (see sink.h). Everything here runs on that one thread.
+// The writer thread (see sink.h). Everything here runs on that one thread; it reaches the
+// rest of the injector only through the recorder's writer-side accessors (recorder.h).
 #include "injector/sink.h"
 
 #include <poll.h>
@@ -12,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "injector/batching.h"
 #include "injector/injector.h"
 #include "injector/ring.h"
 #include "src/store/writer.h"
@@ -79,289 +81,280 @@ int64_t StepNumber(std::string_view name) {
   return n;
 }
 
-class Sink {
+}  // namespace
+
+Sink::Sink(const SinkConfig& cfg) : cfg_(cfg), decoder_(NewCuptiDecoder()) { trace_.meta = cfg.meta; }
+Sink::~Sink() = default;
+
+Status Sink::Open() {
+  StoreWriter::Options o;
+  o.mode = StoreWriter::Mode::kLive;
+  o.overwrite = false;
+  o.row_copies = false;  // chunks only: what analysis reads, at a fraction of the cost
+  OVERLAPPROF_RETURN_IF_ERROR(writer_.Open(cfg_.path, trace_.meta, o));
+  // "finished" once Finish() ran; `overlapprof run` marks files still "recording" after
+  // the job as incomplete (the process was killed before its last flush).
+  return writer_.PutMeta("recording_state", "recording");
+}
+
+size_t Sink::DrainRing(Ring<HookRecord>* ring) {
+  HookRecord r;
+  size_t n = 0;
+  while (ring->TryPop(&r)) {
+    Take(r);
+    ++n;
+  }
+  return n;
+}
+
+void Sink::DrainCupti(bool force) {
+  if (!CuptiActive()) return;
+  CuptiFlush(force);
+  CuptiDrain(decoder_.get(), &trace_);
+}
+
+void Sink::DrainCuptiFinal() {
+  if (!CuptiActive()) return;
+  CuptiFlush(true);
+  CuptiShutdown();
+  CuptiDrain(decoder_.get(), &trace_);
+}
+
+size_t Sink::Pending() const {
+  return trace_.comm_ops.size() + trace_.activities.size() + trace_.host_calls.size() + trace_.ranges.size();
+}
+
+Status Sink::Commit() {
+  OVERLAPPROF_RETURN_IF_ERROR(writer_.Append(trace_));
+  trace_.activities.clear();
+  trace_.host_calls.clear();
+  trace_.ranges.clear();
+  trace_.external_correlations.clear();
+  trace_.comm_ops.clear();
+  if (meta_dirty_) {
+    OVERLAPPROF_RETURN_IF_ERROR(writer_.UpdateMeta(trace_.meta));
+    OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("communicators", CommunicatorsJson()));
+    meta_dirty_ = false;
+  }
+  return writer_.WriteStats(Stats(), Extras());
+}
+
+Status Sink::Finish() {
+  OVERLAPPROF_RETURN_IF_ERROR(Commit());
+  OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("recording_state", "finished"));
+  return writer_.Finish(Stats(), Extras());
+}
+
+void Sink::Abort() { writer_.Abort(); }
+
+StatCounters Sink::Stats() const {
+  StatCounters s = trace_.stats;
+  g_recorder.stats().AddTo(&s);
+  return s;
+}
+
+std::vector<ExtraStat> Sink::Extras() {
+  std::vector<ExtraStat> extra;
+  CuptiDroppedByStream(&extra);
+  return extra;
+}
+
+std::string Sink::CommunicatorsJson() const {
+  std::string j = "[";
+  for (const auto& c : comms_) {
+    if (j.size() > 1) j += ",";
+    j += "{\"id\":\"" + Hex(c.id) + "\",\"rank\":" + std::to_string(c.rank) +
+         ",\"nranks\":" + std::to_string(c.nranks) + ",\"device\":" + std::to_string(c.device) +
+         ",\"created_by\":\"" + InitCallName(c.call) + "\",\"parent\":" +
+         (c.parent ? "\"" + Hex(c.parent) + "\"" : std::string("null")) +
+         ",\"created_ns\":" + std::to_string(c.created_ns) +
+         ",\"destroyed_ns\":" + (c.destroyed_ns ? std::to_string(c.destroyed_ns) : std::string("null")) + "}";
+  }
+  return j + "]";
+}
+
+void Sink::Take(const HookRecord& r) {
+  switch (r.kind) {
+    case RecKind::kCommOp: {
+      CommOp op;
+      op.communicator = CommName(r.comm_id);
+      op.comm_rank = r.comm_rank;
+      op.comm_nranks = r.comm_nranks;
+      op.seq = static_cast<int64_t>(r.seq);
+      op.op = OpName(r.op);
+      DtypeInfo d = Dtype(r.datatype);
+      op.datatype = d.name;
+      op.count = static_cast<int64_t>(r.count);
+      op.bytes = d.size ? static_cast<int64_t>(r.count) * d.size : kUnknown;
+      op.root_peer = r.root_peer;
+      op.host_enter_ns = r.t_enter;
+      op.host_exit_ns = r.t_exit;
+      op.host_tid = r.tid;
+      op.source = CommSource::kNcclHook;
+      op.launch_id = static_cast<int64_t>(r.launch_id);
+      op.stream_handle = static_cast<int64_t>(r.stream);
+      trace_.comm_ops.push_back(std::move(op));
+      break;
+    }
+    case RecKind::kCommInit: {
+      comms_.push_back({r.comm_id, r.seq, r.comm_rank, r.comm_nranks, r.device, r.op, r.t_exit, 0});
+      if (!cfg_.rank_from_env && trace_.meta.rank == kUnknown && r.comm_nranks > 1 &&
+          r.op != static_cast<uint8_t>(CommInitCall::kInitAll)) {
+        // No launcher variable named the rank: the first multi-rank communicator does.
+        trace_.meta.rank = r.comm_rank;
+        trace_.meta.world_size = r.comm_nranks;
+      }
+      meta_dirty_ = true;
+      break;
+    }
+    case RecKind::kCommDestroy:
+      for (auto& c : comms_)
+        if (c.id == r.comm_id && c.destroyed_ns == 0) c.destroyed_ns = r.t_enter;
+      meta_dirty_ = true;
+      break;
+    case RecKind::kRangePush:
+      stacks_[r.tid].push_back({r.t_enter, NameOf(r)});
+      break;
+    case RecKind::kRangePop: {
+      auto it = stacks_.find(r.tid);
+      if (it == stacks_.end() || it->second.empty()) {
+        trace_.stats.Add(Stat::nvtx_ranges_unmatched);
+        break;
+      }
+      OpenRange o = it->second.back();
+      it->second.pop_back();
+      AddRange(o.start, r.t_enter, o.name, r.tid);
+      break;
+    }
+    case RecKind::kRangeStart:
+      started_[r.stream] = {r.t_enter, NameOf(r)};
+      break;
+    case RecKind::kRangeEnd: {
+      auto it = started_.find(r.stream);
+      if (it == started_.end()) {
+        trace_.stats.Add(Stat::nvtx_ranges_unmatched);
+        break;
+      }
+      AddRange(it->second.start, r.t_enter, it->second.name, r.tid);
+      started_.erase(it);
+      break;
+    }
+    case RecKind::kMark:
+      AddRange(r.t_enter, r.t_enter, NameOf(r), r.tid);
+      break;
+  }
+}
+
+// The communicator's id as text, formatted once per communicator.
+const std::string& Sink::CommName(uint64_t id) {
+  auto it = comm_names_.find(id);
+  if (it == comm_names_.end()) it = comm_names_.emplace(id, Hex(id)).first;
+  return it->second;
+}
+
+uint32_t Sink::NameOf(const HookRecord& r) {
+  size_t n = strnlen(r.name, sizeof r.name);
+  return trace_.names.Intern(std::string_view(r.name, n));
+}
+
+void Sink::AddRange(int64_t start, int64_t end, uint32_t name_id, int64_t tid) {
+  if (end < start) {
+    trace_.stats.Add(Stat::nvtx_ranges_unmatched);
+    return;
+  }
+  Range g;
+  g.start_ns = start;
+  g.end_ns = end;
+  g.name_id = name_id;
+  g.tid = tid;
+  g.step = StepNumber(trace_.names.Get(name_id));
+  g.kind = g.step >= 0 ? RangeKind::kStep : RangeKind::kAnnotation;
+  trace_.ranges.push_back(g);
+}
+
+namespace {
+
+// The writer thread's loop, in phases: open the store, drain/commit passes until asked to
+// stop, the final drain and close. Every failure is logged and leaves the host process alone.
+class WriterLoop {
  public:
-  explicit Sink(const SinkConfig& cfg) : cfg_(cfg) { trace_.meta = cfg.meta; }
+  explicit WriterLoop(Recorder* rec) : rec_(rec), cfg_(rec->config()), ring_(rec->ring()), sink_(cfg_),
+        policy_(rec->flush_ms(), ring_->capacity(), NowNs()) {}
 
-  Status Open() {
-    StoreWriter::Options o;
-    o.mode = StoreWriter::Mode::kLive;
-    o.overwrite = false;
-    o.row_copies = false;  // chunks only: what analysis reads, at a fraction of the cost
-    OVERLAPPROF_RETURN_IF_ERROR(writer_.Open(cfg_.path, trace_.meta, o));
-    // "finished" once Finish() ran; `overlapprof run` marks files still "recording" after
-    // the job as incomplete (the process was killed before its last flush).
-    return writer_.PutMeta("recording_state", "recording");
-  }
-
-  // Returns how many records it took.
-  size_t DrainRing(Ring<HookRecord>* ring) {
-    HookRecord r;
-    size_t n = 0;
-    while (ring->TryPop(&r)) {
-      Take(r);
-      ++n;
+  bool Open() {
+    if (Status st = sink_.Open(); !st.ok()) {
+      Log("cannot create %s: %s; this process is not recorded", cfg_.path.c_str(), st.message().c_str());
+      return false;
     }
-    return n;
+    return true;
   }
 
-  RankTrace* trace() { return &trace_; }
-  size_t Pending() const {
-    return trace_.comm_ops.size() + trace_.activities.size() + trace_.host_calls.size() + trace_.ranges.size();
-  }
-
-  // One transaction: the batch, the communicators and rank when they changed, the counters.
-  Status Commit() {
-    OVERLAPPROF_RETURN_IF_ERROR(writer_.Append(trace_));
-    trace_.activities.clear();
-    trace_.host_calls.clear();
-    trace_.ranges.clear();
-    trace_.external_correlations.clear();
-    trace_.comm_ops.clear();
-    if (meta_dirty_) {
-      OVERLAPPROF_RETURN_IF_ERROR(writer_.UpdateMeta(trace_.meta));
-      OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("communicators", CommunicatorsJson()));
-      meta_dirty_ = false;
+  // Passes until a stop request; each pass drains the ring and commits when the policy says.
+  void Run() {
+    size_t last_drained = 0;
+    for (;;) {
+      struct pollfd p = {rec_->wake_fd(), POLLIN, 0};
+      ::poll(&p, 1, policy_.PollTimeoutMs(last_drained));
+      uint64_t v;
+      if (::read(p.fd, &v, sizeof v) < 0) v = 0;
+      bool stopping = rec_->StopRequested();
+      int requests = rec_->TakeFlushRequests();
+      last_drained = sink_.DrainRing(ring_);
+      int64_t now = NowNs();
+      if (!policy_.ShouldCommit(now, sink_.Pending(), requests, stopping)) continue;
+      policy_.Committed(now);
+      sink_.DrainCupti(requests > 0 || stopping);
+      sink_.DrainRing(ring_);
+      Commit();
+      if (requests > 0) rec_->SignalFlushDone();
+      if (stopping) return;
     }
-    return writer_.WriteStats(Stats(), Extras());
   }
 
-  Status Finish() {
-    OVERLAPPROF_RETURN_IF_ERROR(Commit());
-    OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("recording_state", "finished"));
-    return writer_.Finish(Stats(), Extras());
+  // The final drain (CUPTI then the ring) and the close; a failed store is only closed.
+  void Finish() {
+    sink_.DrainCuptiFinal();
+    sink_.DrainRing(ring_);
+    if (!failed_) {
+      if (Status st = sink_.Finish(); !st.ok()) Log("finishing %s failed: %s", cfg_.path.c_str(), st.message().c_str());
+    } else {
+      sink_.Abort();
+    }
+    rec_->SignalFlushDone();
   }
-
-  void Abort() { writer_.Abort(); }
 
  private:
-  StatCounters Stats() const {
-    StatCounters s;
-    s.Set(Stat::records_dropped_hooks, static_cast<int64_t>(g_counters.hook_records_dropped.load()));
-    s.Set(Stat::records_dropped_cupti, static_cast<int64_t>(g_counters.cupti_records_dropped.load() +
-                                                            g_counters.cupti_buffers_unavailable.load()));
-    s.Set(Stat::nccl_missing_function, static_cast<int64_t>(g_counters.nccl_missing_function.load()));
-    s.Set(Stat::nvtx_names_truncated, static_cast<int64_t>(g_counters.names_truncated.load()));
-    s.Set(Stat::cupti_unavailable, static_cast<int64_t>(g_counters.cupti_unavailable.load()));
-    s.Set(Stat::nvtx_ranges_unmatched, unmatched_ranges_);
-    return s;
-  }
-
-  static std::vector<ExtraStat> Extras() {
-    std::vector<ExtraStat> extra;
-    CuptiDroppedByStream(&extra);
-    return extra;
-  }
-
-  std::string CommunicatorsJson() const {
-    std::string j = "[";
-    for (const auto& c : comms_) {
-      if (j.size() > 1) j += ",";
-      j += "{\"id\":\"" + Hex(c.id) + "\",\"rank\":" + std::to_string(c.rank) +
-           ",\"nranks\":" + std::to_string(c.nranks) + ",\"device\":" + std::to_string(c.device) +
-           ",\"created_by\":\"" + InitCallName(c.call) + "\",\"parent\":" +
-           (c.parent ? "\"" + Hex(c.parent) + "\"" : std::string("null")) +
-           ",\"created_ns\":" + std::to_string(c.created_ns) +
-           ",\"destroyed_ns\":" + (c.destroyed_ns ? std::to_string(c.destroyed_ns) : std::string("null")) + "}";
-    }
-    return j + "]";
-  }
-
-  void Take(const HookRecord& r) {
-    switch (r.kind) {
-      case RecKind::kCommOp: {
-        CommOp op;
-        op.communicator = CommName(r.comm_id);
-        op.comm_rank = r.comm_rank;
-        op.comm_nranks = r.comm_nranks;
-        op.seq = static_cast<int64_t>(r.seq);
-        op.op = OpName(r.op);
-        DtypeInfo d = Dtype(r.datatype);
-        op.datatype = d.name;
-        op.count = static_cast<int64_t>(r.count);
-        op.bytes = d.size ? static_cast<int64_t>(r.count) * d.size : kUnknown;
-        op.root_peer = r.root_peer;
-        op.host_enter_ns = r.t_enter;
-        op.host_exit_ns = r.t_exit;
-        op.host_tid = r.tid;
-        op.source = CommSource::kNcclHook;
-        op.launch_id = static_cast<int64_t>(r.launch_id);
-        op.stream_handle = static_cast<int64_t>(r.stream);
-        trace_.comm_ops.push_back(std::move(op));
-        break;
-      }
-      case RecKind::kCommInit: {
-        comms_.push_back({r.comm_id, r.seq, r.comm_rank, r.comm_nranks, r.device, r.op, r.t_exit, 0});
-        if (!cfg_.rank_from_env && trace_.meta.rank == kUnknown && r.comm_nranks > 1 &&
-            r.op != static_cast<uint8_t>(CommInitCall::kInitAll)) {
-          // No launcher variable named the rank: the first multi-rank communicator does.
-          trace_.meta.rank = r.comm_rank;
-          trace_.meta.world_size = r.comm_nranks;
-        }
-        meta_dirty_ = true;
-        break;
-      }
-      case RecKind::kCommDestroy:
-        for (auto& c : comms_)
-          if (c.id == r.comm_id && c.destroyed_ns == 0) c.destroyed_ns = r.t_enter;
-        meta_dirty_ = true;
-        break;
-      case RecKind::kRangePush:
-        stacks_[r.tid].push_back({r.t_enter, NameOf(r)});
-        break;
-      case RecKind::kRangePop: {
-        auto it = stacks_.find(r.tid);
-        if (it == stacks_.end() || it->second.empty()) {
-          ++unmatched_ranges_;
-          break;
-        }
-        OpenRange o = it->second.back();
-        it->second.pop_back();
-        AddRange(o.start, r.t_enter, o.name, r.tid);
-        break;
-      }
-      case RecKind::kRangeStart:
-        started_[r.stream] = {r.t_enter, NameOf(r)};
-        break;
-      case RecKind::kRangeEnd: {
-        auto it = started_.find(r.stream);
-        if (it == started_.end()) {
-          ++unmatched_ranges_;
-          break;
-        }
-        AddRange(it->second.start, r.t_enter, it->second.name, r.tid);
-        started_.erase(it);
-        break;
-      }
-      case RecKind::kMark:
-        AddRange(r.t_enter, r.t_enter, NameOf(r), r.tid);
-        break;
+  void Commit() {
+    if (failed_) return;
+    if (Status st = sink_.Commit(); !st.ok()) {
+      Log("writing %s failed: %s; recording stops here", cfg_.path.c_str(), st.message().c_str());
+      failed_ = true;
+      rec_->WriterFailed();
     }
   }
 
-  // The communicator's id as text, formatted once per communicator.
-  const std::string& CommName(uint64_t id) {
-    auto it = comm_names_.find(id);
-    if (it == comm_names_.end()) it = comm_names_.emplace(id, Hex(id)).first;
-    return it->second;
-  }
-
-  uint32_t NameOf(const HookRecord& r) {
-    size_t n = strnlen(r.name, sizeof r.name);
-    return trace_.names.Intern(std::string_view(r.name, n));
-  }
-
-  void AddRange(int64_t start, int64_t end, uint32_t name_id, int64_t tid) {
-    if (end < start) {
-      ++unmatched_ranges_;
-      return;
-    }
-    Range g;
-    g.start_ns = start;
-    g.end_ns = end;
-    g.name_id = name_id;
-    g.tid = tid;
-    g.step = StepNumber(trace_.names.Get(name_id));
-    g.kind = g.step >= 0 ? RangeKind::kStep : RangeKind::kAnnotation;
-    trace_.ranges.push_back(g);
-  }
-
-  struct Comm {
-    uint64_t id, parent;
-    int32_t rank, nranks, device;
-    uint8_t call;
-    int64_t created_ns, destroyed_ns;
-  };
-  struct OpenRange {
-    int64_t start;
-    uint32_t name;
-  };
+  Recorder* rec_;
   const SinkConfig& cfg_;
-  RankTrace trace_;
-  StoreWriter writer_;
-  std::vector<Comm> comms_;
-  std::unordered_map<uint64_t, std::string> comm_names_;
-  std::unordered_map<int32_t, std::vector<OpenRange>> stacks_;  // NVTX push/pop per thread
-  std::unordered_map<uint64_t, OpenRange> started_;             // NVTX start/end by range id
-  int64_t unmatched_ranges_ = 0;
-  bool meta_dirty_ = false;
+  Ring<HookRecord>* ring_;
+  Sink sink_;
+  BatchPolicy policy_;
+  bool failed_ = false;
 };
 
 }  // namespace
 
-void RunWriter(const SinkConfig& cfg, Ring<HookRecord>* ring, int flush_ms, int wake_fd, int done_fd,
-               std::atomic<bool>* stop, std::atomic<int>* flush_requests, std::atomic<int>* writer_state) noexcept {
+void RunWriter(Recorder* rec) noexcept {
   try {
-    Sink sink(cfg);
-    if (Status st = sink.Open(); !st.ok()) {
-      Log("cannot create %s: %s; this process is not recorded", cfg.path.c_str(), st.message().c_str());
-      g_state.store(kInert);
-      writer_state->store(2);
-      return;
-    }
-    // The ring is drained often (so a burst of hooks does not fill it); the store is
-    // committed every flush_ms.
-    const int drain_ms = std::min(flush_ms, 50);
-    int64_t next_commit = NowNs() + int64_t{flush_ms} * 1000000;
-    bool failed = false;
-    size_t last_drained = 0;
-    for (;;) {
-      // Idle: wake every drain_ms. Busy (the last drain took over an eighth of the ring): come
-      // back after 1 ms, so a sustained high call rate does not overflow the ring.
-      struct pollfd p = {wake_fd, POLLIN, 0};
-      ::poll(&p, 1, last_drained > ring->capacity() / 8 ? 1 : drain_ms);
-      uint64_t v;
-      if (::read(wake_fd, &v, sizeof v) < 0) v = 0;
-      bool stopping = stop->load();
-      int requests = flush_requests->exchange(0);
-      last_drained = sink.DrainRing(ring);
-      int64_t now = NowNs();
-      // Commit on the flush period, and early when a batch grows past a quarter of the ring:
-      // the ring is not drained during a commit, so a commit must stay short at high rates.
-      bool big = sink.Pending() >= ring->capacity() / 4;
-      if (!stopping && requests == 0 && !big && now < next_commit) continue;
-      next_commit = now + int64_t{flush_ms} * 1000000;
-      if (CuptiActive()) {
-        CuptiFlush(requests > 0 || stopping);
-        CuptiDrain(sink.trace());
-      }
-      sink.DrainRing(ring);
-      if (!failed) {
-        if (Status st = sink.Commit(); !st.ok()) {
-          Log("writing %s failed: %s; recording stops here", cfg.path.c_str(), st.message().c_str());
-          failed = true;
-          g_state.store(kInert);
-        }
-      }
-      if (requests > 0) {
-        uint64_t one = 1;
-        if (::write(done_fd, &one, sizeof one) < 0) {
-        }
-      }
-      if (stopping) break;
-    }
-    if (CuptiActive()) {
-      CuptiFlush(true);
-      CuptiShutdown();
-      CuptiDrain(sink.trace());
-    }
-    sink.DrainRing(ring);
-    if (!failed) {
-      if (Status st = sink.Finish(); !st.ok())
-        Log("finishing %s failed: %s", cfg.path.c_str(), st.message().c_str());
-    } else {
-      sink.Abort();
-    }
-    uint64_t one = 1;
-    if (::write(done_fd, &one, sizeof one) < 0) {
+    WriterLoop loop(rec);
+    if (loop.Open()) {
+      loop.Run();
+      loop.Finish();
     }
   } catch (const std::exception& e) {
     Log("writer thread stopped: %s", e.what());
-    g_state.store(kInert);
   } catch (...) {
-    g_state.store(kInert);
   }
-  writer_state->store(2);
+  rec->WriterFinished();
 }
 
 }  // namespace overlapprof::inject

@@ -3,12 +3,19 @@
 // RankTrace batches and appends them to the rank's store (StoreWriter, kLive mode: WAL, one
 // transaction per batch). Runs only on the writer thread; holds no lock a hook could wait on.
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "injector/records.h"
+#include "injector/ring.h"
+#include "src/store/writer.h"
 #include "src/trace/model.h"
 
 namespace overlapprof::inject {
+
+class Recorder;
 
 struct SinkConfig {
   std::string path;        // the rank's store file
@@ -19,13 +26,84 @@ struct SinkConfig {
 // Implemented in cupti.cc; called by the writer thread only, with no lock of ours held.
 // CuptiFlush asks CUPTI to hand over buffered records (force: also incomplete ones).
 void CuptiFlush(bool force) noexcept;
+// The writer thread's CUPTI decoding state (kernel-name cache, API-call filter, work list),
+// owned by the Sink.
+struct CuptiDecoder;
+struct CuptiDecoderDeleter {
+  void operator()(CuptiDecoder* d) const noexcept;
+};
+using CuptiDecoderPtr = std::unique_ptr<CuptiDecoder, CuptiDecoderDeleter>;
+CuptiDecoderPtr NewCuptiDecoder() noexcept;  // null when out of memory
 // Moves the records of every completed CUPTI buffer into `t` (activities, host calls) and
-// `t->external_correlations`, and returns the buffers to the pool.
-void CuptiDrain(RankTrace* t) noexcept;
+// `t->external_correlations`, and returns the buffers to the pool. With a null decoder the
+// buffers are only recycled (their records counted as dropped).
+void CuptiDrain(CuptiDecoder* d, RankTrace* t) noexcept;
 // Called once by the writer thread before its final drain: disables CUPTI activity so no
 // buffer is completed after the store is closed.
 void CuptiShutdown() noexcept;
 // The dropped-record counts per (context, stream) so far, as extra stats rows.
 void CuptiDroppedByStream(std::vector<ExtraStat>* out);
+
+// The writer thread's body (runtime.cc starts it): opens the store, drains and commits until
+// the recorder asks it to stop, then finishes the file and moves the recorder to kFinished.
+void RunWriter(Recorder* rec) noexcept;
+
+// Hook records (and CUPTI buffers) → a RankTrace batch → the rank's store (kLive, chunks
+// only). Writer thread only (tests drive it directly: tests/injector/sink_test.cc).
+// Dictionaries (names, streams) are cumulative; the rows of a batch are cleared by Commit.
+class Sink {
+ public:
+  explicit Sink(const SinkConfig& cfg);  // `cfg` must outlive the Sink
+  ~Sink();
+  Sink(const Sink&) = delete;
+  Sink& operator=(const Sink&) = delete;
+
+  Status Open();  // creates the file; meta recording_state = "recording"
+  // Takes every record the ring holds into the batch; returns how many.
+  size_t DrainRing(Ring<HookRecord>* ring);
+  void Take(const HookRecord& r);
+  // Moves completed CUPTI buffers into the batch (no-op when CUPTI is not recording).
+  void DrainCupti(bool force);
+  // The last drain: CUPTI is flushed, disabled, and what it held is taken.
+  void DrainCuptiFinal();
+  // Records in the open batch (comm ops, activities, host calls, ranges).
+  size_t Pending() const;
+  // One transaction: the batch, the communicators and rank when they changed, the counters.
+  Status Commit();
+  // Commit, then recording_state = "finished", the stats and indexes, and close.
+  Status Finish();
+  void Abort();
+  const RankTrace& trace() const { return trace_; }
+
+ private:
+  // The recorder's counters (hooks, CUPTI callbacks) plus this sink's own (clock anomalies
+  // found while decoding, unmatched NVTX ranges), all from src/common/stats.def.
+  StatCounters Stats() const;
+  static std::vector<ExtraStat> Extras();
+  std::string CommunicatorsJson() const;
+  const std::string& CommName(uint64_t id);
+  uint32_t NameOf(const HookRecord& r);
+  void AddRange(int64_t start, int64_t end, uint32_t name_id, int64_t tid);
+
+  struct Comm {
+    uint64_t id, parent;
+    int32_t rank, nranks, device;
+    uint8_t call;
+    int64_t created_ns, destroyed_ns;
+  };
+  struct OpenRange {
+    int64_t start;
+    uint32_t name;
+  };
+  const SinkConfig& cfg_;
+  RankTrace trace_;
+  StoreWriter writer_;
+  CuptiDecoderPtr decoder_;  // may be null (out of memory): CUPTI buffers are then only recycled
+  std::vector<Comm> comms_;
+  std::unordered_map<uint64_t, std::string> comm_names_;
+  std::unordered_map<int32_t, std::vector<OpenRange>> stacks_;  // NVTX push/pop per thread
+  std::unordered_map<uint64_t, OpenRange> started_;             // NVTX start/end by range id
+  bool meta_dirty_ = false;
+};
 
 }  // namespace overlapprof::inject

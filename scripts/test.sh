@@ -2,6 +2,7 @@
 # The whole test suite: install/build (as scripts/setup.sh), unit + golden + end-to-end
 # tests (ctest), then each libFuzzer target for a bounded time.
 #   FUZZ_SECONDS=N   seconds per fuzz target (default 60; 0 skips fuzzing)
+#   TSAN=0           skips the injector's ThreadSanitizer run (build-tsan/, ~2 min cold)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -9,6 +10,16 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 
 scripts/setup.sh --no-run
 (cd "$BUILD_DIR" && ctest --output-on-failure -j2)
+# The injector under ThreadSanitizer: a separate build of only the injector, its test doubles
+# and driver (-DOVERLAPPROF_TSAN=ON, injector/CMakeLists.txt), then ctest tsan_injector, which
+# fails on any TSan report (tests/injector/tsan_test.py). Needs the injector (CUDA headers).
+TSAN_DIR=${TSAN_DIR:-build-tsan}
+if [ "${TSAN:-1}" != 0 ] && [ -e "$BUILD_DIR/injector/liboverlapprof_inject.so" ]; then
+  cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOVERLAPPROF_TSAN=ON \
+    -DOVERLAPPROF_BUILD_BENCH=OFF -DOVERLAPPROF_BUILD_SAMPLES=OFF >/dev/null
+  ninja -C "$TSAN_DIR" overlapprof_inject nccl_driver cupti_fake injector_unit_tests
+  (cd "$TSAN_DIR" && ctest --output-on-failure -R '^tsan_injector$')
+fi
 if [ "$FUZZ_SECONDS" != 0 ]; then
   tests/fuzz/run_fuzzers.sh "$FUZZ_SECONDS"
 fi

@@ -57,11 +57,7 @@ Status StoreWriter::Open(const std::string& path, const RunMeta& meta, const Opt
       db, "INSERT INTO device(id, name, compute_major, compute_minor, total_memory, sm_count) VALUES(?,?,?,?,?,?)"));
   OVERLAPPROF_RETURN_IF_ERROR(
       stmts_->stream.Prepare(db, "INSERT INTO stream(id, device, native_id, name) VALUES(?,?,?,?)"));
-  OVERLAPPROF_RETURN_IF_ERROR(stmts_->comm_op.Prepare(
-      db,
-      "INSERT INTO comm_op(id, communicator, comm_rank, comm_nranks, seq, op, datatype, count, bytes, "
-      "root_peer, stream_id, host_enter_ns, host_exit_ns, host_tid, pg_desc, source, launch_id, stream_handle) "
-      "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->comm_op.Prepare(db, store_detail::kInsertCommOpSql));
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->activity.Prepare(
       db,
       "INSERT INTO gpu_activity(id, start_ns, end_ns, category, kind, stream_id, name_id, correlation_id, "
@@ -80,8 +76,7 @@ Status StoreWriter::Open(const std::string& path, const RunMeta& meta, const Opt
       db, "INSERT INTO host_call(id, start_ns, end_ns, correlation_id, tid, name_id) VALUES(?,?,?,?,?,?)"));
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->range.Prepare(
       db, "INSERT INTO trace_range(id, kind, start_ns, end_ns, name_id, step, tid, stream_id) VALUES(?,?,?,?,?,?,?,?)"));
-  OVERLAPPROF_RETURN_IF_ERROR(stmts_->stats.Prepare(
-      db, "INSERT OR REPLACE INTO stats(name, severity, value, description) VALUES(?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->stats.Prepare(db, store_detail::kInsertStatSql));
   OVERLAPPROF_RETURN_IF_ERROR(WriteMeta(meta));
   if (!options.row_copies) {
     // Readers then expect empty gpu_activity / host_call tables (docs/schema.md, "Chunks").
@@ -127,21 +122,87 @@ Status StoreWriter::WriteMeta(const RunMeta& m) {
   return OkStatus();
 }
 
+namespace store_detail {
+
+const char kInsertCommOpSql[] =
+    "INSERT INTO comm_op(id, communicator, comm_rank, comm_nranks, seq, op, datatype, count, bytes, "
+    "root_peer, stream_id, host_enter_ns, host_exit_ns, host_tid, pg_desc, source, launch_id, stream_handle) "
+    "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+const char kInsertStatSql[] = "INSERT OR REPLACE INTO stats(name, severity, value, description) VALUES(?,?,?,?)";
+
+Status InsertCommOp(Stmt& q, int64_t id, const CommOp& c) {
+  q.Bind(1, id);
+  q.Bind(2, c.communicator);
+  q.BindOptional(3, c.comm_rank);
+  q.BindOptional(4, c.comm_nranks);
+  q.BindOptional(5, c.seq);
+  q.Bind(6, c.op);
+  q.Bind(7, c.datatype);
+  q.BindOptional(8, c.count);
+  q.BindOptional(9, c.bytes);
+  q.BindOptional(10, c.root_peer);
+  if (c.stream == kNoIndex) q.BindNull(11);
+  else q.Bind(11, static_cast<int64_t>(c.stream));
+  q.BindOptional(12, c.host_enter_ns);
+  q.BindOptional(13, c.host_exit_ns);
+  q.BindOptional(14, c.host_tid);
+  q.Bind(15, c.pg_desc);
+  q.Bind(16, static_cast<int64_t>(c.source));
+  q.BindOptional(17, c.launch_id);
+  q.BindOptional(18, c.stream_handle);
+  return q.StepDone("insert comm_op");
+}
+
+Status InsertStats(Stmt& q, const StatCounters& stats, const std::vector<ExtraStat>& extra) {
+  // Every counter is stored, zeros too: a reader can tell "none happened" from "not counted".
+  for (size_t i = 0; i < kStatCount; ++i) {
+    const StatInfo& info = GetStatInfo(static_cast<Stat>(i));
+    q.Bind(1, info.name);
+    q.Bind(2, SeverityName(info.severity));
+    q.Bind(3, stats.Get(static_cast<Stat>(i)));
+    q.Bind(4, info.description);
+    OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert stats"));
+  }
+  for (const ExtraStat& e : extra) {
+    q.Bind(1, e.name);
+    q.Bind(2, SeverityName(e.severity));
+    q.Bind(3, e.value);
+    q.Bind(4, e.description);
+    OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert stats"));
+  }
+  return OkStatus();
+}
+
+}  // namespace store_detail
+
+// Append, in phases: dictionaries, then chunks (what analysis reads), then the row copies,
+// in the same transaction(s).
 Status StoreWriter::Append(const RankTrace& t) {
   if (!open_ || !stmts_) return MakeError(StatusCode::kInternal, "StoreWriter::Append before Open");
-  Statements& s = *stmts_;
-  size_t rows_in_tx = 0;
+  rows_in_tx_ = 0;
   OVERLAPPROF_RETURN_IF_ERROR(Begin());
-  // In kBulk mode, commit every rows_per_batch rows to bound the page cache's dirty set.
-  auto row_done = [&]() -> Status {
-    if (options_.mode == Mode::kBulk && ++rows_in_tx >= options_.rows_per_batch) {
-      rows_in_tx = 0;
-      OVERLAPPROF_RETURN_IF_ERROR(Commit());
-      return Begin();
-    }
-    return OkStatus();
-  };
+  OVERLAPPROF_RETURN_IF_ERROR(AppendDictionaries(t));
+  OVERLAPPROF_RETURN_IF_ERROR(AppendCommOps(t));
+  OVERLAPPROF_RETURN_IF_ERROR(AppendChunks(t));
+  OVERLAPPROF_RETURN_IF_ERROR(AppendExternalCorrelations(t));
+  OVERLAPPROF_RETURN_IF_ERROR(AppendActivityAndHostCallRows(t));
+  OVERLAPPROF_RETURN_IF_ERROR(AppendRangeRows(t));
+  return Commit();
+}
 
+// In kBulk mode, commit every rows_per_batch rows to bound the page cache's dirty set.
+Status StoreWriter::RowDone() {
+  if (options_.mode == Mode::kBulk && ++rows_in_tx_ >= options_.rows_per_batch) {
+    rows_in_tx_ = 0;
+    OVERLAPPROF_RETURN_IF_ERROR(Commit());
+    return Begin();
+  }
+  return OkStatus();
+}
+
+// Names, devices and streams beyond those already written (cumulative dictionaries).
+Status StoreWriter::AppendDictionaries(const RankTrace& t) {
+  Statements& s = *stmts_;
   for (size_t i = strings_written_; i < t.names.size(); ++i) {
     s.string.Bind(1, static_cast<int64_t>(i));
     s.string.Bind(2, t.names.Get(static_cast<uint32_t>(i)));
@@ -168,91 +229,90 @@ Status StoreWriter::Append(const RankTrace& t) {
     OVERLAPPROF_RETURN_IF_ERROR(s.stream.StepDone("insert stream"));
   }
   streams_written_ = t.streams.size();
-  // Chunks first (what analysis reads), then the row copies, in the same transactions.
-  // A chunk holds up to kChunkRows records and, so that readers accept it, at most
-  // kMaxChunkBytes (only comm ops, whose strings have no bound, can come near it).
-  auto write_chunks = [&](Stmt& q, int64_t& next_chunk, int64_t first_id, size_t n, auto encode) -> Status {
-    for (size_t at = 0; at < n;) {
-      size_t k = std::min(kChunkRows, n - at);
-      std::string blob = encode(at, k);
-      while (blob.size() > kMaxChunkBytes && k > 1) {
-        k /= 2;
-        blob = encode(at, k);
-      }
-      if (blob.size() > kMaxChunkBytes)
-        return MakeError(StatusCode::kInvalidInput, "record {} is too large for a store chunk ({} bytes)",
-                         first_id + static_cast<int64_t>(at), blob.size());
-      q.Bind(1, next_chunk++);
-      q.Bind(2, first_id + static_cast<int64_t>(at));
-      q.Bind(3, static_cast<int64_t>(k));
-      sqlite3_bind_blob64(q.get(), 4, blob.data(), blob.size(), SQLITE_TRANSIENT);
-      OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert chunk"));
-      OVERLAPPROF_RETURN_IF_ERROR(row_done());
-      at += k;
+  return OkStatus();
+}
+
+// `n` records from first_id on, as chunks of up to kChunkRows records and, so that readers
+// accept them, at most kMaxChunkBytes (only comm ops, whose strings have no bound, can come
+// near it). encode(at, k) returns the blob of records [at, at + k).
+template <typename Encode>
+Status StoreWriter::WriteChunks(Stmt& q, int64_t& next_chunk, int64_t first_id, size_t n, Encode encode) {
+  for (size_t at = 0; at < n;) {
+    size_t k = std::min(kChunkRows, n - at);
+    std::string blob = encode(at, k);
+    while (blob.size() > kMaxChunkBytes && k > 1) {
+      k /= 2;
+      blob = encode(at, k);
     }
-    return OkStatus();
-  };
-  // Comm ops are rows of this batch (a delta): their ids continue from those written before.
-  const size_t new_ops = t.comm_ops.size();
-  OVERLAPPROF_RETURN_IF_ERROR(write_chunks(s.comm_op_chunk, next_comm_op_chunk_,
-                                           static_cast<int64_t>(comm_ops_written_), new_ops,
-                                           [&](size_t at, size_t k) {
-                                             return EncodeCommOps(t.comm_ops.data() + at, k);
-                                           }));
-  // Row copies of comm ops: without row_copies (the injector) they are added after the job
-  // by MaterializeCommOpRows, off the recording process.
+    if (blob.size() > kMaxChunkBytes)
+      return MakeError(StatusCode::kInvalidInput, "record {} is too large for a store chunk ({} bytes)",
+                       first_id + static_cast<int64_t>(at), blob.size());
+    q.Bind(1, next_chunk++);
+    q.Bind(2, first_id + static_cast<int64_t>(at));
+    q.Bind(3, static_cast<int64_t>(k));
+    sqlite3_bind_blob64(q.get(), 4, blob.data(), blob.size(), SQLITE_TRANSIENT);
+    OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert chunk"));
+    OVERLAPPROF_RETURN_IF_ERROR(RowDone());
+    at += k;
+  }
+  return OkStatus();
+}
+
+// Comm ops are rows of this batch (a delta): their ids continue from those written before.
+// Chunks, then the row copies; without row_copies (the injector) the rows are added after
+// the job by MaterializeCommOpRows, off the recording process.
+Status StoreWriter::AppendCommOps(const RankTrace& t) {
+  Statements& s = *stmts_;
+  OVERLAPPROF_RETURN_IF_ERROR(WriteChunks(s.comm_op_chunk, next_comm_op_chunk_, static_cast<int64_t>(comm_ops_written_),
+                                          t.comm_ops.size(), [&](size_t at, size_t k) {
+                                            return EncodeCommOps(t.comm_ops.data() + at, k);
+                                          }));
   for (size_t j = 0; j < (options_.row_copies ? t.comm_ops.size() : 0); ++j) {
-    const CommOp& c = t.comm_ops[j];
-    Stmt& q = s.comm_op;
-    q.Bind(1, static_cast<int64_t>(comm_ops_written_ + j));
-    q.Bind(2, c.communicator);
-    q.BindOptional(3, c.comm_rank);
-    q.BindOptional(4, c.comm_nranks);
-    q.BindOptional(5, c.seq);
-    q.Bind(6, c.op);
-    q.Bind(7, c.datatype);
-    q.BindOptional(8, c.count);
-    q.BindOptional(9, c.bytes);
-    q.BindOptional(10, c.root_peer);
-    if (c.stream == kNoIndex) q.BindNull(11);
-    else q.Bind(11, static_cast<int64_t>(c.stream));
-    q.BindOptional(12, c.host_enter_ns);
-    q.BindOptional(13, c.host_exit_ns);
-    q.BindOptional(14, c.host_tid);
-    q.Bind(15, c.pg_desc);
-    q.Bind(16, static_cast<int64_t>(c.source));
-    q.BindOptional(17, c.launch_id);
-    q.BindOptional(18, c.stream_handle);
-    OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert comm_op"));
-    OVERLAPPROF_RETURN_IF_ERROR(row_done());
+    OVERLAPPROF_RETURN_IF_ERROR(
+        store_detail::InsertCommOp(s.comm_op, static_cast<int64_t>(comm_ops_written_ + j), t.comm_ops[j]));
+    OVERLAPPROF_RETURN_IF_ERROR(RowDone());
   }
   comm_ops_written_ += t.comm_ops.size();
+  return OkStatus();
+}
 
-  OVERLAPPROF_RETURN_IF_ERROR(write_chunks(s.activity_chunk, next_activity_chunk_, next_activity_id_,
-                                           t.activities.size(), [&](size_t at, size_t k) {
-                                             return EncodeActivities(t.activities.data() + at, k);
-                                           }));
-  OVERLAPPROF_RETURN_IF_ERROR(write_chunks(s.host_call_chunk, next_host_call_chunk_, next_host_call_id_,
-                                           t.host_calls.size(), [&](size_t at, size_t k) {
-                                             return EncodeHostCalls(t.host_calls.data() + at, k);
-                                           }));
-  OVERLAPPROF_RETURN_IF_ERROR(write_chunks(s.range_chunk, next_range_chunk_, next_range_id_, t.ranges.size(),
-                                           [&](size_t at, size_t k) { return EncodeRanges(t.ranges.data() + at, k); }));
+// Activities, host calls and ranges as chunks (ids continue from those written before).
+Status StoreWriter::AppendChunks(const RankTrace& t) {
+  Statements& s = *stmts_;
+  OVERLAPPROF_RETURN_IF_ERROR(WriteChunks(s.activity_chunk, next_activity_chunk_, next_activity_id_,
+                                          t.activities.size(), [&](size_t at, size_t k) {
+                                            return EncodeActivities(t.activities.data() + at, k);
+                                          }));
+  OVERLAPPROF_RETURN_IF_ERROR(WriteChunks(s.host_call_chunk, next_host_call_chunk_, next_host_call_id_,
+                                          t.host_calls.size(), [&](size_t at, size_t k) {
+                                            return EncodeHostCalls(t.host_calls.data() + at, k);
+                                          }));
+  return WriteChunks(s.range_chunk, next_range_chunk_, next_range_id_, t.ranges.size(),
+                     [&](size_t at, size_t k) { return EncodeRanges(t.ranges.data() + at, k); });
+}
 
+Status StoreWriter::AppendExternalCorrelations(const RankTrace& t) {
+  Statements& s = *stmts_;
   for (const auto& [correlation, external] : t.external_correlations) {
     s.ext_corr.Bind(1, correlation);
     s.ext_corr.Bind(2, external);
     OVERLAPPROF_RETURN_IF_ERROR(s.ext_corr.StepDone("insert external_correlation"));
-    OVERLAPPROF_RETURN_IF_ERROR(row_done());
+    OVERLAPPROF_RETURN_IF_ERROR(RowDone());
   }
+  return OkStatus();
+}
+
+// The gpu_activity and host_call row copies (with row_copies); without them only the ids
+// advance, past the chunks just written.
+Status StoreWriter::AppendActivityAndHostCallRows(const RankTrace& t) {
+  Statements& s = *stmts_;
   if (!options_.row_copies) {
     next_activity_id_ += static_cast<int64_t>(t.activities.size());
     next_host_call_id_ += static_cast<int64_t>(t.host_calls.size());
+    return OkStatus();
   }
-  static const std::vector<Activity> kNoActivities;
-  static const std::vector<HostCall> kNoHostCalls;
   sqlite3_stmt* a = s.activity.get();
-  for (const Activity& act : options_.row_copies ? t.activities : kNoActivities) {
+  for (const Activity& act : t.activities) {
     // Raw binds on the hot path (millions of rows).
     sqlite3_bind_int64(a, 1, next_activity_id_++);
     sqlite3_bind_int64(a, 2, act.start_ns);
@@ -272,10 +332,10 @@ Status StoreWriter::Append(const RankTrace& t) {
     if (act.launch_ns == kUnknown) sqlite3_bind_null(a, 12);
     else sqlite3_bind_int64(a, 12, act.launch_ns);
     OVERLAPPROF_RETURN_IF_ERROR(s.activity.StepDone("insert gpu_activity"));
-    OVERLAPPROF_RETURN_IF_ERROR(row_done());
+    OVERLAPPROF_RETURN_IF_ERROR(RowDone());
   }
   sqlite3_stmt* h = s.host_call.get();
-  for (const HostCall& hc : options_.row_copies ? t.host_calls : kNoHostCalls) {
+  for (const HostCall& hc : t.host_calls) {
     sqlite3_bind_int64(h, 1, next_host_call_id_++);
     sqlite3_bind_int64(h, 2, hc.start_ns);
     sqlite3_bind_int64(h, 3, hc.end_ns);
@@ -285,10 +345,15 @@ Status StoreWriter::Append(const RankTrace& t) {
     else sqlite3_bind_int64(h, 5, hc.tid);
     sqlite3_bind_int64(h, 6, hc.name_id);
     OVERLAPPROF_RETURN_IF_ERROR(s.host_call.StepDone("insert host_call"));
-    OVERLAPPROF_RETURN_IF_ERROR(row_done());
+    OVERLAPPROF_RETURN_IF_ERROR(RowDone());
   }
+  return OkStatus();
+}
+
+// Ranges are few: always written as rows too.
+Status StoreWriter::AppendRangeRows(const RankTrace& t) {
+  Stmt& q = stmts_->range;
   for (const Range& r : t.ranges) {
-    Stmt& q = s.range;
     q.Bind(1, next_range_id_++);
     q.Bind(2, static_cast<int64_t>(r.kind));
     q.Bind(3, r.start_ns);
@@ -299,31 +364,15 @@ Status StoreWriter::Append(const RankTrace& t) {
     if (r.stream == kNoIndex) q.BindNull(8);
     else q.Bind(8, static_cast<int64_t>(r.stream));
     OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert trace_range"));
-    OVERLAPPROF_RETURN_IF_ERROR(row_done());
+    OVERLAPPROF_RETURN_IF_ERROR(RowDone());
   }
-  return Commit();
+  return OkStatus();
 }
 
 Status StoreWriter::Finish(const StatCounters& stats, const std::vector<ExtraStat>& extra) {
   if (!open_ || !stmts_) return MakeError(StatusCode::kInternal, "StoreWriter::Finish before Open");
   OVERLAPPROF_RETURN_IF_ERROR(Begin());
-  Stmt& q = stmts_->stats;
-  // Every counter is stored, zeros too: a reader can tell "none happened" from "not counted".
-  for (size_t i = 0; i < kStatCount; ++i) {
-    const StatInfo& info = GetStatInfo(static_cast<Stat>(i));
-    q.Bind(1, info.name);
-    q.Bind(2, SeverityName(info.severity));
-    q.Bind(3, stats.Get(static_cast<Stat>(i)));
-    q.Bind(4, info.description);
-    OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert stats"));
-  }
-  for (const ExtraStat& e : extra) {
-    q.Bind(1, e.name);
-    q.Bind(2, SeverityName(e.severity));
-    q.Bind(3, e.value);
-    q.Bind(4, e.description);
-    OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert stats"));
-  }
+  OVERLAPPROF_RETURN_IF_ERROR(store_detail::InsertStats(stmts_->stats, stats, extra));
   OVERLAPPROF_RETURN_IF_ERROR(Commit());
   OVERLAPPROF_RETURN_IF_ERROR(db_.Exec(std::string(kSchemaIndexes)));
   stmts_.reset();

@@ -62,6 +62,17 @@ class StoreWriter {
   Status WriteMeta(const RunMeta& meta);
   Status Begin();
   Status Commit();
+  // Append's phases (writer.cc), in the order Append runs them.
+  Status AppendDictionaries(const RankTrace& t);
+  Status AppendCommOps(const RankTrace& t);
+  Status AppendChunks(const RankTrace& t);
+  Status AppendExternalCorrelations(const RankTrace& t);
+  Status AppendActivityAndHostCallRows(const RankTrace& t);
+  Status AppendRangeRows(const RankTrace& t);
+  template <typename Encode>
+  Status WriteChunks(Stmt& q, int64_t& next_chunk, int64_t first_id, size_t n, Encode encode);
+  // After each row or chunk: in kBulk mode, commits every rows_per_batch rows.
+  Status RowDone();
 
   Db db_;
   std::unique_ptr<Statements> stmts_;
@@ -71,8 +82,19 @@ class StoreWriter {
   size_t strings_written_ = 0, streams_written_ = 0, comm_ops_written_ = 0, devices_written_ = 0;
   int64_t next_activity_id_ = 0, next_host_call_id_ = 0, next_range_id_ = 0;
   int64_t next_activity_chunk_ = 0, next_host_call_chunk_ = 0, next_comm_op_chunk_ = 0, next_range_chunk_ = 0;
+  size_t rows_in_tx_ = 0;  // rows in the open kBulk transaction
   bool open_ = false;
 };
+
+// Shared by the writer's phases and MaterializeCommOpRows (writer.cc), not an API.
+namespace store_detail {
+extern const char kInsertCommOpSql[];  // INSERT INTO comm_op(...) with 18 parameters
+extern const char kInsertStatSql[];    // INSERT OR REPLACE INTO stats(...)
+// Binds `c` as the comm_op row `id` and steps `q` (prepared from kInsertCommOpSql).
+Status InsertCommOp(Stmt& q, int64_t id, const CommOp& c);
+// Every counter of stats.def (zeros too), then `extra`, through `q` (kInsertStatSql).
+Status InsertStats(Stmt& q, const StatCounters& stats, const std::vector<ExtraStat>& extra);
+}  // namespace store_detail
 
 // For a store written without row copies (the injector's): fills the `comm_op` rows from
 // `comm_op_chunk`, in one transaction, so ops are queryable with SQL. `overlapprof run` calls

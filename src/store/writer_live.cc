@@ -25,24 +25,9 @@ Status StoreWriter::PutMeta(std::string_view key, std::string_view value) {
 Status StoreWriter::WriteStats(const StatCounters& stats, const std::vector<ExtraStat>& extra) {
   if (!open_) return MakeError(StatusCode::kInternal, "StoreWriter::WriteStats before Open");
   Stmt q;
-  OVERLAPPROF_RETURN_IF_ERROR(
-      q.Prepare(db_.get(), "INSERT OR REPLACE INTO stats(name, severity, value, description) VALUES(?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(q.Prepare(db_.get(), store_detail::kInsertStatSql));
   OVERLAPPROF_RETURN_IF_ERROR(Begin());
-  for (size_t i = 0; i < kStatCount; ++i) {
-    const StatInfo& info = GetStatInfo(static_cast<Stat>(i));
-    q.Bind(1, info.name);
-    q.Bind(2, SeverityName(info.severity));
-    q.Bind(3, stats.Get(static_cast<Stat>(i)));
-    q.Bind(4, info.description);
-    OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert stats"));
-  }
-  for (const ExtraStat& e : extra) {
-    q.Bind(1, e.name);
-    q.Bind(2, SeverityName(e.severity));
-    q.Bind(3, e.value);
-    q.Bind(4, e.description);
-    OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert stats"));
-  }
+  OVERLAPPROF_RETURN_IF_ERROR(store_detail::InsertStats(q, stats, extra));
   return Commit();
 }
 
@@ -69,11 +54,7 @@ Status MaterializeCommOpRows(const std::string& path) {
   limits.names = static_cast<size_t>(names);
   Stmt chunks, insert;
   OVERLAPPROF_RETURN_IF_ERROR(chunks.Prepare(h, "SELECT first_id, count, data FROM comm_op_chunk ORDER BY id"));
-  OVERLAPPROF_RETURN_IF_ERROR(insert.Prepare(
-      h,
-      "INSERT INTO comm_op(id, communicator, comm_rank, comm_nranks, seq, op, datatype, count, bytes, "
-      "root_peer, stream_id, host_enter_ns, host_exit_ns, host_tid, pg_desc, source, launch_id, stream_handle) "
-      "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(insert.Prepare(h, store_detail::kInsertCommOpSql));
   OVERLAPPROF_RETURN_IF_ERROR(db.Exec("BEGIN"));
   std::vector<CommOp> ops;
   for (;;) {
@@ -87,29 +68,8 @@ Status MaterializeCommOpRows(const std::string& path) {
     ops.clear();
     OVERLAPPROF_RETURN_IF_ERROR(DecodeCommOps(std::string_view(static_cast<const char*>(data), bytes),
                                               static_cast<size_t>(count), limits, &ops));
-    for (size_t j = 0; j < ops.size(); ++j) {
-      const CommOp& c = ops[j];
-      insert.Bind(1, first + static_cast<int64_t>(j));
-      insert.Bind(2, c.communicator);
-      insert.BindOptional(3, c.comm_rank);
-      insert.BindOptional(4, c.comm_nranks);
-      insert.BindOptional(5, c.seq);
-      insert.Bind(6, c.op);
-      insert.Bind(7, c.datatype);
-      insert.BindOptional(8, c.count);
-      insert.BindOptional(9, c.bytes);
-      insert.BindOptional(10, c.root_peer);
-      if (c.stream == kNoIndex) insert.BindNull(11);
-      else insert.Bind(11, static_cast<int64_t>(c.stream));
-      insert.BindOptional(12, c.host_enter_ns);
-      insert.BindOptional(13, c.host_exit_ns);
-      insert.BindOptional(14, c.host_tid);
-      insert.Bind(15, c.pg_desc);
-      insert.Bind(16, static_cast<int64_t>(c.source));
-      insert.BindOptional(17, c.launch_id);
-      insert.BindOptional(18, c.stream_handle);
-      OVERLAPPROF_RETURN_IF_ERROR(insert.StepDone("insert comm_op"));
-    }
+    for (size_t j = 0; j < ops.size(); ++j)
+      OVERLAPPROF_RETURN_IF_ERROR(store_detail::InsertCommOp(insert, first + static_cast<int64_t>(j), ops[j]));
   }
   return db.Exec("COMMIT");
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -253,6 +254,38 @@ int Cupti(const char* fake_cupti) {
   return 0;
 }
 
+// CUDA initializes (InitializeInjection) on the main thread while two threads that started
+// before it call NCCL, with nothing else ordering them (the flag is relaxed): the hooks see
+// CUPTI become active and read its API table concurrently with its publication. For
+// ThreadSanitizer (tests/injector/tsan_test.py); the file's content is not checked.
+int CuptiRace(const char* fake_cupti) {
+  // RTLD_LOCAL: the NCCL double then launches nothing through the CUPTI double, whose lock
+  // would otherwise order the threads (and hide a race from ThreadSanitizer).
+  if (!dlopen(fake_cupti, RTLD_NOW | RTLD_LOCAL)) {
+    std::fprintf(stderr, "nccl_driver: dlopen %s: %s\n", fake_cupti, dlerror());
+    return 1;
+  }
+  auto init = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "InitializeInjection"));
+  if (!init) return 1;
+  ncclComm_t comm = InitWorld();
+  std::atomic<bool> initialized{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&, i] {
+      int after = 0;
+      while (after < 2000) {
+        if (initialized.load(std::memory_order_relaxed)) ++after;
+        NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 1, ncclFloat32, ncclSum, comm, Stream(0x8000 + i)));
+      }
+    });
+  usleep(20000);
+  init();
+  initialized.store(true, std::memory_order_relaxed);
+  for (auto& th : threads) th.join();
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
 int InitAll() {
   ncclComm_t comms[2] = {nullptr, nullptr};
   NCCL_CHECK(ncclCommInitAll(comms, 2, nullptr));
@@ -279,8 +312,9 @@ int main(int argc, char** argv) {
   if (mode == "nvtx") return Nvtx();
   if (mode == "initall") return InitAll();
   if (mode == "cupti" && argc > 2) return Cupti(argv[2]);
+  if (mode == "cupti_race" && argc > 2) return CuptiRace(argv[2]);
   if (mode == "none") return 0;
   std::fprintf(stderr,
-               "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|cupti FAKE_CUPTI|none\n");
+               "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|cupti FAKE_CUPTI|cupti_race FAKE_CUPTI|none\n");
   return 2;
 }

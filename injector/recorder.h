@@ -1,0 +1,286 @@
+#pragma once
+// The recorder: every piece of process-wide state of the injector, in one object, g_recorder
+// (defined in runtime.cc). It is the only mutable namespace-scope variable of injector/*.cc;
+// the hooks' per-thread state (t_thread, below) is the only other one, and is per thread.
+//
+// State machine (Recorder::state(), one atomic int). A hook's fast path is one relaxed load
+// of it: kActive records, kUndecided/kActivating take the slow path (Activate), every other
+// state returns at once.
+//
+//   preload constructor, no OVERLAPPROF_OUTPUT_DIR ─────────────────────────────► kInert
+//   preload constructor, OVERLAPPROF_OUTPUT_DIR set ──► kUndecided
+//   kUndecided ── first NCCL call or InitializeInjection (one CAS winner) ──► kActivating
+//   kActivating ── ring, descriptors, writer thread, handlers all set up ──► kActive
+//               └─ any of them failed ─────────────────────────────────────► kInert
+//   kActive ── exit (atexit) or a fatal SIGTERM/SIGINT (default disposition) ─► kFlushing
+//           ├─ SIGTERM/SIGINT the application handles: a flush, stays kActive
+//           └─ the store cannot be created or written (the writer gives up) ─► kFinished
+//              (also from kActivating, when the writer fails before activation returns)
+//   kFlushing ── the writer thread committed and closed the file ─────────────► kFinished
+//   fork(): the child of a process that activated starts kInert (pthread_atfork) and never
+//           touches the parent's file or descriptors. A child forked before activation never
+//           saw an activated recorder: it is kUndecided and records on its own.
+//
+// Who may do what, by thread:
+//  - Hooks (application threads, CUPTI's threads): Recording(), Push(), stats(), comms(), the
+//    id counters, the NCCL function table, WakeWriter(). Never block, never allocate.
+//  - The writer thread (sink.cc, started by Activate, never by the constructor): the Sink,
+//    the store file, the writer-side accessors below. Holds no lock a hook waits on.
+//  - Signal handlers and the atexit handler: OnSignal/OnExit; async-signal-safe calls only
+//    (write, poll, sigaction, raise) plus atomics.
+// Locks: CommTable::mu_ (inserts/removals of communicators) and CuptiState::mu (the CUPTI
+// buffer pool). Neither is ever held across a call into NCCL or CUPTI.
+//
+// Memory order: the state's relaxed load only decides; every datum a hook then reads that
+// another thread published (the ring, the CUPTI API table) is read through its own acquire
+// load, paired with the publisher's release store. That is what keeps ThreadSanitizer quiet
+// without adding a fence to the disabled fast path.
+//
+// The object is constant-initialized (constinit) and trivially destructible: it is usable
+// from the preload constructor whatever the static-initialization order, and it is never
+// destroyed, so a writer thread or CUPTI callback still running at exit never sees it go.
+// Units: ns on CLOCK_REALTIME everywhere.
+#include <cupti.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+
+#include "injector/records.h"
+#include "injector/ring.h"
+#include "src/common/stats.h"
+
+namespace overlapprof::inject {
+
+enum class State : int {
+  kUndecided = 0,   // under `overlapprof run`, not activated yet
+  kActivating = 1,  // one thread is activating; the others wait for its outcome
+  kActive = 2,      // recording
+  kFlushing = 3,    // the final flush (exit, fatal signal): hooks no longer record
+  kFinished = 4,    // the file is closed (or the writer gave up): nothing more is recorded
+  kInert = 5,       // never records in this process (not under run, activation failed, forked child)
+};
+
+// The data-quality counters the hooks, CUPTI callbacks and the writer bump: the store's own
+// list (src/common/stats.def), as atomics. The writer copies them into the store's stats
+// table at every commit (StatCounters).
+class AtomicStats {
+ public:
+  void Add(Stat s, int64_t n = 1) noexcept { v_[static_cast<size_t>(s)].fetch_add(n, std::memory_order_relaxed); }
+  void Set(Stat s, int64_t n) noexcept { v_[static_cast<size_t>(s)].store(n, std::memory_order_relaxed); }
+  int64_t Get(Stat s) const noexcept { return v_[static_cast<size_t>(s)].load(std::memory_order_relaxed); }
+  // Every counter, added to `into`.
+  void AddTo(StatCounters* into) const noexcept {
+    for (size_t i = 0; i < kStatCount; ++i) into->Add(static_cast<Stat>(i), v_[i].load(std::memory_order_relaxed));
+  }
+
+ private:
+  std::atomic<int64_t> v_[kStatCount] = {};
+};
+
+// ---- Communicators (nccl_hooks.cc) ------------------------------------------------------
+struct CommInfo {
+  uint64_t id = 0;  // identical on every rank of the communicator
+  int32_t rank = -1, nranks = -1, device = -1;
+  bool nonblocking = false;
+  std::atomic<uint64_t> seq{0};     // next op's sequence number
+  std::atomic<uint64_t> splits{0};  // ncclCommSplit/Shrink calls so far (derives child ids)
+};
+
+// Open addressing over ncclComm_t values (as const void*), power-of-two size. Lookups are
+// lock-free (acquire loads); inserts and removals take `mu`. A removed key becomes
+// kTombstone; CommInfos are never freed (a lookup may race with a removal).
+class CommTable {
+ public:
+  static constexpr size_t kSlots = 4096;
+  CommInfo* Find(const void* comm) noexcept;
+  // Creates the CommInfo (nullptr when out of memory). When the table is full the info is
+  // still returned (the caller's record keeps its identity) but never found again.
+  CommInfo* Add(const void* comm, uint64_t id, int rank, int nranks, int device, bool nonblocking) noexcept;
+  void Remove(const void* comm) noexcept;
+
+ private:
+  struct Slot {
+    std::atomic<const void*> key{nullptr};
+    std::atomic<CommInfo*> info{nullptr};
+  };
+  Slot slots_[kSlots];
+  std::mutex mu_;  // inserts and removals only; never held across an NCCL or CUPTI call
+};
+
+// ---- NCCL's real functions (nccl_hooks.cc) ----------------------------------------------
+// Resolved on first use; `fn[i]` is null (not yet), kMissing, or the function.
+struct NcclFunctions {
+  static constexpr size_t kMax = 32;
+  std::atomic<void*> fn[kMax] = {};
+  std::atomic<void*> library{nullptr};  // the loaded libnccl's handle (RTLD_NOLOAD)
+};
+
+// ---- CUPTI (cupti.cc) -------------------------------------------------------------------
+// The CUPTI entry points we use, resolved from the loaded libcupti. Written once by Start()
+// before `active` is stored with release; read only after an acquire load of `active` saw
+// true (or by the thread that wrote it).
+struct CuptiApi {
+  decltype(&cuptiSubscribe) Subscribe = nullptr;
+  decltype(&cuptiEnableCallback) EnableCallback = nullptr;
+  decltype(&cuptiActivityRegisterCallbacks) RegisterCallbacks = nullptr;
+  decltype(&cuptiActivityEnable) Enable = nullptr;
+  decltype(&cuptiActivityDisable) Disable = nullptr;
+  decltype(&cuptiActivityFlushAll) FlushAll = nullptr;
+  decltype(&cuptiActivityGetNextRecord) GetNextRecord = nullptr;
+  decltype(&cuptiActivityGetNumDroppedRecords) GetNumDropped = nullptr;
+  decltype(&cuptiActivityPushExternalCorrelationId) PushExternal = nullptr;
+  decltype(&cuptiActivityPopExternalCorrelationId) PopExternal = nullptr;
+  decltype(&cuptiGetResultString) ResultString = nullptr;
+  decltype(&cuptiGetCallbackName) CallbackName = nullptr;                          // optional
+  decltype(&cuptiActivityFlushPeriod) FlushPeriod = nullptr;                       // optional
+  decltype(&cuptiActivityRegisterTimestampCallback) RegisterTimestamp = nullptr;  // optional
+  decltype(&cuptiGetContextId) ContextId = nullptr;                               // optional
+};
+
+struct CuptiState {
+  static constexpr size_t kBufferBytes = 4 << 20;
+  static constexpr size_t kDropSlots = 64;
+  struct Completed {
+    uint8_t* data;
+    size_t valid;  // bytes
+  };
+  struct DropSlot {
+    uint32_t context, stream;
+    uint64_t dropped;
+  };
+  CuptiApi api;                            // see CuptiApi
+  std::atomic<bool> api_ready{false};      // api written (release); set before any callback is registered
+  std::atomic<bool> active{false};         // subscribed and recording (release/acquire)
+  CUpti_SubscriberHandle subscriber = nullptr;  // Start() only
+
+  // The buffer pool: fixed arrays of max_buffers entries, allocated once by Start() before
+  // CUPTI can ask for a buffer, so nothing in CUPTI's callbacks allocates but the buffers.
+  std::mutex mu;  // guards everything below; never held across a CUPTI call
+  size_t max_buffers = 64;  // 256 MiB at most; OVERLAPPROF_CUPTI_BUFFERS overrides
+  size_t allocated = 0;
+  uint8_t** free_buffers = nullptr;
+  size_t n_free = 0;
+  Completed* completed = nullptr;  // handed back by CUPTI, not yet decoded by the writer
+  size_t n_completed = 0;
+  // Dropped records per (context, stream), as CUPTI reports them. Past kDropSlots pairs,
+  // drops go to the last slot.
+  DropSlot drops[kDropSlots] = {};
+  size_t n_drops = 0;
+};
+
+struct SinkConfig;
+
+// The hooks' per-thread state: the kernel thread id (cached) and NCCL group nesting.
+struct ThreadState {
+  int32_t tid = 0;
+  int group_depth = 0;
+  uint64_t group_launch_id = 0;
+};
+extern constinit thread_local ThreadState t_thread __attribute__((visibility("hidden")));
+
+class Recorder {
+ public:
+  constexpr Recorder() = default;
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  // ---- Hooks (any thread) -------------------------------------------------------------
+  State state() const noexcept { return static_cast<State>(state_.load(std::memory_order_relaxed)); }
+  // True when this process records. The fast path is one relaxed load.
+  bool Recording() noexcept {
+    int s = state_.load(std::memory_order_relaxed);
+    if (s == static_cast<int>(State::kActive)) return true;
+    if (s > static_cast<int>(State::kActive)) return false;
+    return Activate();
+  }
+  // Slow path of Recording(): decides once per process whether to record, and starts the
+  // writer thread if so. Safe from any thread, any number of times; never throws.
+  bool Activate() noexcept;
+  // Queues a record for the writer thread; counts it as dropped when the ring is full.
+  // Out of line on purpose (runtime.cc): inlined into a hook, GCC keeps the record's fields
+  // in registers across the NCCL call and rebuilds it on the stack just before the copy into
+  // the ring, and the copy's 16-byte loads then stall on store forwarding (+30-40 ns per
+  // call measured with bench/injector).
+  void Push(const HookRecord& r) noexcept;
+  // Wakes the writer thread (async-signal-safe; a no-op before activation).
+  void WakeWriter() noexcept;
+
+  AtomicStats& stats() noexcept { return stats_; }
+  CommTable& comms() noexcept { return comms_; }
+  NcclFunctions& nccl() noexcept { return nccl_; }
+  CuptiState& cupti() noexcept { return cupti_; }
+  // Id counters: external correlation ids of NCCL launches, NVTX start/end range ids, and
+  // ncclCommInitAll calls (part of those communicators' ids). Never 0 for the first two.
+  uint64_t NextLaunchId() noexcept { return next_launch_id_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t NextRangeId() noexcept { return next_range_id_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t NextInitAllCall() noexcept { return init_all_calls_.fetch_add(1, std::memory_order_relaxed); }
+
+  // ---- Process events (runtime.cc) ----------------------------------------------------
+  void OnLoad() noexcept;       // the preload constructor: reads the environment only
+  void OnForkChild() noexcept;  // pthread_atfork child handler
+  void OnSignal(int sig, siginfo_t* info, void* ctx) noexcept;
+  void OnExit() noexcept;  // atexit: the final flush, bounded to 20 s
+
+  // ---- The writer thread's side (sink.cc) ---------------------------------------------
+  Ring<HookRecord>* ring() const noexcept { return ring_.load(std::memory_order_acquire); }
+  int wake_fd() const noexcept { return wake_fd_.load(std::memory_order_relaxed); }
+  int flush_ms() const noexcept { return flush_ms_; }
+  const SinkConfig& config() const noexcept { return *cfg_; }
+  bool StopRequested() const noexcept { return stop_.load(std::memory_order_acquire); }
+  // Flush requests from signal handlers since the last call.
+  int TakeFlushRequests() noexcept { return flush_requests_.exchange(0, std::memory_order_acq_rel); }
+  // Tells a signal handler waiting in WaitForFlush/WaitForFinish that a flush is done.
+  void SignalFlushDone() noexcept;
+  // The store cannot be written: nothing more is recorded (kActive → kFinished).
+  void WriterFailed() noexcept;
+  // The writer thread is done with the file: → kFinished (release).
+  void WriterFinished() noexcept;
+
+ private:
+  bool DoActivate();
+  void InstallSignalHandlers() noexcept;
+  void WaitForFlush(int timeout_ms) noexcept;
+  void WaitForFinish(int timeout_ms) noexcept;
+  // kActive → kFlushing (once) and asks the writer to stop; false when nothing to stop.
+  bool BeginFinalFlush() noexcept;
+
+  std::atomic<int> state_{static_cast<int>(State::kUndecided)};
+  AtomicStats stats_;
+
+  // Set up by DoActivate (on the activating thread) before state_ becomes kActive.
+  std::atomic<pid_t> owner_pid_{0};                // the process that activated (forks differ)
+  std::atomic<Ring<HookRecord>*> ring_{nullptr};  // published with release
+  std::atomic<int> wake_fd_{-1};                  // eventfd: wakes the writer
+  std::atomic<int> done_fd_{-1};                  // eventfd: the writer finished a requested flush
+  SinkConfig* cfg_ = nullptr;                     // handed to the writer by pthread_create
+  int flush_ms_ = 1000;                           // commit period, ms (>= 10)
+  pthread_t thread_{};                            // the writer thread
+  std::atomic<bool> writer_started_{false};       // thread_ is joinable (this process)
+  std::atomic<bool> atfork_installed_{false};
+
+  // Requests to the writer thread.
+  std::atomic<bool> stop_{false};          // final flush, then close
+  std::atomic<int> flush_requests_{0};     // flush now and say so on done_fd_
+
+  // Signal dispositions we replaced and chain to (written before our handler is installed).
+  struct sigaction prev_term_ {};
+  struct sigaction prev_int_ {};
+  std::atomic<bool> in_handler_{false};
+
+  std::atomic<uint64_t> next_launch_id_{1};
+  std::atomic<uint64_t> next_range_id_{1};
+  std::atomic<uint64_t> init_all_calls_{0};
+
+  CommTable comms_;
+  NcclFunctions nccl_;
+  CuptiState cupti_;
+};
+
+extern constinit Recorder g_recorder __attribute__((visibility("hidden")));
+
+}  // namespace overlapprof::inject
