@@ -206,7 +206,9 @@ struct ImportArgs {
   std::string ts_unit = "us";
 };
 
-std::string StemOf(const std::string& path) {
+// "dir/a.json.gz" -> "a"; one rank of a multi-rank file, "dir/r.sqlite#pid7.gpu1" -> "r.pid7.gpu1".
+std::string StemOf(const std::string& input) {
+  auto [path, unit] = SplitUnit(input);
   std::string name = fs::path(path).filename().string();
   for (std::string_view ext : {".json.gz", ".json", ".db", ".sqlite3", ".sqlite", ".gz"}) {
     if (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0) {
@@ -214,7 +216,7 @@ std::string StemOf(const std::string& path) {
       break;
     }
   }
-  return name;
+  return unit.empty() ? name : name + "." + unit;
 }
 
 int RunImport(const ImportArgs& a) {
