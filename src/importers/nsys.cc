@@ -7,7 +7,11 @@
 // Files are untrusted: opened like stores (OpenUntrustedReadOnly), every value validated,
 // keys from the file kept in ordered containers (no identity-hashed maps).
 #include <algorithm>
+#include <filesystem>
 #include <map>
+#include <mutex>
+#include <optional>
+#include <tuple>
 #include <set>
 #include <string>
 #include <vector>
@@ -103,6 +107,7 @@ struct GpuTable {
 class Export {
  public:
   Status Open(const std::string& path) {
+    path_ = path;
     OVERLAPPROF_RETURN_IF_ERROR(OpenUntrustedReadOnly(db_, path, /*max_columns=*/400));
     Stmt s;
     OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(), "SELECT name FROM sqlite_schema WHERE type='table'"));
@@ -160,7 +165,10 @@ class Export {
   StatusOr<RankTrace> Read(const UnitKey& unit, const ImportOptions& options) {
     unit_ = unit;
     needs_ = options.store_needs;
-    if (options.store_quick_check) OVERLAPPROF_RETURN_IF_ERROR(QuickCheck());
+    if (options.store_quick_check && !AlreadyChecked()) {
+      OVERLAPPROF_RETURN_IF_ERROR(QuickCheck());
+      MarkChecked();
+    }
     OVERLAPPROF_RETURN_IF_ERROR(ReadClock());
     OVERLAPPROF_RETURN_IF_ERROR(strings_.Prepare(db_.get(), "SELECT value FROM StringIds WHERE id = ?"));
     int missing = 0;
@@ -557,6 +565,38 @@ class Export {
     return OkStatus();
   }
 
+  // The ranks of one export are read one after another, each opening the file again:
+  // PRAGMA quick_check runs once per file (same path, size and modification time) and
+  // process, not once per rank.
+  using FileId = std::tuple<std::string, uintmax_t, int64_t>;
+  static std::mutex& CheckedMutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::set<FileId>& Checked() {
+    static std::set<FileId> s;
+    return s;
+  }
+  std::optional<FileId> Id() const {
+    std::error_code ec;
+    uintmax_t size = std::filesystem::file_size(path_, ec);
+    if (ec) return std::nullopt;
+    auto mtime = std::filesystem::last_write_time(path_, ec);
+    if (ec) return std::nullopt;
+    return FileId{path_, size, static_cast<int64_t>(mtime.time_since_epoch().count())};
+  }
+  bool AlreadyChecked() const {
+    std::optional<FileId> id = Id();
+    std::lock_guard<std::mutex> lock(CheckedMutex());
+    return id && Checked().count(*id) > 0;
+  }
+  void MarkChecked() const {
+    std::optional<FileId> id = Id();
+    std::lock_guard<std::mutex> lock(CheckedMutex());
+    if (id) Checked().insert(*id);
+  }
+
+  std::string path_;
   Db db_;
   std::set<std::string> tables_;
   UnitKey unit_;
