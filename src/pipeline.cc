@@ -28,6 +28,12 @@ StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& 
     fs::file_status st = fs::status(a, ec);
     if (ec || !fs::exists(st)) return MakeError(StatusCode::kNotFound, "{}: no such file or directory", a);
     if (!fs::is_directory(st)) {
+      if (a.size() > 9 && a.compare(a.size() - 9, 9, ".nsys-rep") == 0) {  // Nsight Systems: its SQLite export
+        StatusOr<std::string> exported = ExportNsysReport(a);
+        if (!exported.ok()) return exported.status().WithPrefix(a);
+        out.push_back(*exported);
+        continue;
+      }
       out.push_back(a);
       continue;
     }

@@ -329,6 +329,35 @@ class CliTest(unittest.TestCase):
                           "mfu_2gpu_before.sqlite#pid144.gpu0", "mfu_2gpu_before.sqlite#pid145.gpu1"])
 
 
+    # A .nsys-rep: without nsys on PATH, one line with the command to run; with nsys (a
+    # stand-in script here), exported into the cache and analyzed, the second time from the cache.
+    def test_nsys_report_is_exported_or_explained(self):
+        rep = os.path.join(self.tmp, "run.nsys-rep")
+        with open(rep, "wb") as f:
+            f.write(b"not really a report")
+        env = {"PATH": "/usr/bin:/bin", "TMPDIR": self.tmp}
+        rc, out, err = run("analyze", rep, env=env)
+        self.assertEqual(rc, 2)
+        self.assertEqual(err, "overlapprof: error: %s: an Nsight Systems report; nsys is not on PATH: export it first "
+                              "with: nsys export --type sqlite --output %s.sqlite %s\n"
+                         % (rep, os.path.join(self.tmp, "run"), rep))
+        bindir = os.path.join(self.tmp, "bin")
+        os.mkdir(bindir)
+        fake = os.path.join(bindir, "nsys")
+        log = os.path.join(self.tmp, "nsys.log")
+        with open(fake, "w") as f:
+            f.write('#!/bin/sh\necho "$@" >> %s\nwhile [ "$1" != "--output" ]; do shift; done\ncp %s "$2"\n'
+                    % (log, os.path.join(NSYS, "mfu_2gpu_before.sqlite")))
+        os.chmod(fake, 0o755)
+        env["PATH"] = bindir + ":/usr/bin:/bin"
+        for _ in range(2):
+            rc, out, err = run("analyze", rep, "--json", "-", env=env)
+            self.assertEqual(rc, 0, err)
+            self.assertEqual([r["comm_ns"] for r in json.loads(out)["ranks"]], [17172652, 8229100])
+        with open(log) as f:
+            self.assertEqual(len(f.readlines()), 1)  # the second run used the cached export
+
+
 if __name__ == "__main__":
     CLI = os.path.abspath(sys.argv.pop(1))
     unittest.main(verbosity=2)
