@@ -15,6 +15,8 @@
 
 #include "reports/report.h"
 #include "src/pipeline.h"
+#include "src/registry.h"
+#include "src/store/writer.h"
 #include "test_util.h"
 
 namespace overlapprof {
@@ -227,6 +229,30 @@ INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1, 0, 0);
   StatusOr<RankTrace> d = ImportFile(SyntheticExport("bad_key.sqlite") + "#gpu0", {});
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+}
+
+// Both are SQLite files: the store importer claims only application_id 'OVLP', the nsys
+// importer every other SQLite file.
+TEST(NsysImporter, ProbeTellsStoresAndExportsApart) {
+  std::string export_path = SyntheticExport("probe.sqlite");
+  StatusOr<const Importer*> a = ChooseImporter(export_path);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ((*a)->name(), "nsys");
+  StatusOr<RankTrace> t = ImportFile(export_path + "#pid100.gpu0", {});
+  ASSERT_TRUE(t.ok());
+  std::string store = TempPath("probe.db");
+  ASSERT_TRUE(WriteStore(*t, store, true).ok());
+  StatusOr<const Importer*> b = ChooseImporter(store);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ((*b)->name(), "store");
+  // The store holds one rank: one input, read back with the same figures.
+  StatusOr<std::vector<std::string>> inputs = ExpandInputs({store});
+  ASSERT_TRUE(inputs.ok());
+  EXPECT_EQ(*inputs, std::vector<std::string>{store});
+  StatusOr<RankTrace> u = ImportFile(store, {});
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_EQ(u->activities.size(), t->activities.size());
+  EXPECT_EQ(u->meta.source_format, "nsys");
 }
 
 // tests/data/nsys/README.md: per GPU, comm = ∪ of kernels named *nccl*, compute = ∪ of the
