@@ -119,7 +119,7 @@ class Export {
     path_ = path;
     OVERLAPPROF_RETURN_IF_ERROR(OpenUntrustedReadOnly(db_, path, /*max_columns=*/400));
     Stmt s;
-    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(), "SELECT name FROM sqlite_schema WHERE type='table'"));
+    OVERLAPPROF_RETURN_IF_ERROR(Prep(s, "SELECT name FROM sqlite_schema WHERE type='table'"));
     while (true) {
       StatusOr<bool> row = s.Step("list tables");
       if (!row.ok()) return Damaged(row.status());
@@ -134,7 +134,7 @@ class Export {
                            "cuda)",
                            kKernel);
       Stmt a;
-      OVERLAPPROF_RETURN_IF_ERROR(a.Prepare(db_.get(), "PRAGMA application_id"));
+      OVERLAPPROF_RETURN_IF_ERROR(Prep(a, "PRAGMA application_id"));
       OVERLAPPROF_ASSIGN_OR_RETURN(bool row, a.Step("PRAGMA application_id"));
       return MakeError(StatusCode::kInvalidInput,
                        "a SQLite database of another schema (application_id {:#x}), neither an overlapprof trace "
@@ -155,8 +155,7 @@ class Export {
       OVERLAPPROF_ASSIGN_OR_RETURN(auto cols, Columns(table));
       if (!cols.count("deviceId")) return MissingColumn(table, "deviceId");
       Stmt s;
-      OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
-          db_.get(), fmt::format("SELECT DISTINCT {}, deviceId FROM {}", cols.count("globalPid") ? kPidOfGlobalPid : "-1",
+      OVERLAPPROF_RETURN_IF_ERROR(Prep(s, fmt::format("SELECT DISTINCT {}, deviceId FROM {}", cols.count("globalPid") ? kPidOfGlobalPid : "-1",
                                  table)));
       while (true) {
         StatusOr<bool> row = s.Step("list processes and devices");
@@ -179,7 +178,7 @@ class Export {
       MarkChecked();
     }
     OVERLAPPROF_RETURN_IF_ERROR(ReadClock());
-    OVERLAPPROF_RETURN_IF_ERROR(strings_.Prepare(db_.get(), "SELECT value FROM StringIds WHERE id = ?"));
+    OVERLAPPROF_RETURN_IF_ERROR(Prep(strings_, "SELECT value FROM StringIds WHERE id = ?"));
     int missing = 0;
     for (const char* table : {kMemcpy, kMemset, kSync, kRuntime, kNvtx}) missing += !Has(table);
     t_.stats.Set(Stat::nsys_optional_tables_missing, missing);
@@ -205,17 +204,20 @@ class Export {
 
  private:
   static Status Damaged(const Status& st) {
+    if (st.ok()) return st;
     if (st.code() == StatusCode::kCorrupt)
       return MakeError(StatusCode::kCorrupt, "corrupted SQLite file ({})", st.message());
     return st;
   }
+  // Prepares `sql`; a damaged schema reads "corrupted SQLite file (...)" like damaged rows.
+  Status Prep(Stmt& s, std::string_view sql) { return Damaged(s.Prepare(db_.get(), sql)); }
   static Status MissingColumn(std::string_view table, std::string_view column) {
     return MakeError(StatusCode::kInvalidInput, "Nsight Systems export: table {} lacks column {}", table, column);
   }
 
   StatusOr<std::set<std::string>> Columns(std::string_view table) {
     Stmt s;
-    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(), "SELECT name FROM pragma_table_info(?)"));
+    OVERLAPPROF_RETURN_IF_ERROR(Prep(s, "SELECT name FROM pragma_table_info(?)"));
     s.Bind(1, table);
     std::set<std::string> cols;
     while (true) {
@@ -231,7 +233,7 @@ class Export {
     for (const char* table : {kKernel, kMemcpy, kMemset, kSync, kRuntime, kNvtx, kStrings, kSession, kGpuInfo}) {
       if (!Has(table)) continue;
       Stmt s;
-      OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(), fmt::format("PRAGMA quick_check({})", table)));
+      OVERLAPPROF_RETURN_IF_ERROR(Prep(s, fmt::format("PRAGMA quick_check({})", table)));
       StatusOr<bool> row = s.Step("quick_check");
       if (!row.ok()) return Damaged(row.status());
       if (*row && s.Text(0) != "ok")
@@ -247,7 +249,7 @@ class Export {
     OVERLAPPROF_ASSIGN_OR_RETURN(auto cols, Columns(kSession));
     if (!cols.count("utcEpochNs") || !cols.count("systemClockNs")) return OkStatus();
     Stmt s;
-    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(), "SELECT utcEpochNs, systemClockNs FROM TARGET_INFO_SESSION_START_TIME"));
+    OVERLAPPROF_RETURN_IF_ERROR(Prep(s, "SELECT utcEpochNs, systemClockNs FROM TARGET_INFO_SESSION_START_TIME"));
     StatusOr<bool> row = s.Step("session start");
     if (!row.ok()) return Damaged(row.status());
     if (!*row || s.IsNull(0) || s.IsNull(1)) return OkStatus();
@@ -301,7 +303,7 @@ class Export {
     if (g.kind == ActivityKind::kSync && cols.count("syncType")) g.sync_type_col = "syncType";
     Stmt s;
     OVERLAPPROF_RETURN_IF_ERROR(
-        s.Prepare(db_.get(), fmt::format("SELECT start, end, streamId, {}, {}, {}, {}, {} FROM {} WHERE deviceId = ?1 "
+        Prep(s, fmt::format("SELECT start, end, streamId, {}, {}, {}, {}, {} FROM {} WHERE deviceId = ?1 "
                                          "AND {} = ?2",
                                          g.corr_col, g.name_col, g.bytes_col, g.copy_kind_col, g.sync_type_col,
                                          g.table, g.pid_expr)));
@@ -398,8 +400,7 @@ class Export {
     if (wanted.empty()) return OkStatus();
     const bool tid = cols.count("globalTid") > 0;
     Stmt s;
-    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
-        db_.get(), fmt::format("SELECT start, end, correlationId, {}, {} FROM {} WHERE {} = ?1",
+    OVERLAPPROF_RETURN_IF_ERROR(Prep(s, fmt::format("SELECT start, end, correlationId, {}, {} FROM {} WHERE {} = ?1",
                                tid ? "globalTid & 16777215" : "NULL", cols.count("nameId") ? "nameId" : "NULL",
                                kRuntime, tid ? kPidOfGlobalTid : "-1")));
     s.Bind(1, unit_.pid);
@@ -471,8 +472,7 @@ class Export {
       if (!cols.count(c)) return OkStatus();
     const bool tid = cols.count("globalTid") > 0;
     Stmt s;
-    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
-        db_.get(), fmt::format("SELECT start, end, {}, {}, {} FROM {} WHERE eventType IN ({}, {}) AND {} = ?1",
+    OVERLAPPROF_RETURN_IF_ERROR(Prep(s, fmt::format("SELECT start, end, {}, {}, {} FROM {} WHERE eventType IN ({}, {}) AND {} = ?1",
                                cols.count("text") ? "text" : "NULL", cols.count("textId") ? "textId" : "NULL",
                                tid ? "globalTid & 16777215" : "NULL", kNvtx, kNvtxPushPop, kNvtxStartEnd,
                                tid ? kPidOfGlobalTid : "-1")));
@@ -544,8 +544,7 @@ class Export {
       if (cols.count("id")) {
         auto col = [&](const char* c) { return cols.count(c) ? std::string(c) : std::string("NULL"); };
         Stmt s;
-        OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
-            db_.get(), fmt::format("SELECT {}, {}, {}, {}, {} FROM {} WHERE id = ?1", col("name"), col("computeMajor"),
+        OVERLAPPROF_RETURN_IF_ERROR(Prep(s, fmt::format("SELECT {}, {}, {}, {}, {} FROM {} WHERE id = ?1", col("name"), col("computeMajor"),
                                    col("computeMinor"), col("totalMemory"), col("smCount"), kGpuInfo)));
         s.Bind(1, unit_.device);
         StatusOr<bool> row = s.Step("TARGET_INFO_GPU");
@@ -565,7 +564,7 @@ class Export {
       if (cols.count("name") && cols.count("value")) {
         Stmt s;
         OVERLAPPROF_RETURN_IF_ERROR(
-            s.Prepare(db_.get(), "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1"));
+            Prep(s, "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1"));
         StatusOr<bool> row = s.Step("TARGET_INFO_SYSTEM_ENV");
         if (!row.ok()) return Damaged(row.status());
         if (*row) t_.meta.host = std::string(s.Text(0));
