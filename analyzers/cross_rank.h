@@ -11,8 +11,10 @@
 //
 // Per-host clock offsets are estimated from the end times of matched collectives (nearly
 // simultaneous across ranks) and applied when they exceed the measurement noise.
-// Adds the JSON sections `collectives`, `collectives_summary`, `stragglers`, `clock_offsets`,
-// `cross_rank`, and findings.
+// Fills Summary::cross_rank (analyzers/cross_rank_result.h; the JSON summary renders it as the
+// sections `collectives_summary`, `collectives`, `stragglers`, `clock_offsets`, `cross_rank`) and
+// adds findings. Its parts: cross_rank_match.* (matching), cross_rank_clocks.* (clock domains and
+// offsets), cross_rank_figures.* (wait, transfer, skew), cross_rank_stragglers.* (stragglers).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -43,7 +45,8 @@ struct ClockEstimate {
   bool applied = false;   // samples >= kMinClockSamples and |offset| > kClockNoiseFactor * noise
 };
 
-// The estimate from per-collective differences of mean end times (domain minus reference).
+// The estimate from per-collective differences of mean end times (domain minus reference)
+// (analyzers/cross_rank_clocks.cc).
 ClockEstimate EstimateClockOffset(std::vector<int64_t> diffs);
 
 std::unique_ptr<Analyzer> MakeCrossRankAnalyzer();

@@ -35,6 +35,99 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
+// Outermost host ranges named *backward*, by start: where gradient buckets are launched.
+struct BackwardRanges {
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // host [start, end]
+
+  bool annotated() const { return !ranges.empty(); }
+  // Index of the range holding host time t, or -1.
+  int64_t RangeOf(int64_t host_t) const {
+    auto it = std::upper_bound(ranges.begin(), ranges.end(), host_t,
+                               [](int64_t v, const std::pair<int64_t, int64_t>& r) { return v < r.first; });
+    if (it == ranges.begin()) return -1;
+    --it;
+    return host_t <= it->second ? it - ranges.begin() : -1;
+  }
+};
+
+BackwardRanges FindBackwardRanges(const RankTrace& t) {
+  BackwardRanges bwd;
+  std::vector<int8_t> is_bwd(t.names.size(), -1);  // by name id: names repeat, test each once
+  for (const Range& r : t.ranges) {
+    if (r.kind != RangeKind::kAnnotation || r.name_id >= is_bwd.size()) continue;
+    int8_t& b = is_bwd[r.name_id];
+    if (b < 0) b = ContainsNoCase(t.names.Get(r.name_id), "backward");
+    if (!b) continue;
+    if (!bwd.ranges.empty() && r.start_ns < bwd.ranges.back().second) continue;  // nested or overlapping: keep the outer
+    bwd.ranges.emplace_back(r.start_ns, r.end_ns);
+  }
+  return bwd;
+}
+
+// The buckets of one backward pass (annotated), or of one iteration.
+struct BucketGroup {
+  int64_t iteration = kUnknown;
+  int64_t host_start = kUnknown, host_end = kUnknown;  // backward host range (annotated)
+  std::vector<const OpSpan*> buckets;                  // by GPU start (after GroupBuckets)
+  int64_t first_launch = INT64_MAX;
+};
+
+// Groups the all-reduces: by backward range when annotated (those launched outside every range
+// are not buckets), else by iteration window. Key: range index, or iteration index.
+std::map<int64_t, BucketGroup> GroupBuckets(const RankDerived& d, const BackwardRanges& bwd) {
+  const auto& windows = d.iterations.windows;
+  const bool annotated = bwd.annotated();
+  std::map<int64_t, BucketGroup> groups;
+  for (const OpSpan& o : d.ops) {
+    if (o.family != "allreduce") continue;
+    int64_t key;
+    if (annotated) {
+      if (o.launch_ns == kUnknown) continue;
+      key = bwd.RangeOf(o.launch_ns);
+      if (key < 0) continue;  // not launched during backward: not a gradient bucket
+    } else {
+      key = IterationAt(windows, o.start_ns);
+      if (key == kUnknown) key = 0;
+    }
+    BucketGroup& g = groups[key];
+    if (g.buckets.empty()) {
+      g.iteration = IterationAt(windows, o.start_ns);
+      if (annotated) g.host_start = bwd.ranges[key].first, g.host_end = bwd.ranges[key].second;
+    }
+    g.buckets.push_back(&o);
+    if (o.launch_ns != kUnknown) g.first_launch = std::min(g.first_launch, o.launch_ns);
+  }
+  for (auto& [key, g] : groups)
+    std::sort(g.buckets.begin(), g.buckets.end(),
+              [](const OpSpan* a, const OpSpan* b) { return a->start_ns < b->start_ns; });
+  return groups;
+}
+
+// GPU span of the compute kernels launched inside each backward host range.
+struct BackwardCompute {
+  int64_t first_start = INT64_MAX, last_end = INT64_MIN;
+};
+
+std::vector<BackwardCompute> FindBackwardCompute(const RankTrace& t, const BackwardRanges& bwd) {
+  std::vector<BackwardCompute> bc(bwd.ranges.size());
+  if (!bwd.annotated()) return bc;
+  for (const Activity& a : t.activities) {
+    if (a.category != Category::kCompute || a.kind != ActivityKind::kKernel || a.launch_ns == kUnknown) continue;
+    int64_t k = bwd.RangeOf(a.launch_ns);
+    if (k < 0) continue;
+    bc[k].first_start = std::min(bc[k].first_start, a.start_ns);
+    bc[k].last_end = std::max(bc[k].last_end, a.end_ns);
+  }
+  return bc;
+}
+
+// What the findings are decided on, over a rank's steady (non-warm-up) groups.
+struct SteadyFigures {
+  std::vector<double> first_fraction, tails, tail_fraction, small_counts, volume_ratio;
+  double best_busbw = 0, small_busbw_sum = 0;
+  int64_t small_n = 0, groups_counted = 0;
+};
+
 class DdpBucketsAnalyzer : public Analyzer {
  public:
   std::string_view name() const override { return "ddp_buckets"; }
@@ -43,214 +136,165 @@ class DdpBucketsAnalyzer : public Analyzer {
   Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions&, Summary& summary) override {
     const RankDerived* d = summary.current.get();
     if (!d || d->rank_index != rank_index) return MakeError(StatusCode::kInternal, "ddp_buckets: no derived data");
-    const auto& windows = d->iterations.windows;
-    // Outermost host ranges named *backward*, by start.
-    std::vector<std::pair<int64_t, int64_t>> bwd;
-    std::vector<int8_t> is_bwd(t.names.size(), -1);  // by name id: names repeat, test each once
-    for (const Range& r : t.ranges) {
-      if (r.kind != RangeKind::kAnnotation || r.name_id >= is_bwd.size()) continue;
-      int8_t& b = is_bwd[r.name_id];
-      if (b < 0) b = ContainsNoCase(t.names.Get(r.name_id), "backward");
-      if (!b) continue;
-      if (!bwd.empty() && r.start_ns < bwd.back().second) continue;  // nested or overlapping: keep the outer
-      bwd.emplace_back(r.start_ns, r.end_ns);
-    }
-    const bool annotated = !bwd.empty();
+    const BackwardRanges bwd = FindBackwardRanges(t);
     // The sections exist (possibly empty) for every run, so the JSON shape is stable.
-    Section(summary, "buckets");
-    Section(summary, "bucket_stalls");
-    auto iteration_of = [&](int64_t gpu_t) { return IterationAt(windows, gpu_t); };
-    auto range_of = [&](int64_t host_t) -> int64_t {  // index into bwd, or -1
-      auto it = std::upper_bound(bwd.begin(), bwd.end(), host_t,
-                                 [](int64_t v, const std::pair<int64_t, int64_t>& r) { return v < r.first; });
-      if (it == bwd.begin()) return -1;
-      --it;
-      return host_t <= it->second ? it - bwd.begin() : -1;
-    };
-
-    // Group the buckets: by backward range when annotated, else by iteration window.
-    struct Group {
-      int64_t iteration = kUnknown;
-      int64_t host_start = kUnknown, host_end = kUnknown;  // backward host range (annotated)
-      std::vector<const OpSpan*> buckets;
-      int64_t first_launch = INT64_MAX;
-    };
-    std::map<int64_t, Group> groups;  // key: backward range index, or iteration index
-    for (const OpSpan& o : d->ops) {
-      if (o.family != "allreduce") continue;
-      int64_t key;
-      if (annotated) {
-        if (o.launch_ns == kUnknown) continue;
-        key = range_of(o.launch_ns);
-        if (key < 0) continue;  // not launched during backward: not a gradient bucket
-      } else {
-        key = iteration_of(o.start_ns);
-        if (key == kUnknown) key = 0;
-      }
-      Group& g = groups[key];
-      if (g.buckets.empty()) {
-        g.iteration = iteration_of(o.start_ns);
-        if (annotated) g.host_start = bwd[key].first, g.host_end = bwd[key].second;
-      }
-      g.buckets.push_back(&o);
-      if (o.launch_ns != kUnknown) g.first_launch = std::min(g.first_launch, o.launch_ns);
-    }
-    if (groups.empty()) return OkStatus();
-
-    // Backward compute per group: compute kernels launched inside the backward host range.
-    struct BwdCompute {
-      int64_t first_start = INT64_MAX, last_end = INT64_MIN;
-    };
-    std::vector<BwdCompute> bc(bwd.size());
-    if (annotated) {
-      for (const Activity& a : t.activities) {
-        if (a.category != Category::kCompute || a.kind != ActivityKind::kKernel || a.launch_ns == kUnknown) continue;
-        int64_t k = range_of(a.launch_ns);
-        if (k < 0) continue;
-        bc[k].first_start = std::min(bc[k].first_start, a.start_ns);
-        bc[k].last_end = std::max(bc[k].last_end, a.end_ns);
-      }
-    }
-    const IntervalSet& compute = d->sets.compute;
-    const IntervalSet& comm = d->sets.comm;
-    const Json rank_json = d->rank == kUnknown ? Json(nullptr) : Json(d->rank);
     // (ordered_json keeps keys in a vector: create both before taking references.)
     Section(summary, "buckets");
     Section(summary, "bucket_stalls");
-    auto& rows = summary.sections["buckets"];
-    auto& stalls = summary.sections["bucket_stalls"];
-    std::vector<double> first_fraction, tails, tail_fraction, small_counts, volume_ratio;
-    double best_busbw = 0, small_busbw_sum = 0;
-    int64_t small_n = 0, groups_counted = 0;
-    for (auto& [key, g] : groups) {
-      std::sort(g.buckets.begin(), g.buckets.end(),
-                [](const OpSpan* a, const OpSpan* b) { return a->start_ns < b->start_ns; });
-      const bool warm = g.iteration != kUnknown && windows[g.iteration].warmup;
-      const int64_t origin = annotated ? g.host_start : g.first_launch;
-      const int64_t bwd_len = annotated ? g.host_end - g.host_start : 0;
-      int64_t bucket_comm = 0, last_end = INT64_MIN, first_fraction_ns = kUnknown;
-      int64_t small_here = 0;
-      for (size_t i = 0; i < g.buckets.size(); ++i) {
-        const OpSpan& o = *g.buckets[i];
-        const int64_t size = SizeBytes(t, o);
-        const double factor = BusFactor("allreduce", o.nranks);
-        const double busbw = size != kUnknown && o.busy_ns > 0 ? size * factor / o.busy_ns : 0.0;
-        bucket_comm += o.busy_ns;
-        last_end = std::max(last_end, o.end_ns);
-        if (!warm && size != kUnknown && o.busy_ns > 0) {
-          best_busbw = std::max(best_busbw, busbw);
-          if (size < (int64_t{1} << 20)) ++small_here, small_busbw_sum += busbw, ++small_n;
-        }
-        const bool launched = o.launch_ns != kUnknown && origin != INT64_MAX;
-        if (i == 0 && launched) first_fraction_ns = o.launch_ns - origin;
-        if (rows.size() < kMaxBucketRows) {
-          Json j;
-          j["rank"] = rank_json;
-          j["iteration"] = g.iteration == kUnknown ? Json(nullptr) : Json(g.iteration);
-          j["warmup"] = warm;
-          j["index"] = static_cast<int64_t>(i);
-          j["op"] = o.op_name;
-          j["bytes"] = size == kUnknown ? Json(nullptr) : Json(size);
-          j["launch_offset_ns"] = launched ? Json(o.launch_ns - origin) : Json(nullptr);
-          j["launch_fraction"] = launched && bwd_len > 0 ? R4(double(o.launch_ns - origin) / bwd_len) : Json(nullptr);
-          j["queue_ns"] = o.launch_ns != kUnknown ? Json(o.start_ns - o.launch_ns) : Json(nullptr);
-          j["start_ns"] = o.start_ns;
-          j["duration_ns"] = o.busy_ns;
-          j["busbw_GBps"] = busbw > 0 ? R3(busbw) : Json(nullptr);
-          j["overlap_fraction"] = o.busy_ns > 0 ? R4(double(o.covered_ns) / o.busy_ns) : Json(nullptr);
-          j["exposed_ns"] = o.exposed_ns();
-          rows.push_back(std::move(j));
-        } else {
-          ++dropped_rows_;
-        }
-      }
-      // Stalls. The last backward compute kernel: from the annotation, else the last compute
-      // before the last bucket's end.
-      int64_t bwd_end = kUnknown, bwd_compute = kUnknown;
-      if (annotated && bc[key].last_end != INT64_MIN) {
-        bwd_end = bc[key].last_end;
-        bwd_compute = compute.LengthWithin(bc[key].first_start, bc[key].last_end);
-      }
-      Json s;
-      s["rank"] = rank_json;
-      s["iteration"] = g.iteration == kUnknown ? Json(nullptr) : Json(g.iteration);
-      s["warmup"] = warm;
-      s["buckets"] = static_cast<int64_t>(g.buckets.size());
-      s["bucket_comm_ns"] = bucket_comm;
-      s["backward_host_ns"] = annotated ? Json(bwd_len) : Json(nullptr);
-      s["backward_compute_ns"] = bwd_compute == kUnknown ? Json(nullptr) : Json(bwd_compute);
-      if (bwd_end != kUnknown) {
-        const int64_t tail = std::max<int64_t>(0, last_end - bwd_end);
-        // Compute waits: from the end of backward compute to the next compute kernel, the time
-        // communication runs (the optimizer, or the next forward, waits on the last buckets).
-        const auto& iv = compute.intervals();
-        auto nx = std::lower_bound(iv.begin(), iv.end(), bwd_end, [](const Interval& x, int64_t v) { return x.start < v; });
-        const int64_t next = nx != iv.end() ? nx->start : last_end;
-        const int64_t wait = next > bwd_end ? comm.LengthWithin(bwd_end, next) : 0;
-        s["tail_ns"] = tail;
-        s["compute_wait_ns"] = wait;
-        if (!warm) {
-          tails.push_back(static_cast<double>(tail));
-          if (bucket_comm > 0) tail_fraction.push_back(double(tail) / bucket_comm);
-          if (bwd_compute > 0) volume_ratio.push_back(double(bucket_comm) / bwd_compute);
-        }
-      } else {
-        s["tail_ns"] = nullptr;
-        s["compute_wait_ns"] = nullptr;
-      }
-      stalls.push_back(std::move(s));
-      if (!warm) {
-        ++groups_counted;
-        small_counts.push_back(static_cast<double>(small_here));
-        if (first_fraction_ns != kUnknown && bwd_len > 0) first_fraction.push_back(double(first_fraction_ns) / bwd_len);
-      }
+    std::map<int64_t, BucketGroup> groups = GroupBuckets(*d, bwd);
+    if (groups.empty()) return OkStatus();
+    const std::vector<BackwardCompute> bc = FindBackwardCompute(t, bwd);
+    Json& rows = summary.Section("buckets");
+    Json& stalls = summary.Section("bucket_stalls");
+    SteadyFigures steady;
+    for (const auto& [key, g] : groups) {
+      const bool warm = g.iteration != kUnknown && d->iterations.windows[g.iteration].warmup;
+      const int64_t bucket_comm = AddBucketRows(t, *d, g, bwd.annotated(), warm, rows, steady);
+      stalls.push_back(StallRow(*d, g, bwd.annotated() ? &bc[key] : nullptr, bucket_comm, warm, steady));
     }
-    if (dropped_rows_ > 0) summary.sections["buckets_truncated"] = dropped_rows_;
-
-    // Findings over the steady iterations (medians).
-    if (groups_counted == 0) return OkStatus();
-    if (!annotated)
-      summary.AddFinding("ddp_buckets", d->rank, "info",
-                         "no backward annotation: every all-reduce is taken as a gradient bucket and launch times are "
-                         "relative to the iteration's first all-reduce (wrap backward in record_function(\"## backward ##\") "
-                         "or an NVTX range for launch-vs-backward figures)");
-    if (!first_fraction.empty() && Median(first_fraction) > 0.5)
-      summary.AddFinding("ddp_buckets", d->rank, "warning",
-                         fmt::format("first gradient bucket launched at {:.0f}% of backward: bucket_cap_mb is too large "
-                                     "for this model, so communication starts late; try a smaller bucket_cap_mb",
-                                     100 * Median(first_fraction)));
-    const double small = Median(small_counts);
-    if (small >= 3 && small_n > 0 && best_busbw > 0 && small_busbw_sum / small_n < 0.25 * best_busbw)
-      summary.AddFinding("ddp_buckets", d->rank, "warning",
-                         fmt::format("{:.0f} buckets under 1 MiB per iteration run at latency-bound bandwidth ({:.1f} GB/s "
-                                     "bus bandwidth against {:.1f} GB/s for the best bucket): fewer, larger buckets "
-                                     "(bucket_cap_mb) or fusing small parameters would help",
-                                     small, small_busbw_sum / small_n, best_busbw));
-    // Volume: decided in Finish, once the cross-rank analyzer has said how much of this rank's
-    // communication time is waiting for other ranks rather than transfer.
-    if (!volume_ratio.empty()) volume_.push_back({d->rank, Median(volume_ratio)});
-    if (!tail_fraction.empty() && Median(tail_fraction) > 0.1)
-      summary.AddFinding("ddp_buckets", d->rank, "warning",
-                         fmt::format("{} of gradient communication per iteration ({:.0f}%) runs after the last backward "
-                                     "kernel (tail): the optimizer waits on it; smaller last buckets or launching buckets "
-                                     "earlier shorten it",
-                                     FormatDuration(static_cast<int64_t>(Median(tails))), 100 * Median(tail_fraction)));
+    if (dropped_rows_ > 0) summary.Section("buckets_truncated") = dropped_rows_;
+    AddRankFindings(d->rank, bwd.annotated(), steady, summary);
     return OkStatus();
   }
 
+ private:
+  // One row per bucket of the group (up to kMaxBucketRows over the run); bandwidth figures and
+  // the first launch into `steady` unless warm. Returns the group's bucket communication time.
+  int64_t AddBucketRows(const RankTrace& t, const RankDerived& d, const BucketGroup& g, bool annotated, bool warm,
+                        Json& rows, SteadyFigures& steady) {
+    const Json rank_json = d.rank == kUnknown ? Json(nullptr) : Json(d.rank);
+    const int64_t origin = annotated ? g.host_start : g.first_launch;
+    const int64_t bwd_len = annotated ? g.host_end - g.host_start : 0;
+    int64_t bucket_comm = 0, first_fraction_ns = kUnknown, small_here = 0;
+    for (size_t i = 0; i < g.buckets.size(); ++i) {
+      const OpSpan& o = *g.buckets[i];
+      const int64_t size = SizeBytes(t, o);
+      const double factor = BusFactor("allreduce", o.nranks);
+      const double busbw = size != kUnknown && o.busy_ns > 0 ? size * factor / o.busy_ns : 0.0;
+      bucket_comm += o.busy_ns;
+      if (!warm && size != kUnknown && o.busy_ns > 0) {
+        steady.best_busbw = std::max(steady.best_busbw, busbw);
+        if (size < (int64_t{1} << 20)) ++small_here, steady.small_busbw_sum += busbw, ++steady.small_n;
+      }
+      const bool launched = o.launch_ns != kUnknown && origin != INT64_MAX;
+      if (i == 0 && launched) first_fraction_ns = o.launch_ns - origin;
+      if (rows.size() < kMaxBucketRows) {
+        Json j;
+        j["rank"] = rank_json;
+        j["iteration"] = g.iteration == kUnknown ? Json(nullptr) : Json(g.iteration);
+        j["warmup"] = warm;
+        j["index"] = static_cast<int64_t>(i);
+        j["op"] = o.op_name;
+        j["bytes"] = size == kUnknown ? Json(nullptr) : Json(size);
+        j["launch_offset_ns"] = launched ? Json(o.launch_ns - origin) : Json(nullptr);
+        j["launch_fraction"] = launched && bwd_len > 0 ? R4(double(o.launch_ns - origin) / bwd_len) : Json(nullptr);
+        j["queue_ns"] = o.launch_ns != kUnknown ? Json(o.start_ns - o.launch_ns) : Json(nullptr);
+        j["start_ns"] = o.start_ns;
+        j["duration_ns"] = o.busy_ns;
+        j["busbw_GBps"] = busbw > 0 ? R3(busbw) : Json(nullptr);
+        j["overlap_fraction"] = o.busy_ns > 0 ? R4(double(o.covered_ns) / o.busy_ns) : Json(nullptr);
+        j["exposed_ns"] = o.exposed_ns();
+        rows.push_back(std::move(j));
+      } else {
+        ++dropped_rows_;
+      }
+    }
+    if (!warm) {
+      ++steady.groups_counted;
+      steady.small_counts.push_back(static_cast<double>(small_here));
+      if (first_fraction_ns != kUnknown && bwd_len > 0)
+        steady.first_fraction.push_back(double(first_fraction_ns) / bwd_len);
+    }
+    return bucket_comm;
+  }
+
+  // The group's `bucket_stalls` row: backward compute, the tail after the last backward compute
+  // kernel (`bc`: from the annotation; null without one) and what compute then waits for.
+  static Json StallRow(const RankDerived& d, const BucketGroup& g, const BackwardCompute* bc, int64_t bucket_comm,
+                       bool warm, SteadyFigures& steady) {
+    const IntervalSet& compute = d.sets.compute;
+    const bool annotated = bc != nullptr;
+    int64_t last_end = INT64_MIN;
+    for (const OpSpan* o : g.buckets) last_end = std::max(last_end, o->end_ns);
+    int64_t bwd_end = kUnknown, bwd_compute = kUnknown;
+    if (bc && bc->last_end != INT64_MIN) {
+      bwd_end = bc->last_end;
+      bwd_compute = compute.LengthWithin(bc->first_start, bc->last_end);
+    }
+    Json s;
+    s["rank"] = d.rank == kUnknown ? Json(nullptr) : Json(d.rank);
+    s["iteration"] = g.iteration == kUnknown ? Json(nullptr) : Json(g.iteration);
+    s["warmup"] = warm;
+    s["buckets"] = static_cast<int64_t>(g.buckets.size());
+    s["bucket_comm_ns"] = bucket_comm;
+    s["backward_host_ns"] = annotated ? Json(g.host_end - g.host_start) : Json(nullptr);
+    s["backward_compute_ns"] = bwd_compute == kUnknown ? Json(nullptr) : Json(bwd_compute);
+    if (bwd_end == kUnknown) {
+      s["tail_ns"] = nullptr;
+      s["compute_wait_ns"] = nullptr;
+      return s;
+    }
+    const int64_t tail = std::max<int64_t>(0, last_end - bwd_end);
+    // Compute waits: from the end of backward compute to the next compute kernel, the time
+    // communication runs (the optimizer, or the next forward, waits on the last buckets).
+    const auto& iv = compute.intervals();
+    auto nx = std::lower_bound(iv.begin(), iv.end(), bwd_end, [](const Interval& x, int64_t v) { return x.start < v; });
+    const int64_t next = nx != iv.end() ? nx->start : last_end;
+    const int64_t wait = next > bwd_end ? d.sets.comm.LengthWithin(bwd_end, next) : 0;
+    s["tail_ns"] = tail;
+    s["compute_wait_ns"] = wait;
+    if (!warm) {
+      steady.tails.push_back(static_cast<double>(tail));
+      if (bucket_comm > 0) steady.tail_fraction.push_back(double(tail) / bucket_comm);
+      if (bwd_compute > 0) steady.volume_ratio.push_back(double(bucket_comm) / bwd_compute);
+    }
+    return s;
+  }
+
+  // Findings over the steady iterations (medians); the volume one waits for Finish.
+  void AddRankFindings(int64_t rank, bool annotated, const SteadyFigures& f, Summary& summary) {
+    if (f.groups_counted == 0) return;
+    if (!annotated)
+      summary.AddFinding("ddp_buckets", rank, "info",
+                         "no backward annotation: every all-reduce is taken as a gradient bucket and launch times are "
+                         "relative to the iteration's first all-reduce (wrap backward in record_function(\"## backward ##\") "
+                         "or an NVTX range for launch-vs-backward figures)");
+    if (!f.first_fraction.empty() && Median(f.first_fraction) > 0.5)
+      summary.AddFinding("ddp_buckets", rank, "warning",
+                         fmt::format("first gradient bucket launched at {:.0f}% of backward: bucket_cap_mb is too large "
+                                     "for this model, so communication starts late; try a smaller bucket_cap_mb",
+                                     100 * Median(f.first_fraction)));
+    const double small = Median(f.small_counts);
+    if (small >= 3 && f.small_n > 0 && f.best_busbw > 0 && f.small_busbw_sum / f.small_n < 0.25 * f.best_busbw)
+      summary.AddFinding("ddp_buckets", rank, "warning",
+                         fmt::format("{:.0f} buckets under 1 MiB per iteration run at latency-bound bandwidth ({:.1f} GB/s "
+                                     "bus bandwidth against {:.1f} GB/s for the best bucket): fewer, larger buckets "
+                                     "(bucket_cap_mb) or fusing small parameters would help",
+                                     small, f.small_busbw_sum / f.small_n, f.best_busbw));
+    // Volume: decided in Finish, once the cross-rank analyzer has said how much of this rank's
+    // communication time is waiting for other ranks rather than transfer.
+    if (!f.volume_ratio.empty()) volume_.push_back({rank, Median(f.volume_ratio)});
+    if (!f.tail_fraction.empty() && Median(f.tail_fraction) > 0.1)
+      summary.AddFinding("ddp_buckets", rank, "warning",
+                         fmt::format("{} of gradient communication per iteration ({:.0f}%) runs after the last backward "
+                                     "kernel (tail): the optimizer waits on it; smaller last buckets or launching buckets "
+                                     "earlier shorten it",
+                                     FormatDuration(static_cast<int64_t>(Median(f.tails))), 100 * Median(f.tail_fraction)));
+  }
+
+ public:
   static Json& Section(Summary& s, const char* key) {
-    Json& j = s.sections[key];
+    Json& j = s.Section(key);
     if (!j.is_array()) j = Json::array();
     return j;
   }
   Status Finish(const AnalysisOptions&, Summary& summary) override {
     // Per rank: the share of its collective kernel time spent waiting for the last rank.
     std::map<int64_t, double> wait_share;
-    if (auto cr = summary.sections.find("cross_rank"); cr != summary.sections.end() && cr->is_array()) {
-      for (const auto& r : *cr) {
-        if (!r.contains("rank") || !r["rank"].is_number_integer()) continue;
-        const double w = r.value("wait_ns", 0.0), x = r.value("transfer_ns", 0.0);
-        if (w + x > 0) wait_share[r["rank"].get<int64_t>()] = w / (w + x);
+    if (summary.cross_rank) {
+      for (const CrossRankRow& r : summary.cross_rank->ranks) {
+        const double w = static_cast<double>(r.wait_ns), x = static_cast<double>(r.transfer_ns);
+        if (w + x > 0) wait_share[r.rank] = w / (w + x);
       }
     }
     for (const auto& [rank, ratio_with_wait] : volume_) {

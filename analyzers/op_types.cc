@@ -42,29 +42,25 @@ class OpTypesAnalyzer : public Analyzer {
         }
       }
     }
-    auto& out = summary.sections["op_types"];
-    if (!out.is_array()) out = nlohmann::ordered_json::array();
+    if (!summary.op_types) summary.op_types.emplace();
+    summary.NoteSection("op_types");
     for (const auto& [op, r] : rows) {
-      nlohmann::ordered_json j;
-      j["rank"] = d->rank == kUnknown ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(d->rank);
-      j["op"] = op;
-      j["count"] = r.count;
-      j["bytes"] = r.bytes_known == r.count ? nlohmann::ordered_json(r.bytes) : nlohmann::ordered_json(nullptr);
-      j["time_ns"] = r.time_ns;
-      j["exposed_ns"] = r.exposed_ns;
-      j["exposed_fraction"] =
-          r.time_ns > 0 ? nlohmann::ordered_json(std::round(10000.0 * r.exposed_ns / r.time_ns) / 10000.0) : nullptr;
+      OpTypeRow j;
+      j.rank = d->rank;
+      j.op = op;
+      j.count = r.count;
+      if (r.bytes_known == r.count) j.bytes = r.bytes;
+      j.time_ns = r.time_ns;
+      j.exposed_ns = r.exposed_ns;
+      if (r.time_ns > 0) j.exposed_fraction = std::round(10000.0 * r.exposed_ns / r.time_ns) / 10000.0;
       // Bandwidth over the ops of known size: bytes / GPU time (GB/s = bytes/ns); bus bandwidth
       // weights each op's size by its nccl-tests factor.
       if (r.timed_ns > 0) {
-        j["algbw_GBps"] = std::round(1000.0 * r.timed_bytes / r.timed_ns) / 1000.0;
-        j["busbw_GBps"] = std::round(1000.0 * r.bus_weighted / r.timed_ns) / 1000.0;
-      } else {
-        j["algbw_GBps"] = nullptr;
-        j["busbw_GBps"] = nullptr;
+        j.algbw_GBps = std::round(1000.0 * r.timed_bytes / r.timed_ns) / 1000.0;
+        j.busbw_GBps = std::round(1000.0 * r.bus_weighted / r.timed_ns) / 1000.0;
       }
-      j["ops_under_1MiB"] = r.small;
-      out.push_back(std::move(j));
+      j.ops_under_1MiB = r.small;
+      summary.op_types->push_back(std::move(j));
     }
     return OkStatus();
   }

@@ -26,6 +26,59 @@ using Json = nlohmann::ordered_json;
 constexpr size_t kMaxRows = 20000;
 
 
+// Streams that run compute kernels.
+std::set<uint32_t> ComputeStreams(const RankTrace& t) {
+  std::set<uint32_t> compute_streams;
+  uint32_t last_stream = kNoIndex;
+  for (const Activity& a : t.activities)
+    if (a.category == Category::kCompute && a.kind == ActivityKind::kKernel && a.stream != last_stream)
+      compute_streams.insert(last_stream = a.stream);
+  return compute_streams;
+}
+
+// Host ranges of annotations named *forward* / *backward*, by start.
+struct PhaseRanges {
+  std::vector<std::tuple<int64_t, int64_t, int>> ranges;  // start, end, 0 forward / 1 backward
+
+  // The phase of the innermost range holding a host launch time, or -1.
+  int PhaseOf(int64_t launch) const {
+    if (launch == kUnknown) return -1;
+    int found = -1;
+    // Innermost containing range wins (ranges sorted by start; later starts are inner).
+    auto end = std::upper_bound(ranges.begin(), ranges.end(), std::make_tuple(launch, INT64_MAX, 2));
+    for (auto it = ranges.begin(); it != end; ++it)
+      if (launch <= std::get<1>(*it)) found = std::get<2>(*it);
+    return found;
+  }
+};
+
+PhaseRanges FindPhaseRanges(const RankTrace& t) {
+  PhaseRanges phases;
+  std::vector<int8_t> phase_of_name(t.names.size(), -2);  // by name id: -1 none, 0 forward, 1 backward
+  for (const Range& r : t.ranges) {
+    if (r.kind != RangeKind::kAnnotation || r.name_id >= phase_of_name.size()) continue;
+    int8_t& ph = phase_of_name[r.name_id];
+    if (ph == -2) {
+      std::string_view n = t.names.Get(r.name_id);
+      ph = ContainsNoCase(n, "backward") ? 1 : ContainsNoCase(n, "forward") ? 0 : -1;
+    }
+    if (ph >= 0) phases.ranges.emplace_back(r.start_ns, r.end_ns, ph);
+  }
+  std::sort(phases.ranges.begin(), phases.ranges.end());
+  return phases;
+}
+
+struct Agg {
+  int64_t count = 0, time_ns = 0, exposed_ns = 0, stalls = 0, stall_ns = 0;
+};
+
+// Per rank: FSDP ops by (phase, op), TP ops (on compute streams) by op.
+struct ShardedOps {
+  std::map<std::pair<std::string, std::string>, Agg> fsdp;
+  std::map<std::string, Agg> tp;
+  bool any_fsdp = false;
+};
+
 class ShardedAnalyzer : public Analyzer {
  public:
   std::string_view name() const override { return "sharded"; }
@@ -35,72 +88,50 @@ class ShardedAnalyzer : public Analyzer {
     const RankDerived* d = summary.current.get();
     if (!d || d->rank_index != rank_index) return MakeError(StatusCode::kInternal, "sharded: no derived data");
     const Json rank_json = d->rank == kUnknown ? Json(nullptr) : Json(d->rank);
-    // Streams that run compute kernels.
-    std::set<uint32_t> compute_streams;
-    uint32_t last_stream = kNoIndex;
-    for (const Activity& a : t.activities)
-      if (a.category == Category::kCompute && a.kind == ActivityKind::kKernel && a.stream != last_stream)
-        compute_streams.insert(last_stream = a.stream);
-    // Phase ranges on the host.
-    std::vector<std::tuple<int64_t, int64_t, int>> phases;  // start, end, 0 forward / 1 backward
-    std::vector<int8_t> phase_of_name(t.names.size(), -2);  // by name id: -1 none, 0 forward, 1 backward
-    for (const Range& r : t.ranges) {
-      if (r.kind != RangeKind::kAnnotation || r.name_id >= phase_of_name.size()) continue;
-      int8_t& ph = phase_of_name[r.name_id];
-      if (ph == -2) {
-        std::string_view n = t.names.Get(r.name_id);
-        ph = ContainsNoCase(n, "backward") ? 1 : ContainsNoCase(n, "forward") ? 0 : -1;
-      }
-      if (ph >= 0) phases.emplace_back(r.start_ns, r.end_ns, ph);
-    }
-    std::sort(phases.begin(), phases.end());
-    auto phase_of_launch = [&](int64_t launch) -> int {
-      if (launch == kUnknown) return -1;
-      int found = -1;
-      // Innermost containing range wins (ranges sorted by start; later starts are inner).
-      auto end = std::upper_bound(phases.begin(), phases.end(), std::make_tuple(launch, INT64_MAX, 2));
-      for (auto it = phases.begin(); it != end; ++it)
-        if (launch <= std::get<1>(*it)) found = std::get<2>(*it);
-      return found;
-    };
-    const auto& windows = d->iterations.windows;
+    const ShardedOps ops = Aggregate(t, *d, ComputeStreams(t), FindPhaseRanges(t), rank_json, summary);
+    AddAggregateRows(ops, rank_json, summary);
+    AddFindings(ops, d->rank, summary);
+    return OkStatus();
+  }
+
+ private:
+  // Sorts the rank's all-gathers, reduce-scatters and all-reduces into FSDP (phase from the launch's
+  // host range, else before / after the iteration's first reduce-scatter) and TP (on a compute
+  // stream), adding a `fsdp_allgathers` row per FSDP all-gather.
+  static ShardedOps Aggregate(const RankTrace& t, const RankDerived& d, const std::set<uint32_t>& compute_streams,
+                              const PhaseRanges& phases, const Json& rank_json, Summary& summary) {
+    const auto& windows = d.iterations.windows;
     auto iteration_of = [&](int64_t gpu_t) { return windows.empty() ? int64_t{0} : IterationAt(windows, gpu_t); };
     // First reduce-scatter start per iteration (fallback phase split).
     std::map<int64_t, int64_t> first_rs;
-    for (const OpSpan& o : d->ops)
+    for (const OpSpan& o : d.ops)
       if (o.family == "reducescatter" && !compute_streams.count(o.stream)) {
         int64_t it = iteration_of(o.start_ns);
         if (!first_rs.count(it)) first_rs[it] = o.start_ns;
       }
-
-    struct Agg {
-      int64_t count = 0, time_ns = 0, exposed_ns = 0, stalls = 0, stall_ns = 0;
-    };
-    std::map<std::pair<std::string, std::string>, Agg> fsdp;  // (phase, op)
-    std::map<std::string, Agg> tp;                            // op, on compute streams
-    auto& rows = summary.sections["fsdp_allgathers"];
+    ShardedOps out;
+    auto& rows = summary.Section("fsdp_allgathers");
     if (!rows.is_array()) rows = Json::array();
-    bool any_fsdp = false;
-    for (const OpSpan& o : d->ops) {
+    for (const OpSpan& o : d.ops) {
       const std::string& fam = o.family;
       if (fam != "allgather" && fam != "reducescatter" && fam != "allreduce") continue;
       if (compute_streams.count(o.stream)) {
-        Agg& a = tp[fam];
+        Agg& a = out.tp[fam];
         ++a.count;
         a.time_ns += o.busy_ns;
         a.exposed_ns += o.exposed_ns();
         continue;
       }
       if (fam == "allreduce") continue;  // DDP's buckets (ddp_buckets)
-      any_fsdp = true;
+      out.any_fsdp = true;
       const int64_t it = iteration_of(o.start_ns);
-      int ph = phase_of_launch(o.launch_ns);
+      int ph = phases.PhaseOf(o.launch_ns);
       if (ph < 0) {
         auto rs = first_rs.find(it);
         ph = rs != first_rs.end() && o.start_ns >= rs->second ? 1 : 0;
       }
       const std::string phase = ph == 1 ? "backward" : "forward";
-      Agg& a = fsdp[{phase, fam}];
+      Agg& a = out.fsdp[{phase, fam}];
       ++a.count;
       a.time_ns += o.busy_ns;
       a.exposed_ns += o.exposed_ns();
@@ -121,9 +152,14 @@ class ShardedAnalyzer : public Analyzer {
         }
       }
     }
-    auto& fs = summary.sections["fsdp"];
+    return out;
+  }
+
+  // The rank's `fsdp` and `tp` rows.
+  static void AddAggregateRows(const ShardedOps& ops, const Json& rank_json, Summary& summary) {
+    auto& fs = summary.Section("fsdp");
     if (!fs.is_array()) fs = Json::array();
-    for (const auto& [k, a] : fsdp) {
+    for (const auto& [k, a] : ops.fsdp) {
       Json j;
       j["rank"] = rank_json;
       j["phase"] = k.first;
@@ -135,9 +171,9 @@ class ShardedAnalyzer : public Analyzer {
       j["prefetch_stall_ns"] = a.stall_ns;
       fs.push_back(std::move(j));
     }
-    auto& tj = summary.sections["tp"];
+    auto& tj = summary.Section("tp");
     if (!tj.is_array()) tj = Json::array();
-    for (const auto& [op, a] : tp) {
+    for (const auto& [op, a] : ops.tp) {
       Json j;
       j["rank"] = rank_json;
       j["op"] = op;
@@ -147,15 +183,18 @@ class ShardedAnalyzer : public Analyzer {
       j["on_compute_stream"] = true;
       tj.push_back(std::move(j));
     }
-    // Findings.
-    if (any_fsdp) {
+  }
+
+  // Prefetch stalls per FSDP phase; TP collectives serialized on a compute stream.
+  static void AddFindings(const ShardedOps& ops, int64_t rank, Summary& summary) {
+    if (ops.any_fsdp) {
       for (const char* phase : {"forward", "backward"}) {
-        auto it = fsdp.find({phase, "allgather"});
-        if (it == fsdp.end() || it->second.stalls < 2 || it->second.stalls * 5 < it->second.count) continue;
+        auto it = ops.fsdp.find({phase, "allgather"});
+        if (it == ops.fsdp.end() || it->second.stalls < 2 || it->second.stalls * 5 < it->second.count) continue;
         const Agg& a = it->second;
         const bool fwd = std::string_view(phase) == "forward";
         summary.AddFinding(
-            "sharded", d->rank, "warning",
+            "sharded", rank, "warning",
             fmt::format("{} of {} parameter all-gathers in {} are exposed (prefetch stalls, {} in total): {}", a.stalls,
                         a.count, phase, FormatDuration(a.stall_ns),
                         fwd ? "prefetch the next layer's parameters (FSDP1 forward_prefetch=True; FSDP2 "
@@ -166,15 +205,14 @@ class ShardedAnalyzer : public Analyzer {
       }
     }
     int64_t tp_count = 0, tp_exposed = 0;
-    for (const auto& [op, a] : tp)
+    for (const auto& [op, a] : ops.tp)
       if (op != "allreduce") tp_count += a.count, tp_exposed += a.exposed_ns;
     if (tp_count >= 2 && tp_exposed > 0)
-      summary.AddFinding("sharded", d->rank, "warning",
+      summary.AddFinding("sharded", rank, "warning",
                          fmt::format("{} all-gather/reduce-scatter ops run on a compute stream, serialized with the "
                                      "matmuls around them ({} exposed): overlap them with independent compute (async "
                                      "tensor parallel / collective-matmul decomposition, a separate communication stream)",
                                      tp_count, FormatDuration(tp_exposed)));
-    return OkStatus();
   }
 };
 

@@ -1,5 +1,7 @@
 #include "analyzers/summary.h"
 
+#include <algorithm>
+
 namespace overlapprof {
 
 int Summary::ErrorCounters() const {
@@ -20,15 +22,26 @@ int Summary::WarningCounters() const {
   return n;
 }
 
+void Summary::NoteSection(std::string_view key) {
+  if (std::find(section_order.begin(), section_order.end(), key) == section_order.end())
+    section_order.emplace_back(key);
+}
+
+nlohmann::ordered_json& Summary::Section(std::string_view key) {
+  NoteSection(key);
+  return sections[std::string(key)];
+}
+
+void Summary::SetCrossRank(CrossRankResult result) {
+  NoteSection("collectives_summary");
+  if (result.any_matched)
+    for (std::string_view k : {"collectives", "stragglers", "clock_offsets", "cross_rank"}) NoteSection(k);
+  cross_rank = std::move(result);
+}
+
 void Summary::AddFinding(std::string_view analyzer, int64_t rank, std::string_view severity, std::string message) {
-  auto& list = sections["findings"];
-  if (!list.is_array()) list = nlohmann::ordered_json::array();
-  nlohmann::ordered_json f;
-  f["analyzer"] = analyzer;
-  f["rank"] = rank == kUnknown ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(rank);
-  f["severity"] = severity;
-  f["message"] = std::move(message);
-  list.push_back(std::move(f));
+  NoteSection("findings");
+  findings.push_back({std::string(analyzer), rank, std::string(severity), std::move(message)});
 }
 
 }  // namespace overlapprof

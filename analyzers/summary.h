@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzers/cross_rank_result.h"
 #include "src/common/stats.h"
 #include "src/trace/model.h"
 
@@ -68,18 +69,56 @@ struct IterationResult {
   OverlapFigures figures;
 };
 
+// One row of the `op_types` section: one rank and op family (analyzers/op_types.cc).
+struct OpTypeRow {
+  int64_t rank = kUnknown;
+  std::string op;  // the family
+  int64_t count = 0;
+  std::optional<int64_t> bytes;  // none when some op's size is unknown
+  int64_t time_ns = 0, exposed_ns = 0;
+  std::optional<double> exposed_fraction;       // rounded to 4 decimals; none without time
+  std::optional<double> algbw_GBps, busbw_GBps;  // rounded to 3 decimals; none without timed sizes
+  int64_t ops_under_1MiB = 0;
+};
+
+// A line a person acts on (the `findings` section).
+struct Finding {
+  std::string analyzer;
+  int64_t rank = kUnknown;  // kUnknown: the whole run
+  std::string severity;     // "error", "warning", "info"
+  std::string message;
+};
+
 struct Summary {
   std::vector<RankResult> ranks;
   std::vector<IterationResult> iterations;
   std::string verdict;  // one line for the whole run
-  // Sections of later analyzers, keyed by analyzer name, rendered into the JSON summary.
+
+  // Typed results of the analyzers after "overlap": what later analyzers and reports read.
+  // The JSON summary renders each as a section (reports/json_summary.cc).
+  std::optional<std::vector<OpTypeRow>> op_types;  // set once the op_types analyzer saw a rank
+  std::vector<Finding> findings;                   // section "findings" once there is one
+  std::optional<CrossRankResult> cross_rank;       // set by the cross_rank analyzer's Finish
+
+  // Purely presentational sections (rendered into the JSON summary as they are, read by no
+  // analyzer or report), keyed by section name. Write them through Section().
   nlohmann::ordered_json sections = nlohmann::ordered_json::object();
+  // Every analyzer section's key, typed or not, in the order it first appeared: the order of the
+  // JSON summary's keys after the fixed ones.
+  std::vector<std::string> section_order;
+
+  // The presentational section `key` (null when new), noting its place in section_order.
+  nlohmann::ordered_json& Section(std::string_view key);
+  // Notes that the section `key` exists (a typed one being filled), if it is new.
+  void NoteSection(std::string_view key);
+  // Sets the cross-rank result and notes its sections (all five only when something matched).
+  void SetCrossRank(CrossRankResult result);
   // What the first analyzer ("overlap") derived from the rank being analyzed (unions, comm
   // op spans, iteration windows), for the analyzers after it; replaced for each rank and never
   // rendered. Null before the first rank.
   std::shared_ptr<const RankDerived> current;
 
-  // Adds a finding (a line a person acts on) to the "findings" section.
+  // Adds a finding (a line a person acts on) to `findings`.
   void AddFinding(std::string_view analyzer, int64_t rank, std::string_view severity, std::string message);
 
   int ErrorCounters() const;    // non-zero error-severity counters over all ranks

@@ -3,62 +3,607 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
-#include <unordered_set>
 
-#include "src/pipeline.h"
+#include "analyzers/overlap.h"
+#include "reports/report.h"
 
 namespace overlapprof {
+
+size_t LanePacker::Place(int64_t start, int64_t end, size_t max_lanes) {
+  size_t lane = 0;
+  for (; lane < open_.size() && lane < max_lanes; ++lane) {
+    std::vector<int64_t>& open = open_[lane];
+    while (!open.empty() && open.back() <= start) open.pop_back();
+    if (open.empty() || end <= open.back()) break;
+  }
+  if (lane >= max_lanes) return kNone;
+  if (lane == open_.size()) open_.emplace_back();
+  open_[lane].push_back(end);
+  return lane;
+}
+
+StatusOr<TraceSelection> ParseTraceIterations(const std::string& spec) {
+  TraceSelection sel;
+  if (spec.empty()) return sel;
+  if (spec == "all") {
+    sel.all = true;
+    return sel;
+  }
+  auto bad = [&] {
+    return MakeError(StatusCode::kInvalidArgument,
+                     "--trace-iterations: expected 'all' or 0-based iteration indices like 0,5,10-12, not '{}'", spec);
+  };
+  auto number = [](std::string_view s, int64_t& v) {
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    return ec == std::errc() && p == s.data() + s.size() && v >= 0;
+  };
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t comma = spec.find(',', pos);
+    if (comma == std::string::npos) comma = spec.size();
+    std::string_view item(spec.data() + pos, comma - pos);
+    size_t dash = item.find('-');
+    int64_t lo = 0, hi = 0;
+    if (dash == std::string_view::npos) {
+      if (!number(item, lo)) return bad();
+      hi = lo;
+    } else if (!number(item.substr(0, dash), lo) || !number(item.substr(dash + 1), hi) || hi < lo || hi - lo > 1'000'000) {
+      return bad();
+    }
+    for (int64_t i = lo; i <= hi; ++i)
+      if (std::find(sel.indices.begin(), sel.indices.end(), i) == sel.indices.end()) sel.indices.push_back(i);
+    pos = comma + 1;
+  }
+  return sel;
+}
+
+std::vector<size_t> DefaultTraceIterations(const std::vector<IterationSpan>& its) {
+  std::vector<size_t> steady;
+  for (size_t i = 0; i < its.size(); ++i)
+    if (!its[i].warmup) steady.push_back(i);
+  if (steady.empty())
+    for (size_t i = 0; i < its.size(); ++i) steady.push_back(i);
+  if (steady.empty()) return {};
+  std::vector<size_t> by_duration = steady;
+  auto dur = [&](size_t i) { return its[i].end_ns - its[i].start_ns; };
+  std::stable_sort(by_duration.begin(), by_duration.end(), [&](size_t a, size_t b) { return dur(a) < dur(b); });
+  std::vector<size_t> out;
+  for (size_t i : {by_duration.back(), by_duration[(by_duration.size() - 1) / 2], steady.front()})
+    if (std::find(out.begin(), out.end(), i) == out.end()) out.push_back(i);
+  return out;
+}
+
 namespace {
 
 // Thread ids inside a rank's process: GPU streams at kStreamTid + stream index (overflow lanes
-// at kOverflowTid + ...), the iteration track at kIterTid; host threads keep their own tid.
+// at kOverflowTid + ...), the iteration track at kIterTid; host threads get 1, 2, ...
 constexpr int64_t kStreamTid = 1'000'000'000;
 constexpr int64_t kOverflowTid = 1'500'000'000;
 constexpr int64_t kIterTid = 1'999'999'999;
 // pids of inputs without a (unique) rank: kOtherPid + input index.
 constexpr int64_t kOtherPid = 100'000'000;
+// Bytes kept back from the budget for the file's head, tail and process metadata.
+constexpr int64_t kFixedBytes = 4096;
+constexpr int64_t kProcessBytes = 512;
+// Estimated bytes of an iteration's slice and two counter points.
+constexpr int64_t kIterationBytes = 520;
 
-std::string Quote(std::string_view s) { return nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string Quote(std::string_view s) {
+  return nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 // ns since `base` as µs with 3 decimals, exactly (no floating point).
-std::string Us(int64_t t, int64_t base) {
+template <typename Buffer>
+void AppendUs(Buffer& out, int64_t t, int64_t base) {
   int64_t d = t - base;
-  const char* sign = d < 0 ? "-" : "";
-  if (d < 0) d = -d;
-  return fmt::format("{}{}.{:03d}", sign, d / 1000, static_cast<int>(d % 1000));
+  if (d < 0) {
+    out.push_back('-');
+    d = -d;
+  }
+  char digits[24];
+  char* end = fmt::format_to(digits, "{}", d / 1000);
+  out.append(digits, end);
+  const int frac = static_cast<int>(d % 1000);
+  const char three[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+                         static_cast<char>('0' + frac % 10)};
+  out.append(three, three + 4);
+}
+std::string Us(int64_t t, int64_t base) {
+  std::string b;
+  AppendUs(b, t, base);
+  return b;
 }
 
 // Flow ids are global in the file: the input index in the high bits, the correlation id in the
 // low 40 (ids stay below 2^53, exact in JavaScript, for up to 8192 ranks).
-int64_t FlowId(size_t file, int64_t correlation) {
-  return (static_cast<int64_t>(file) << 40) | (correlation & ((int64_t{1} << 40) - 1));
+int64_t FlowId(size_t input, int64_t correlation) {
+  return (static_cast<int64_t>(input) << 40) | (correlation & ((int64_t{1} << 40) - 1));
 }
 
-class Writer {
- public:
-  Writer(std::ostream& out, int64_t base) : out_(out), base_(base) {}
-  void Event(const std::string& body) {
-    out_ << (first_ ? "\n" : ",\n") << body;
-    first_ = false;
-  }
-  int64_t base() const { return base_; }
-
- private:
-  std::ostream& out_;
-  int64_t base_;
-  bool first_ = true;
+// One rank's events, formatted except for the pid and the timestamp (known only at the end):
+// each record is text[begin, end) with the pid inserted at pid_at and the timestamp (µs from
+// the base) at ts_at.
+struct Record {
+  size_t begin = 0, pid_at = 0, ts_at = 0, end = 0;
+  int64_t ts_ns = 0;
+  bool has_ts = false;
 };
 
-}  // namespace
+struct RankEvents {
+  std::string text;
+  std::vector<Record> records;
+  Record cur;
+  int64_t moved = 0, host_skipped = 0;
 
-Status WriteChromeTrace(const std::vector<std::string>& files, const ImportOptions& options, const Summary& summary,
-                        std::ostream& out) {
-  // The base: the earliest activity or iteration of any rank, from the summary (no second pass).
-  // Host calls before it get negative timestamps, which both viewers accept.
+  template <typename... Args>
+  void Put(fmt::format_string<Args...> f, Args&&... args) {
+    fmt::format_to(std::back_inserter(text), f, std::forward<Args>(args)...);
+  }
+  void Start() { cur = Record{text.size()}; }
+  void Pid() { cur.pid_at = text.size(); }
+  void Ts(int64_t t) {
+    cur.ts_at = text.size();
+    cur.ts_ns = t;
+    cur.has_ts = true;
+  }
+  void Finish() {
+    cur.end = text.size();
+    records.push_back(cur);
+  }
+  void Clear() { *this = RankEvents{}; }
+};
+
+// What the trace keeps of one rank.
+struct RankPlan {
+  std::vector<std::pair<int64_t, int64_t>> windows;  // [lo, hi), in priority order; empty with `whole`
+  bool whole = true;                                 // everything is kept
+  bool cut = false;                                  // a window was cut to the budget
+  std::vector<int64_t> kept_iterations;              // their iteration indices (none without iterations)
+};
+
+struct RankOut {
+  size_t input = 0;
+  RankEvents events;
+  int64_t iterations = 0, iterations_kept = 0;
+  int64_t events_total = 0, events_kept = 0;
+  RankPlan plan;
+};
+
+// Estimated output bytes per activity / host call (with its flow), indexed in time order, as
+// prefix sums: the bytes of the events starting in [lo, hi) are prefix[b] - prefix[a].
+struct SizeModel {
+  std::vector<int64_t> act_start, act_prefix, host_start, host_prefix;
+
+  SizeModel(const RankTrace& t, const std::vector<size_t>& order) {
+    act_start.reserve(order.size());
+    act_prefix.assign(1, 0);
+    for (size_t i : order) {
+      const Activity& a = t.activities[i];
+      // Measured on gen_kineto traces: ~120 bytes besides the name, ~140 more for a comm op's
+      // arguments, ~200 for a flow's two ends.
+      int64_t b = 125 + static_cast<int64_t>(t.names.Get(a.name_id).size());
+      if (a.comm_op != kNoIndex) b += 150;
+      if (a.correlation_id != kUnknown) b += 200;  // the flow's start and end
+      act_start.push_back(a.start_ns);
+      act_prefix.push_back(act_prefix.back() + b);
+    }
+    host_prefix.assign(1, 0);
+    for (const HostCall& h : t.host_calls) {
+      host_start.push_back(h.start_ns);
+      host_prefix.push_back(host_prefix.back() + 130 + static_cast<int64_t>(t.names.Get(h.name_id).size()));
+    }
+  }
+  static int64_t In(const std::vector<int64_t>& start, const std::vector<int64_t>& prefix, int64_t lo, int64_t hi) {
+    size_t a = std::lower_bound(start.begin(), start.end(), lo) - start.begin();
+    size_t b = std::lower_bound(start.begin(), start.end(), hi) - start.begin();
+    return prefix[std::max(a, b)] - prefix[a];
+  }
+  int64_t Bytes(int64_t lo, int64_t hi) const {
+    return In(act_start, act_prefix, lo, hi) + In(host_start, host_prefix, lo, hi);
+  }
+  int64_t Total() const { return act_prefix.back() + host_prefix.back(); }
+  // The largest hi in (lo, limit] whose window [lo, hi) stays within `bytes` (at least one
+  // activity, so a window is never empty).
+  int64_t CutAt(int64_t lo, int64_t limit, int64_t bytes) const {
+    int64_t ok = lo, bad = limit;
+    if (Bytes(lo, limit) <= bytes) return limit;
+    while (bad - ok > 1) {
+      int64_t mid = ok + (bad - ok) / 2;
+      (Bytes(lo, mid) <= bytes ? ok : bad) = mid;
+    }
+    return std::max(ok, lo + 1);
+  }
+};
+
+// Chooses the windows of one rank within `share` bytes.
+RankPlan PlanRank(const SizeModel& size, const std::vector<IterationSpan>& its, const TraceSelection& sel,
+                  int64_t share, int64_t first_ns, int64_t last_ns) {
+  RankPlan plan;
+  const int64_t iteration_bytes = static_cast<int64_t>(its.size()) * kIterationBytes;
+  const bool explicit_list = !sel.indices.empty();
+  if (!explicit_list && size.Total() + iteration_bytes <= share) return plan;  // everything fits
+  plan.whole = false;
+  int64_t left = share - iteration_bytes;
+  std::vector<size_t> candidates;
+  if (explicit_list) {
+    for (int64_t want : sel.indices)
+      for (size_t i = 0; i < its.size(); ++i)
+        if (its[i].index == want) candidates.push_back(i);
+  } else if (sel.all) {
+    for (size_t i = 0; i < its.size(); ++i) candidates.push_back(i);
+  } else {
+    candidates = DefaultTraceIterations(its);
+  }
+  if (its.empty()) {  // no iterations: the start of the trace, cut to the budget
+    if (first_ns < last_ns) {
+      plan.windows.push_back({first_ns, size.CutAt(first_ns, last_ns, left)});
+      plan.cut = plan.windows.back().second < last_ns;
+    }
+    return plan;
+  }
+  for (size_t c : candidates) {
+    const IterationSpan& it = its[c];
+    const int64_t bytes = size.Bytes(it.start_ns, it.end_ns);
+    if (bytes > left) {
+      if (plan.windows.empty()) {  // not even one iteration fits: its beginning fills the share
+        plan.windows.push_back({it.start_ns, size.CutAt(it.start_ns, it.end_ns, left)});
+        plan.cut = true;
+        plan.kept_iterations.push_back(it.index);
+        break;
+      }
+      if (!sel.all) continue;  // a smaller one later in the list may still fit
+      break;                   // "all": whole iterations from the start, no gaps
+    }
+    left -= bytes;
+    plan.windows.push_back({it.start_ns, it.end_ns});
+    plan.kept_iterations.push_back(it.index);
+  }
+  return plan;
+}
+
+bool InWindows(const std::vector<std::pair<int64_t, int64_t>>& w, int64_t start, int64_t end) {
+  // The first window ending after `start`; kept when it starts before `end` (or at an instant
+  // event's time).
+  auto it = std::upper_bound(w.begin(), w.end(), start,
+                             [](int64_t t, const std::pair<int64_t, int64_t>& x) { return t < x.second; });
+  return it != w.end() && (it->first < end || (start == end && it->first <= start));
+}
+
+// The threads of one rank: its streams, its iteration track, its host threads (returned: their
+// tids by native id).
+std::unordered_map<int64_t, int64_t> EmitThreads(const RankTrace& t, RankEvents& ev) {
+  for (size_t s = 0; s < t.streams.size(); ++s) {
+    const Stream& st = t.streams[s];
+    std::string_view trimmed = st.name;
+    while (!trimmed.empty() && (trimmed.back() == ' ' || trimmed.back() == '\t')) trimmed.remove_suffix(1);
+    std::string label = !trimmed.empty() ? std::string(trimmed) : fmt::format("stream {}", st.native_id);
+    if (st.device != kUnknown) label = fmt::format("GPU {} {}", st.device, label);
+    const int64_t tid = kStreamTid + static_cast<int64_t>(s);
+    ev.Start();
+    ev.Put(R"({{"ph":"M","name":"thread_name","pid":)");
+    ev.Pid();
+    ev.Put(R"(,"tid":{},"args":{{"name":{}}}}})", tid, Quote(label));
+    ev.Finish();
+    ev.Start();
+    ev.Put(R"({{"ph":"M","name":"thread_sort_index","pid":)");
+    ev.Pid();
+    ev.Put(R"(,"tid":{},"args":{{"sort_index":{}}}}})", tid, 1000 + s);
+    ev.Finish();
+  }
+  ev.Start();
+  ev.Put(R"({{"ph":"M","name":"thread_name","pid":)");
+  ev.Pid();
+  ev.Put(R"(,"tid":{},"args":{{"name":"iterations"}}}})", kIterTid);
+  ev.Finish();
+  ev.Start();
+  ev.Put(R"({{"ph":"M","name":"thread_sort_index","pid":)");
+  ev.Pid();
+  ev.Put(R"(,"tid":{},"args":{{"sort_index":0}}}})", kIterTid);
+  ev.Finish();
+  // Host threads get tids 1, 2, ... (in order of their native id, which names them): native
+  // ids are arbitrary 32-bit values that could collide with the stream tids.
+  std::unordered_map<int64_t, int64_t> host_tid;
+  std::vector<int64_t> tids;  // distinct native ids (few), sorted
+  int64_t last = 0;
+  for (const HostCall& h : t.host_calls) {
+    if (!tids.empty() && h.tid == last) continue;
+    last = h.tid;
+    auto at = std::lower_bound(tids.begin(), tids.end(), h.tid);
+    if (at == tids.end() || *at != h.tid) tids.insert(at, h.tid);
+  }
+  for (int64_t native : tids) {
+    const int64_t tid = static_cast<int64_t>(host_tid.size()) + 1;
+    host_tid[native] = tid;
+    ev.Start();
+    ev.Put(R"({{"ph":"M","name":"thread_name","pid":)");
+    ev.Pid();
+    ev.Put(R"(,"tid":{},"args":{{"name":{}}}}})", tid,
+           Quote(native != kUnknown ? fmt::format("host thread {}", native) : "host thread ?"));
+    ev.Finish();
+  }
+  return host_tid;
+}
+
+// Formats the kept events of one rank.
+class RankFormatter {
+ public:
+  RankFormatter(const RankTrace& t, const std::vector<size_t>& order, size_t input, RankEvents& ev)
+      : t_(t), order_(order), input_(input), ev_(ev), names_(t.names.size()) {}
+
+  // The correlation ids of the kept GPU activities (sorted, distinct): flows start only there.
+  void SetLaunched(std::vector<int64_t> launched) {
+    launched_ = std::move(launched);
+    flow_.assign(launched_.size(), kNoFlow);
+  }
+  bool Launched(int64_t correlation) const {
+    return correlation != kUnknown && std::binary_search(launched_.begin(), launched_.end(), correlation);
+  }
+
+  // Host API calls (sorted by start). Calls on one thread nest or follow each other; one that
+  // would partly overlap the previous is left out and counted (host_calls_not_nesting). A flow
+  // starts at each call whose correlation id a kept GPU activity has.
+  void HostCalls(const std::vector<uint8_t>& keep_host, const std::unordered_map<int64_t, int64_t>& host_tid) {
+    std::unordered_map<int64_t, LanePacker> lanes;  // per host tid
+    for (size_t i = 0; i < t_.host_calls.size(); ++i) {
+      if (!keep_host[i]) continue;
+      const HostCall& h = t_.host_calls[i];
+      const int64_t tid = host_tid.at(h.tid);
+      if (lanes[tid].Place(h.start_ns, h.end_ns, 1) == LanePacker::kNone) {  // would not nest
+        ++ev_.host_skipped;
+        continue;
+      }
+      ev_.Start();
+      ev_.Put(R"({{"ph":"X","cat":"cuda_api","name":{},"pid":)", Name(h.name_id));
+      ev_.Pid();
+      ev_.Put(R"(,"tid":{},"ts":)", tid);
+      ev_.Ts(h.start_ns);
+      ev_.Put(R"(,"dur":)");
+      AppendUs(ev_.text, h.end_ns, h.start_ns);
+      ev_.Put(R"(,"args":{{"correlation":{}}}}})", h.correlation_id);
+      ev_.Finish();
+      if (uint8_t* state = Flow(h.correlation_id); state && *state == kNoFlow) {
+        *state = kFlowOpen;
+        ev_.Start();
+        ev_.Put(R"({{"ph":"s","cat":"launch","name":"launch","id":{},"pid":)", FlowId(input_, h.correlation_id));
+        ev_.Pid();
+        ev_.Put(R"(,"tid":{},"ts":)", tid);
+        ev_.Ts(h.start_ns);
+        ev_.Put("}}");
+        ev_.Finish();
+      }
+    }
+  }
+
+  // GPU activities, per stream in time order; an activity that partly overlaps the previous
+  // one on its lane moves to the next lane that it fits (LanePacker).
+  void Activities(const std::vector<uint8_t>& keep_act) {
+    std::vector<LanePacker> lanes(t_.streams.size() + 1);
+    std::map<std::pair<size_t, size_t>, bool> overflow_named;
+    for (size_t k = 0; k < order_.size(); ++k) {
+      if (!keep_act[k]) continue;
+      const Activity& a = t_.activities[order_[k]];
+      const size_t s = a.stream == kNoIndex ? t_.streams.size() : a.stream;
+      const size_t lane = lanes[s].Place(a.start_ns, a.end_ns);
+      int64_t tid = kStreamTid + static_cast<int64_t>(s);
+      if (lane > 0) {
+        ++ev_.moved;
+        tid = kOverflowTid + static_cast<int64_t>(s) * 16 + static_cast<int64_t>(std::min<size_t>(lane, 15));
+        if (!overflow_named[{s, lane}]) {
+          overflow_named[{s, lane}] = true;
+          ev_.Start();
+          ev_.Put(R"({{"ph":"M","name":"thread_name","pid":)");
+          ev_.Pid();
+          ev_.Put(R"x(,"tid":{},"args":{{"name":"stream {} (overlapping records {})"}}}})x", tid,
+                  s < t_.streams.size() ? t_.streams[s].native_id : -1, lane);
+          ev_.Finish();
+        }
+      }
+      ev_.Start();
+      ev_.Put(R"({{"ph":"X","cat":"{}","name":{},"pid":)", ActivityKindName(a.kind), Name(a.name_id));
+      ev_.Pid();
+      ev_.Put(R"(,"tid":{},"ts":)", tid);
+      ev_.Ts(a.start_ns);
+      ev_.Put(R"(,"dur":)");
+      AppendUs(ev_.text, a.end_ns, a.start_ns);
+      ev_.Put(R"(,"args":{{)");
+      Args(a);
+      ev_.Put("}}}}");
+      ev_.Finish();
+      if (uint8_t* state = Flow(a.correlation_id); state && *state == kFlowOpen) {  // one flow per launch
+        *state = kFlowEnded;
+        ev_.Start();
+        ev_.Put(R"({{"ph":"f","bp":"e","cat":"launch","name":"launch","id":{},"pid":)", FlowId(input_, a.correlation_id));
+        ev_.Pid();
+        ev_.Put(R"(,"tid":{},"ts":)", tid);
+        ev_.Ts(a.start_ns);
+        ev_.Put("}}");
+        ev_.Finish();
+      }
+    }
+  }
+
+ private:
+  const std::string& Name(uint32_t id) {
+    if (names_[id].empty()) names_[id] = Quote(t_.names.Get(id));
+    return names_[id];
+  }
+
+  // The activity's arguments (inside "args":{...}).
+  void Args(const Activity& a) {
+    ev_.Put(R"("category":"{}")", CategoryName(a.category));
+    if (a.correlation_id != kUnknown) ev_.Put(R"(,"correlation":{})", a.correlation_id);
+    if (a.bytes != kUnknown) ev_.Put(R"(,"bytes":{})", a.bytes);
+    if (a.comm_op != kNoIndex && a.comm_op < t_.comm_ops.size()) {
+      const CommOp& op = t_.comm_ops[a.comm_op];
+      ev_.Put(R"(,"op":{},"communicator":{},"seq":{},"comm_rank":{},"comm_nranks":{})", Quote(op.op),
+              Quote(op.communicator), op.seq, op.comm_rank, op.comm_nranks);
+      if (op.bytes != kUnknown) {
+        ev_.Put(R"(,"bytes":{})", op.bytes);
+        if (a.end_ns > a.start_ns)
+          ev_.Put(R"(,"algbw_GBps":{:.3f})", static_cast<double>(op.bytes) / static_cast<double>(a.end_ns - a.start_ns));
+      }
+    }
+  }
+
+  // The flow state of a correlation id that a kept GPU activity has; null for others (a launch
+  // whose work is not in the trace gets no flow, so every flow resolves).
+  uint8_t* Flow(int64_t correlation) {
+    if (correlation == kUnknown) return nullptr;
+    auto at = std::lower_bound(launched_.begin(), launched_.end(), correlation);
+    if (at == launched_.end() || *at != correlation) return nullptr;
+    return &flow_[static_cast<size_t>(at - launched_.begin())];
+  }
+
+  const RankTrace& t_;
+  const std::vector<size_t>& order_;
+  size_t input_;
+  RankEvents& ev_;
+  std::vector<std::string> names_;
+  static constexpr uint8_t kNoFlow = 0, kFlowOpen = 1, kFlowEnded = 2;
+  std::vector<int64_t> launched_;  // correlation ids of the kept GPU activities, sorted, distinct
+  std::vector<uint8_t> flow_;      // per launched_ entry: kNoFlow, kFlowOpen (started at its host call), kFlowEnded
+
+};
+
+class ChromeTraceReport : public ReportWriter {
+ public:
+  std::string_view name() const override { return "chrome-trace"; }
+  std::string_view description() const override {
+    return "Chrome trace JSON for Perfetto UI / chrome://tracing, within a size budget (docs/chrome-trace.md)";
+  }
+  TraceNeeds needs() const override {
+    TraceNeeds n;
+    n.host_calls = true;  // drawn with their launch flows
+    return n;
+  }
+
+  Status Begin(size_t inputs, const ReportOptions& options) override {
+    OVERLAPPROF_ASSIGN_OR_RETURN(selection_, ParseTraceIterations(options.trace_iterations));
+    budget_ = options.trace_budget_bytes > 0 ? options.trace_budget_bytes : kChromeTraceDefaultBudget;
+    inputs_ = std::max<size_t>(1, inputs);
+    share_ = std::max<int64_t>(0, budget_ - kFixedBytes) / static_cast<int64_t>(inputs_) - kProcessBytes;
+    ranks_.clear();
+    ranks_.reserve(inputs);
+    return OkStatus();
+  }
+
+  Status ConsumeRank(const RankTrace& t, const RankDerived& derived, size_t rank_index,
+                     const Summary& summary) override {
+    RankOut r;
+    r.input = rank_index;
+    std::vector<IterationSpan> its;
+    for (const IterationResult& it : summary.iterations)
+      if (it.rank_index == rank_index) its.push_back({it.index, it.figures.start_ns, it.figures.end_ns, it.warmup});
+    r.iterations = static_cast<int64_t>(its.size());
+    // Activities in time order, parents first.
+    std::vector<size_t> order(t.activities.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const Activity &x = t.activities[a], &y = t.activities[b];
+      return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : x.end_ns > y.end_ns;
+    });
+    const SizeModel size(t, order);
+    int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
+    for (const Activity& a : t.activities) first = std::min(first, a.start_ns), last = std::max(last, a.end_ns);
+    r.plan = PlanRank(size, its, selection_, share_, first, last);
+    r.events_total = static_cast<int64_t>(t.activities.size() + t.host_calls.size());
+    Format(t, order, r);
+    // The size model is an estimate: while the formatted rank is over its share, drop the
+    // window added last (or cut the only one shorter) and format again.
+    for (int tries = 0; tries < 4 && !r.plan.whole && static_cast<int64_t>(r.events.text.size()) > share_; ++tries) {
+      auto& w = r.plan.windows;
+      if (w.size() > 1) {  // the last has the lowest priority
+        w.pop_back();
+        r.plan.kept_iterations.pop_back();
+      } else if (!w.empty()) {
+        const double f = static_cast<double>(share_) / static_cast<double>(r.events.text.size());
+        w[0].second = w[0].first + std::max<int64_t>(1, static_cast<int64_t>(f * 0.9 * (w[0].second - w[0].first)));
+        r.plan.cut = true;
+      }
+      Format(t, order, r);
+    }
+    r.iterations_kept = r.plan.whole ? r.iterations : static_cast<int64_t>(r.plan.kept_iterations.size());
+    r.events.text.shrink_to_fit();  // kept until the end: no slack from growing
+    r.events.records.shrink_to_fit();
+    ranks_.push_back(std::move(r));
+    return OkStatus();
+  }
+
+  Status Write(const Summary& summary, const ReportOptions& options, std::ostream& out) override;
+  std::string Notice() const override;
+
+ private:
+  void Format(const RankTrace& t, const std::vector<size_t>& order, RankOut& r) const;
+  void WriteIterations(const Summary& summary, size_t sorted_index, int64_t pid, int64_t base, fmt::memory_buffer& buf) const;
+
+  TraceSelection selection_;
+  int64_t budget_ = kChromeTraceDefaultBudget, share_ = 0;
+  size_t inputs_ = 1;
+  std::vector<RankOut> ranks_;
+};
+
+// Marks what the plan keeps (activities overlapping a window; host calls overlapping one or
+// launching a kept activity, so flows resolve) and formats it.
+void ChromeTraceReport::Format(const RankTrace& t, const std::vector<size_t>& order, RankOut& r) const {
+  r.events.Clear();
+  std::vector<uint8_t> keep_act(order.size(), 1), keep_host(t.host_calls.size(), 1);
+  std::vector<std::pair<int64_t, int64_t>> windows = r.plan.windows;
+  std::sort(windows.begin(), windows.end());
+  std::vector<int64_t> launched;  // correlation ids of kept GPU activities
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Activity& a = t.activities[order[k]];
+    if (!r.plan.whole) keep_act[k] = InWindows(windows, a.start_ns, a.end_ns);
+    if (keep_act[k] && a.correlation_id != kUnknown) launched.push_back(a.correlation_id);
+  }
+  std::sort(launched.begin(), launched.end());
+  launched.erase(std::unique(launched.begin(), launched.end()), launched.end());
+  RankFormatter f(t, order, r.input, r.events);
+  f.SetLaunched(std::move(launched));
+  if (!r.plan.whole)
+    for (size_t i = 0; i < t.host_calls.size(); ++i) {
+      const HostCall& h = t.host_calls[i];
+      keep_host[i] = InWindows(windows, h.start_ns, h.end_ns) || f.Launched(h.correlation_id);
+    }
+  r.events_kept = std::count(keep_act.begin(), keep_act.end(), 1) + std::count(keep_host.begin(), keep_host.end(), 1);
+  const std::unordered_map<int64_t, int64_t> host_tid = EmitThreads(t, r.events);
+  f.HostCalls(keep_host, host_tid);
+  f.Activities(keep_act);
+}
+
+// The iteration slices and counters of one rank (all of them, kept or not: they are few and
+// show the whole run's shape), from the summary.
+void ChromeTraceReport::WriteIterations(const Summary& summary, size_t sorted_index, int64_t pid, int64_t base,
+                                        fmt::memory_buffer& buf) const {
+  auto out = std::back_inserter(buf);
+  for (const IterationResult& it : summary.iterations) {
+    if (it.rank_index != sorted_index) continue;
+    const OverlapFigures& fi = it.figures;
+    const std::string label = it.step != kUnknown ? fmt::format("step {}", it.step) : fmt::format("iteration {}", it.index);
+    const std::string ts = Us(fi.start_ns, base);
+    fmt::format_to(out,
+                   ",\n{{\"ph\":\"X\",\"cat\":\"iteration\",\"name\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},"
+                   "\"args\":{{\"overlap_ratio\":{},\"exposed_comm_ns\":{},\"comm_ns\":{},\"compute_ns\":{}}}}}",
+                   label, pid, kIterTid, ts, Us(fi.end_ns, fi.start_ns),
+                   fi.overlap_ratio ? fmt::format("{:.4f}", *fi.overlap_ratio) : "null", fi.exposed_comm_ns, fi.comm_ns,
+                   fi.compute_ns);
+    fmt::format_to(out, ",\n{{\"ph\":\"C\",\"name\":\"overlap %\",\"pid\":{},\"tid\":0,\"ts\":{},\"args\":{{\"overlap %\":{:.2f}}}}}",
+                   pid, ts, fi.overlap_ratio ? 100 * *fi.overlap_ratio : 0.0);
+    fmt::format_to(out,
+                   ",\n{{\"ph\":\"C\",\"name\":\"exposed comm (ms)\",\"pid\":{},\"tid\":0,\"ts\":{},\"args\":{{\"exposed "
+                   "comm (ms)\":{:.3f}}}}}",
+                   pid, ts, static_cast<double>(fi.exposed_comm_ns) / 1e6);
+  }
+}
+
+Status ChromeTraceReport::Write(const Summary& summary, const ReportOptions& options, std::ostream& out) {
+  // The base: the earliest activity or iteration of any rank, from the summary. Host calls
+  // before it get negative timestamps, which both viewers accept.
   int64_t base = std::numeric_limits<int64_t>::max();
   for (const RankResult& r : summary.ranks)
     if (r.whole.end_ns > r.whole.start_ns || r.whole.start_ns > 0) base = std::min(base, r.whole.start_ns);
@@ -67,171 +612,88 @@ Status WriteChromeTrace(const std::vector<std::string>& files, const ImportOptio
   std::unordered_map<int64_t, int> rank_inputs;  // rank -> number of inputs claiming it
   for (const RankResult& r : summary.ranks)
     if (r.rank != kUnknown) ++rank_inputs[r.rank];
-  std::unordered_map<std::string, size_t> rank_of_path;
-  for (size_t i = 0; i < summary.ranks.size(); ++i) rank_of_path[summary.ranks[i].source_path] = i;
+  std::vector<size_t> sorted_of_input(ranks_.size(), static_cast<size_t>(-1));
+  for (size_t i = 0; i < summary.ranks.size(); ++i)
+    if (summary.ranks[i].input_index < sorted_of_input.size()) sorted_of_input[summary.ranks[i].input_index] = i;
 
-  out << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"overlapprof\",\"base_time_ns\":" << base
-      << "},\"traceEvents\":[";
-  Writer w(out, base);
-  int64_t moved_total = 0, host_skipped = 0;
-  ImportOptions io = options;
-  io.store_needs = TraceNeeds::All();
-  for (size_t f = 0; f < files.size(); ++f) {
-    OVERLAPPROF_ASSIGN_OR_RETURN(RankTrace t, ImportFile(files[f], io));
-    t.meta.source_path = files[f];
-    // pid: the rank, unless unknown or shared with another input (traces of different runs).
-    const int64_t pid = t.meta.rank != kUnknown && rank_inputs[t.meta.rank] == 1 ? t.meta.rank
-                                                                                 : kOtherPid + static_cast<int64_t>(f);
-    w.Event(fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":{}}}}})", pid,
-                        Quote(t.meta.rank == kUnknown ? fmt::format("rank ? ({})", files[f])
-                              : pid == t.meta.rank        ? fmt::format("rank {}", t.meta.rank)
-                                                          : fmt::format("rank {} ({})", t.meta.rank, files[f]))));
-    w.Event(fmt::format(R"({{"ph":"M","name":"process_sort_index","pid":{},"tid":0,"args":{{"sort_index":{}}}}})", pid,
-                        t.meta.rank != kUnknown ? t.meta.rank : pid));
-    std::vector<std::string> names(t.names.size());
-    auto name = [&](uint32_t id) -> const std::string& {
-      if (names[id].empty()) names[id] = Quote(t.names.Get(id));
-      return names[id];
-    };
-    // Threads: streams (sorted by index), host threads seen in host calls.
-    for (size_t s = 0; s < t.streams.size(); ++s) {
-      const Stream& st = t.streams[s];
-      std::string_view trimmed = st.name;
-      while (!trimmed.empty() && (trimmed.back() == ' ' || trimmed.back() == '\t')) trimmed.remove_suffix(1);
-      std::string label = !trimmed.empty() ? std::string(trimmed) : fmt::format("stream {}", st.native_id);
-      if (st.device != kUnknown) label = fmt::format("GPU {} {}", st.device, label);
-      w.Event(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})", pid,
-                          kStreamTid + static_cast<int64_t>(s), Quote(label)));
-      w.Event(fmt::format(R"({{"ph":"M","name":"thread_sort_index","pid":{},"tid":{},"args":{{"sort_index":{}}}}})",
-                          pid, kStreamTid + static_cast<int64_t>(s), 1000 + s));
-    }
-    w.Event(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":"iterations"}}}})", pid,
-                        kIterTid));
-    w.Event(fmt::format(R"({{"ph":"M","name":"thread_sort_index","pid":{},"tid":{},"args":{{"sort_index":0}}}})", pid,
-                        kIterTid));
-
-    // Host API calls (sorted by start). Calls on one thread nest or follow each other; one that
-    // would partly overlap the previous is left out and counted (host_calls_not_nesting).
-    std::unordered_map<int64_t, std::vector<int64_t>> host_open;  // tid -> ends of the open slices
-    // Host threads get tids 1, 2, ... (in order of their native id, which names them): native
-    // ids are arbitrary 32-bit values that could collide with the stream tids.
-    std::unordered_map<int64_t, int64_t> host_tid;
-    {
-      std::vector<int64_t> tids;
-      for (const HostCall& h : t.host_calls) tids.push_back(h.tid);
-      std::sort(tids.begin(), tids.end());
-      tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
-      for (int64_t native : tids) {
-        const int64_t tid = static_cast<int64_t>(host_tid.size()) + 1;
-        host_tid[native] = tid;
-        w.Event(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})", pid, tid,
-                            Quote(native != kUnknown ? fmt::format("host thread {}", native) : "host thread ?")));
-      }
-    }
-    // Correlation ids that a flow starts from: those of GPU activities (a launch whose work is
-    // not in the trace gets no flow, so every flow resolves).
-    std::unordered_map<int64_t, bool> flow_source;  // correlation id -> a host call started its flow
-    std::unordered_set<int64_t> launched;
-    for (const Activity& a : t.activities)
-      if (a.correlation_id != kUnknown) launched.insert(a.correlation_id);
-    for (const HostCall& h : t.host_calls) {
-      const int64_t tid = host_tid[h.tid];
-      std::vector<int64_t>& open = host_open[tid];
-      while (!open.empty() && open.back() <= h.start_ns) open.pop_back();
-      if (!open.empty() && h.end_ns > open.back()) {  // would not nest
-        ++host_skipped;
-        continue;
-      }
-      open.push_back(h.end_ns);
-      w.Event(fmt::format(R"({{"ph":"X","cat":"cuda_api","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{"correlation":{}}}}})",
-                          name(h.name_id), pid, tid, Us(h.start_ns, base), Us(h.end_ns, h.start_ns),
-                          h.correlation_id));
-      if (h.correlation_id != kUnknown && launched.count(h.correlation_id) && !flow_source.count(h.correlation_id)) {
-        flow_source[h.correlation_id] = true;
-        w.Event(fmt::format(R"({{"ph":"s","cat":"launch","name":"launch","id":{},"pid":{},"tid":{},"ts":{}}})",
-                            FlowId(f, h.correlation_id), pid, tid, Us(h.start_ns, base)));
-      }
-    }
-
-    // GPU activities, per stream in time order; an activity that partly overlaps the previous
-    // one on its lane moves to the next lane that it fits. Per stream, lanes; per lane, the stack of open slices' ends. A slice fits a lane when it
-    // nests inside the innermost open slice there (or none is open).
-    std::vector<std::vector<std::vector<int64_t>>> lanes(t.streams.size() + 1);
-    std::vector<size_t> order(t.activities.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      const Activity &x = t.activities[a], &y = t.activities[b];
-      return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : x.end_ns > y.end_ns;  // parents first
-    });
-    std::map<std::pair<size_t, size_t>, bool> overflow_named;
-    for (size_t i : order) {
-      const Activity& a = t.activities[i];
-      const size_t s = a.stream == kNoIndex ? t.streams.size() : a.stream;
-      auto& stream_lanes = lanes[s];
-      size_t lane = 0;
-      for (; lane < stream_lanes.size(); ++lane) {
-        auto& open = stream_lanes[lane];
-        while (!open.empty() && open.back() <= a.start_ns) open.pop_back();
-        if (open.empty() || a.end_ns <= open.back()) break;
-      }
-      if (lane == stream_lanes.size()) stream_lanes.emplace_back();
-      stream_lanes[lane].push_back(a.end_ns);
-      int64_t tid;
-      if (lane == 0) {
-        tid = kStreamTid + static_cast<int64_t>(s);
-      } else {
-        ++moved_total;
-        tid = kOverflowTid + static_cast<int64_t>(s) * 16 + static_cast<int64_t>(std::min<size_t>(lane, 15));
-        if (!overflow_named[{s, lane}]) {
-          overflow_named[{s, lane}] = true;
-          w.Event(fmt::format(R"x({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":"stream {} (overlapping records {})"}}}})x",
-                              pid, tid, s < t.streams.size() ? t.streams[s].native_id : -1, lane));
-        }
-      }
-      std::string args = fmt::format(R"("category":"{}")", CategoryName(a.category));
-      if (a.correlation_id != kUnknown) args += fmt::format(R"(,"correlation":{})", a.correlation_id);
-      if (a.bytes != kUnknown) args += fmt::format(R"(,"bytes":{})", a.bytes);
-      if (a.comm_op != kNoIndex && a.comm_op < t.comm_ops.size()) {
-        const CommOp& op = t.comm_ops[a.comm_op];
-        args += fmt::format(R"(,"op":{},"communicator":{},"seq":{},"comm_rank":{},"comm_nranks":{})", Quote(op.op),
-                            Quote(op.communicator), op.seq, op.comm_rank, op.comm_nranks);
-        if (op.bytes != kUnknown) {
-          args += fmt::format(R"(,"bytes":{})", op.bytes);
-          if (a.end_ns > a.start_ns)
-            args += fmt::format(R"(,"algbw_GBps":{:.3f})", static_cast<double>(op.bytes) / static_cast<double>(a.end_ns - a.start_ns));
-        }
-      }
-      w.Event(fmt::format(R"({{"ph":"X","cat":"{}","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{{}}}}})",
-                          ActivityKindName(a.kind), name(a.name_id), pid, tid, Us(a.start_ns, base),
-                          Us(a.end_ns, a.start_ns), args));
-      if (a.correlation_id != kUnknown && flow_source.count(a.correlation_id)) {
-        flow_source.erase(a.correlation_id);  // one flow per launch: to its first activity
-        w.Event(fmt::format(R"({{"ph":"f","bp":"e","cat":"launch","name":"launch","id":{},"pid":{},"tid":{},"ts":{}}})",
-                            FlowId(f, a.correlation_id), pid, tid, Us(a.start_ns, base)));
-      }
-    }
-    // Iterations and their counters, from the summary.
-    auto r = rank_of_path.find(files[f]);
-    if (r != rank_of_path.end()) {
-      for (const IterationResult& it : summary.iterations) {
-        if (it.rank_index != r->second) continue;
-        const OverlapFigures& fi = it.figures;
-        std::string label = it.step != kUnknown ? fmt::format("step {}", it.step) : fmt::format("iteration {}", it.index);
-        w.Event(fmt::format(R"({{"ph":"X","cat":"iteration","name":"{}","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"overlap_ratio":{},"exposed_comm_ns":{},"comm_ns":{},"compute_ns":{}}}}})",
-                            label, pid, kIterTid, Us(fi.start_ns, base), Us(fi.end_ns, fi.start_ns),
-                            fi.overlap_ratio ? fmt::format("{:.4f}", *fi.overlap_ratio) : "null", fi.exposed_comm_ns,
-                            fi.comm_ns, fi.compute_ns));
-        w.Event(fmt::format(R"({{"ph":"C","name":"overlap %","pid":{},"tid":0,"ts":{},"args":{{"overlap %":{:.2f}}}}})", pid,
-                            Us(fi.start_ns, base), fi.overlap_ratio ? 100 * *fi.overlap_ratio : 0.0));
-        w.Event(fmt::format(R"x({{"ph":"C","name":"exposed comm (ms)","pid":{},"tid":0,"ts":{},"args":{{"exposed comm (ms)":{:.3f}}}}})x",
-                            pid, Us(fi.start_ns, base), static_cast<double>(fi.exposed_comm_ns) / 1e6));
-      }
-    }
+  int64_t moved = 0, host_skipped = 0, its = 0, its_kept = 0, events = 0, events_kept = 0;
+  for (const RankOut& r : ranks_) {
+    moved += r.events.moved, host_skipped += r.events.host_skipped, its += r.iterations, its_kept += r.iterations_kept;
+    events += r.events_total, events_kept += r.events_kept;
   }
-  out << "\n],\"overlapprof\":{\"overflow_slices\":" << moved_total << ",\"host_calls_not_nesting\":" << host_skipped
-      << "}}\n";
+  out << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"overlapprof\",\"base_time_ns\":" << base
+      << ",\"budget_bytes\":" << budget_ << ",\"iterations\":" << its << ",\"iterations_left_out\":" << its - its_kept
+      << ",\"events\":" << events << ",\"events_left_out\":" << events - events_kept;
+  if (events_kept < events) out << ",\"left_out\":" << Quote(Notice());
+  out << "},\"traceEvents\":[";
+  fmt::memory_buffer buf;
+  bool first = true;
+  auto flush = [&] {
+    out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+    buf.clear();
+  };
+  for (const RankOut& r : ranks_) {
+    const size_t sorted = sorted_of_input[r.input];
+    if (sorted == static_cast<size_t>(-1)) return MakeError(StatusCode::kInternal, "chrome trace: rank {} not in the summary", r.input);
+    const RankResult& rr = summary.ranks[sorted];
+    // pid: the rank, unless unknown or shared with another input (traces of different runs).
+    const int64_t pid = rr.rank != kUnknown && rank_inputs[rr.rank] == 1 ? rr.rank : kOtherPid + static_cast<int64_t>(r.input);
+    const std::string label = rr.rank == kUnknown ? fmt::format("rank ? ({})", rr.source_path)
+                              : pid == rr.rank    ? fmt::format("rank {}", rr.rank)
+                                                  : fmt::format("rank {} ({})", rr.rank, rr.source_path);
+    fmt::format_to(std::back_inserter(buf), "{}{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":{}}}}}",
+                   first ? "\n" : ",\n", pid, Quote(label));
+    first = false;
+    fmt::format_to(std::back_inserter(buf),
+                   ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":{}}}}}", pid,
+                   rr.rank != kUnknown ? rr.rank : pid);
+    const std::string pid_text = std::to_string(pid);
+    const std::string_view text = r.events.text;
+    for (const Record& rec : r.events.records) {
+      buf.append(std::string_view(",\n"));
+      buf.append(text.substr(rec.begin, rec.pid_at - rec.begin));
+      buf.append(pid_text);
+      if (rec.has_ts) {
+        buf.append(text.substr(rec.pid_at, rec.ts_at - rec.pid_at));
+        AppendUs(buf, rec.ts_ns, base);
+        buf.append(text.substr(rec.ts_at, rec.end - rec.ts_at));
+      } else {
+        buf.append(text.substr(rec.pid_at, rec.end - rec.pid_at));
+      }
+      if (buf.size() > (1 << 20)) flush();
+    }
+    WriteIterations(summary, sorted, pid, base, buf);
+    flush();
+  }
+  out << "\n],\"overlapprof\":{\"overflow_slices\":" << moved << ",\"host_calls_not_nesting\":" << host_skipped << "}}\n";
   if (!out) return MakeError(StatusCode::kIo, "write failed");
   return OkStatus();
 }
+
+std::string ChromeTraceReport::Notice() const {
+  int64_t its = 0, its_kept = 0, events = 0, events_kept = 0, no_iterations = 0;
+  bool cut = false;
+  for (const RankOut& r : ranks_) {
+    its += r.iterations, its_kept += r.iterations_kept, events += r.events_total, events_kept += r.events_kept;
+    cut |= r.plan.cut;
+    if (!r.plan.whole && r.iterations == 0) ++no_iterations;
+  }
+  if (events_kept == events) return "";
+  std::string what = !selection_.indices.empty() ? "the iterations chosen with --trace-iterations"
+                     : selection_.all            ? "whole iterations from the first"
+                                                 : "the slowest steady, the median and the first steady iteration per rank";
+  std::string s = fmt::format("kept {} of {} iterations ({}), left out {} of {} events (GPU activities and host calls) "
+                              "to stay within {}",
+                              its_kept, its, what, events - events_kept, events,
+                              budget_ % 1'000'000 == 0 ? fmt::format("{} MB", budget_ / 1'000'000)
+                                                       : fmt::format("{} bytes", budget_));
+  if (no_iterations) s += fmt::format("; {} rank(s) without iterations: their first part, cut to the budget", no_iterations);
+  else if (cut) s += "; an iteration too large for the budget was cut short";
+  return s + " (--trace-iterations, --trace-budget)";
+}
+
+}  // namespace
+
+std::unique_ptr<ReportWriter> MakeChromeTraceReport() { return std::make_unique<ChromeTraceReport>(); }
 
 }  // namespace overlapprof

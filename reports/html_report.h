@@ -8,6 +8,8 @@
 // JavaScript, inline SVG and canvas: the run summary, the per-rank table, per-iteration charts,
 // a timeline per rank (compute, communication and memory lanes, the overlap shaded, zoomable to
 // one iteration), the analyzers' tables, and a data-quality panel.
+// The page's markup, stylesheet and scripts are the files in reports/html/, embedded at build
+// time (cmake/EmbedAssets.cmake); this writer adds only the two JSON blobs.
 //
 // The timeline is bounded: at most kHtmlMaxTimelineRanks ranks, and per lane at most
 // HtmlLaneLimit(ranks shown) intervals; a lane with more is down-sampled by closing its

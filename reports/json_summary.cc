@@ -59,6 +59,159 @@ Json DataQuality(const RankResult& r) {
   return list;
 }
 
+template <typename T>
+Json Opt(const std::optional<T>& v) {
+  return v ? Json(*v) : Json(nullptr);
+}
+
+Json OpTypesJson(const std::vector<OpTypeRow>& rows) {
+  Json out = Json::array();
+  for (const OpTypeRow& r : rows) {
+    Json j;
+    j["rank"] = OptInt(r.rank);
+    j["op"] = r.op;
+    j["count"] = r.count;
+    j["bytes"] = Opt(r.bytes);
+    j["time_ns"] = r.time_ns;
+    j["exposed_ns"] = r.exposed_ns;
+    j["exposed_fraction"] = Opt(r.exposed_fraction);
+    j["algbw_GBps"] = Opt(r.algbw_GBps);
+    j["busbw_GBps"] = Opt(r.busbw_GBps);
+    j["ops_under_1MiB"] = r.ops_under_1MiB;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+Json FindingsJson(const std::vector<Finding>& findings) {
+  Json out = Json::array();
+  for (const Finding& f : findings) {
+    Json j;
+    j["analyzer"] = f.analyzer;
+    j["rank"] = OptInt(f.rank);
+    j["severity"] = f.severity;
+    j["message"] = f.message;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+Json CollectivesSummaryJson(const CollectivesSummary& c) {
+  Json cs;
+  cs["matched"] = c.matched;
+  cs["unmatched"] = c.unmatched;
+  cs["listed"] = c.listed;
+  cs["mismatched"] = c.mismatched;
+  cs["ranks"] = c.ranks;
+  cs["ops"] = c.ops;
+  cs["p2p_skipped"] = c.p2p_skipped;
+  cs["duplicate_keys"] = c.duplicate_keys;
+  cs["matched_by"] = Json{{"seq", c.matched_by_seq},
+                          {"step_ordinal", c.matched_by_step_ordinal},
+                          {"ordinal", c.matched_by_ordinal}};
+  if (c.skew_ns)
+    cs["skew_ns"] = Json{{"median", c.skew_ns->median}, {"p90", c.skew_ns->p90}, {"max", c.skew_ns->max}};
+  else
+    cs["skew_ns"] = nullptr;
+  cs["straggler_threshold_ns"] = c.straggler_threshold_ns;
+  cs["ends_before_last_arrival"] = c.ends_before_last_arrival;
+  Json partial = Json::array();
+  for (const PartialCommunicator& p : c.partial_communicators)
+    partial.push_back(Json{{"communicator", p.communicator}, {"nranks", p.nranks}, {"ranks_present", p.ranks_present}});
+  cs["partial_communicators"] = std::move(partial);
+  cs["notices"] = c.notices;
+  return cs;
+}
+
+Json CollectivesJson(const std::vector<ListedCollective>& listed) {
+  Json cols = Json::array();
+  for (const ListedCollective& l : listed) {
+    Json c;
+    c["communicator"] = l.communicator;
+    c["seq"] = Opt(l.seq);
+    c["key"] = l.key;
+    c["op"] = l.op;
+    c["bytes"] = Opt(l.bytes);
+    c["ranks"] = l.members.size();
+    c["start_ns"] = l.start_ns;
+    c["skew_ns"] = l.skew_ns;
+    c["last_rank"] = l.last_rank;
+    Json w = Json::object(), x = Json::object();
+    for (const CollectiveMember& m : l.members) {
+      w[std::to_string(m.rank)] = m.wait_ns;
+      x[std::to_string(m.rank)] = m.transfer_ns;
+    }
+    c["wait_ns"] = std::move(w);
+    c["transfer_ns"] = std::move(x);
+    cols.push_back(std::move(c));
+  }
+  return cols;
+}
+
+Json StragglersJson(const std::vector<StragglerRow>& rows) {
+  Json out = Json::array();
+  for (const StragglerRow& t : rows) {
+    Json s;
+    s["rank"] = t.rank;
+    s["last_arrivals"] = t.last_arrivals;
+    s["collectives_counted"] = t.collectives_counted;
+    s["last_fraction"] = t.last_fraction;
+    s["others_wait_ns"] = t.others_wait_ns;
+    s["mean_lateness_ns"] = Opt(t.mean_lateness_ns);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Json ClockOffsetsJson(const std::vector<ClockDomainRow>& rows) {
+  Json out = Json::array();
+  for (const ClockDomainRow& d : rows) {
+    Json c;
+    c["domain"] = d.domain;
+    c["ranks"] = d.ranks;
+    c["reference"] = d.reference;
+    c["offset_ns"] = d.offset_ns;
+    c["noise_ns"] = Opt(d.noise_ns);
+    c["samples"] = d.samples;
+    c["applied"] = d.applied;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+Json CrossRankRowsJson(const std::vector<CrossRankRow>& rows) {
+  Json out = Json::array();
+  for (const CrossRankRow& r : rows) {
+    Json p;
+    p["rank"] = r.rank;
+    p["clock_domain"] = r.clock_domain;
+    p["collectives"] = r.collectives;
+    p["wait_ns"] = r.wait_ns;
+    p["transfer_ns"] = r.transfer_ns;
+    p["exposed_wait_ns"] = r.exposed_wait_ns;
+    p["exposed_comm_ns"] = r.exposed_comm_ns;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// The analyzer section `key`: from the typed results, else the presentational sections.
+// Null when neither has it.
+Json AnalyzerSection(const Summary& s, const std::string& key) {
+  if (key == "op_types") return s.op_types ? OpTypesJson(*s.op_types) : Json(nullptr);
+  if (key == "findings") return FindingsJson(s.findings);
+  if (s.cross_rank) {
+    const CrossRankResult& c = *s.cross_rank;
+    if (key == "collectives_summary") return CollectivesSummaryJson(c.summary);
+    if (key == "collectives") return CollectivesJson(c.collectives);
+    if (key == "stragglers") return StragglersJson(c.stragglers);
+    if (key == "clock_offsets") return ClockOffsetsJson(c.clock_offsets);
+    if (key == "cross_rank") return CrossRankRowsJson(c.ranks);
+  }
+  auto it = s.sections.find(key);
+  return it != s.sections.end() ? *it : Json(nullptr);
+}
+
 }  // namespace
 
 nlohmann::ordered_json SummaryToJson(const Summary& s) {
@@ -128,7 +281,10 @@ nlohmann::ordered_json SummaryToJson(const Summary& s) {
   root["verdict"] = s.verdict;
   root["data_quality"] = Json{{"errors", s.ErrorCounters()}, {"warnings", s.WarningCounters()}};
   root["tool"] = Json{{"name", "overlapprof"}, {"version", kToolVersion}};
-  for (const auto& [k, v] : s.sections.items()) root[k] = v;
+  // Analyzer sections in the order they first appeared.
+  for (const std::string& k : s.section_order) root[k] = AnalyzerSection(s, k);
+  for (const auto& [k, v] : s.sections.items())  // (written without Summary::Section)
+    if (!root.contains(k)) root[k] = v;
   return root;
 }
 

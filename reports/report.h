@@ -26,6 +26,8 @@ namespace overlapprof {
 struct ReportOptions {
   bool per_iteration = false;  // terminal: print the per-iteration table
   bool color = false;          // terminal: ANSI colour (only on a TTY, never with NO_COLOR)
+  int64_t trace_budget_bytes = 0;  // chrome-trace: size budget of the JSON (0: the default)
+  std::string trace_iterations;    // chrome-trace: --trace-iterations ("", "all", "0,5,10-12")
 };
 
 class ReportWriter {
@@ -47,6 +49,9 @@ class ReportWriter {
   }
   // After the pass: renders the whole report.
   virtual Status Write(const Summary& summary, const ReportOptions& options, std::ostream& out) = 0;
+  // After Write: one line for the terminal saying what the report left out (to keep within
+  // its size bound); empty when it left nothing out.
+  virtual std::string Notice() const { return {}; }
 };
 
 // The JSON summary document (schema "overlapprof.summary/1", docs/summary-schema.md).

@@ -40,16 +40,16 @@ class TerminalReport : public ReportWriter {
                          FormatPercent(f.overlap_ratio), FormatPercent(f.achievable_ratio), f.comm_ops,
                          r.iteration_count);
     }
-    // By op type, summed over ranks (the "op_types" section).
-    if (auto ot = s.sections.find("op_types"); ot != s.sections.end() && ot->is_array() && !ot->empty()) {
+    // By op type, summed over ranks (the op_types analyzer's rows).
+    if (s.op_types && !s.op_types->empty()) {
       struct Row { int64_t count = 0, time = 0, exposed = 0, bytes = 0; bool bytes_known = true; };
       std::map<std::string, Row> rows;
-      for (const auto& j : *ot) {
-        Row& r = rows[j.value("op", std::string("?"))];
-        r.count += j.value("count", int64_t{0});
-        r.time += j.value("time_ns", int64_t{0});
-        r.exposed += j.value("exposed_ns", int64_t{0});
-        if (j.contains("bytes") && j["bytes"].is_number_integer()) r.bytes += j["bytes"].get<int64_t>();
+      for (const OpTypeRow& j : *s.op_types) {
+        Row& r = rows[j.op];
+        r.count += j.count;
+        r.time += j.time_ns;
+        r.exposed += j.exposed_ns;
+        if (j.bytes) r.bytes += *j.bytes;
         else r.bytes_known = false;
       }
       out << "\nby op type (all ranks):\n";
@@ -62,29 +62,19 @@ class TerminalReport : public ReportWriter {
                                       : std::string("n/a"));
     }
     // Across ranks: wait (for the last rank to arrive) against transfer, and the stragglers.
-    if (auto cr = s.sections.find("cross_rank"); cr != s.sections.end() && cr->is_array() && !cr->empty()) {
+    if (s.cross_rank && !s.cross_rank->ranks.empty()) {
       out << "\nacross ranks (matched collectives: kernel time = waiting for the last rank + transfer):\n";
       out << fmt::format("{:>5}  {:>11}  {:>10}  {:>10}  {:>14}\n", "rank", "collectives", "wait", "transfer",
                          "exposed wait");
-      for (const auto& r : *cr) {
-        auto num = [&](const char* k) { return r.contains(k) && r[k].is_number_integer() ? r[k].get<int64_t>() : 0; };
-        out << fmt::format("{:>5}  {:>11}  {:>10}  {:>10}  {:>14}\n",
-                           r.contains("rank") && r["rank"].is_number_integer() ? std::to_string(r["rank"].get<int64_t>())
-                                                                                : std::string("?"),
-                           num("collectives"), FormatDuration(num("wait_ns")), FormatDuration(num("transfer_ns")),
-                           FormatDuration(num("exposed_wait_ns")));
-      }
-      if (auto st = s.sections.find("stragglers"); st != s.sections.end() && st->is_array()) {
-        size_t shown = 0;
-        for (const auto& r : *st) {
-          if (shown == 3 || !r.contains("last_arrivals") || !r["last_arrivals"].is_number_integer() ||
-              r["last_arrivals"].get<int64_t>() == 0)
-            continue;
-          ++shown;
-          out << fmt::format("  straggler rank {}: last at {} of {} collectives; the others lost {} waiting\n",
-                             r.value("rank", int64_t{-1}), r["last_arrivals"].get<int64_t>(),
-                             r.value("collectives_counted", int64_t{0}), FormatDuration(r.value("others_wait_ns", int64_t{0})));
-        }
+      for (const CrossRankRow& r : s.cross_rank->ranks)
+        out << fmt::format("{:>5}  {:>11}  {:>10}  {:>10}  {:>14}\n", std::to_string(r.rank), r.collectives,
+                           FormatDuration(r.wait_ns), FormatDuration(r.transfer_ns), FormatDuration(r.exposed_wait_ns));
+      size_t shown = 0;
+      for (const StragglerRow& r : s.cross_rank->stragglers) {
+        if (shown == 3 || r.last_arrivals == 0) continue;
+        ++shown;
+        out << fmt::format("  straggler rank {}: last at {} of {} collectives; the others lost {} waiting\n", r.rank,
+                           r.last_arrivals, r.collectives_counted, FormatDuration(r.others_wait_ns));
       }
     }
     if (o.per_iteration && !s.iterations.empty()) {
@@ -128,19 +118,17 @@ class TerminalReport : public ReportWriter {
     }
     if (!any) out << "\ndata quality: no problems recorded\n";
     // Findings: what to change, warnings first, at most kMaxFindings lines.
-    if (auto fs = s.sections.find("findings"); fs != s.sections.end() && fs->is_array() && !fs->empty()) {
+    if (!s.findings.empty()) {
       constexpr size_t kMaxFindings = 12;
       out << "\nfindings:\n";
       size_t shown = 0;
       for (const char* sev : {"error", "warning", "info"}) {
-        for (const auto& f : *fs) {
-          if (f.value("severity", std::string()) != sev) continue;
+        for (const Finding& f : s.findings) {
+          if (f.severity != sev) continue;
           if (shown++ >= kMaxFindings) continue;
-          std::string who = f.contains("rank") && f["rank"].is_number_integer()
-                                ? fmt::format("rank {}", f["rank"].get<int64_t>())
-                                : std::string("run");
+          std::string who = f.rank != kUnknown ? fmt::format("rank {}", f.rank) : std::string("run");
           std::string tag = std::string(sev) == "warning" ? paint("33", sev) : std::string(sev);
-          out << fmt::format("  {} {}: {}\n", tag, who, f.value("message", std::string()));
+          out << fmt::format("  {} {}: {}\n", tag, who, f.message);
         }
       }
       if (shown > kMaxFindings)

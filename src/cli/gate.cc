@@ -9,7 +9,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "src/common/exit_codes.h"
+#include "src/cli/command.h"
 #include "src/pipeline.h"
 #include "src/registry.h"
 
@@ -17,14 +17,6 @@ namespace overlapprof {
 namespace {
 
 namespace fs = std::filesystem;
-
-int Fail(const Status& st) {
-  std::string line = st.message();
-  for (char& c : line)
-    if (c == '\n' || c == '\r') c = ' ';
-  std::fprintf(stderr, "overlapprof: error: %s\n", line.c_str());
-  return st.code() == StatusCode::kInternal ? kExitInternal : kExitUsageOrInput;
-}
 
 // A JSON summary is a .json file whose beginning names the summary schema (a Chrome trace,
 // also .json, does not).
@@ -85,30 +77,27 @@ StatusOr<Loaded> Load(const GateArgs& a) {
 
 }  // namespace
 
-int RunCompare(const GateArgs& a) {
-  StatusOr<Loaded> l = Load(a);
-  if (!l.ok()) return Fail(l.status());
-  Comparison c = Compare(l->base, l->next, l->policy);
-  std::cout << RenderComparisonText(c, l->base, l->next);
+CommandResult RunCompare(const GateArgs& a) {
+  OVERLAPPROF_ASSIGN_OR_RETURN(Loaded l, Load(a));
+  Comparison c = Compare(l.base, l.next, l.policy);
+  std::cout << RenderComparisonText(c, l.base, l.next);
   if (!a.markdown_path.empty())
-    if (Status st = WriteText(a.markdown_path, RenderComparisonMarkdown(c, l->base, l->next)); !st.ok()) return Fail(st);
-  return kExitOk;
+    OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.markdown_path, RenderComparisonMarkdown(c, l.base, l.next)));
+  return Outcome::Ok();
 }
 
-int RunCheck(const GateArgs& a) {
-  StatusOr<Loaded> l = Load(a);
-  if (!l.ok()) return Fail(l.status());
-  Comparison c = Compare(l->base, l->next, l->policy);
-  std::cout << RenderComparisonText(c, l->base, l->next);
+CommandResult RunCheck(const GateArgs& a) {
+  OVERLAPPROF_ASSIGN_OR_RETURN(Loaded l, Load(a));
+  Comparison c = Compare(l.base, l.next, l.policy);
+  std::cout << RenderComparisonText(c, l.base, l.next);
   if (!a.markdown_path.empty())
-    if (Status st = WriteText(a.markdown_path, RenderComparisonMarkdown(c, l->base, l->next)); !st.ok()) return Fail(st);
-  if (!a.junit_path.empty())
-    if (Status st = WriteText(a.junit_path, RenderComparisonJUnit(c, l->base, l->next)); !st.ok()) return Fail(st);
+    OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.markdown_path, RenderComparisonMarkdown(c, l.base, l.next)));
+  if (!a.junit_path.empty()) OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.junit_path, RenderComparisonJUnit(c, l.base, l.next)));
   std::cout.flush();
   // The one line that decided, on stderr, so CI logs show it without the table.
   if (c.data_lost) {
     std::fprintf(stderr, "overlapprof: check failed: %s\n", c.data_lost_why.c_str());
-    return kExitDataQuality;
+    return Outcome::DataLost();
   }
   for (const MetricResult& m : c.metrics) {
     if (m.gated && m.verdict == Verdict::kRegressed) {
@@ -116,15 +105,15 @@ int RunCheck(const GateArgs& a) {
                    m.next, m.unit.c_str(), m.why.c_str());
     }
   }
-  if (c.gate == Verdict::kRegressed) return kExitRegression;
+  if (c.gate == Verdict::kRegressed) return Outcome::Regression();
   if (c.gate == Verdict::kInconclusive) {
     for (const MetricResult& m : c.metrics)
       if (m.gated && m.verdict == Verdict::kInconclusive)
         std::fprintf(stderr, "overlapprof: check inconclusive: %s: %s\n", m.name.c_str(), m.why.c_str());
-    return kExitInconclusive;
+    return Outcome::Inconclusive();
   }
   std::fprintf(stderr, "overlapprof: check passed (%s)\n", VerdictName(c.gate));
-  return kExitOk;
+  return Outcome::Ok();
 }
 
 }  // namespace overlapprof

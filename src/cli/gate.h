@@ -3,6 +3,7 @@
 #include <string>
 
 #include "analyzers/compare.h"
+#include "src/cli/command.h"
 
 namespace overlapprof {
 
@@ -14,7 +15,7 @@ struct GateArgs {
   std::string step_range;                 // AnalysisOptions::step_range for traces
 };
 
-int RunCompare(const GateArgs& args);
-int RunCheck(const GateArgs& args);
+CommandResult RunCompare(const GateArgs& args);
+CommandResult RunCheck(const GateArgs& args);
 
 }  // namespace overlapprof

@@ -24,7 +24,6 @@
 #include <string>
 #include <vector>
 
-#include "src/common/exit_codes.h"
 #include "src/store/writer.h"
 
 namespace overlapprof {
@@ -34,7 +33,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kInjectorName = "liboverlapprof_inject.so";
 
-void Error(const std::string& line) { std::fprintf(stderr, "overlapprof: error: %s\n", line.c_str()); }
 void Note(const std::string& line) { std::fprintf(stderr, "overlapprof: %s\n", line.c_str()); }
 
 // The injector: $OVERLAPPROF_INJECTOR, else beside the executable (install: ../lib/overlapprof/,
@@ -117,23 +115,21 @@ void Settle(const fs::path& file) {
 
 }  // namespace
 
-int RunCommand(const RunArgs& a, const std::function<int(const std::string& dir)>& analyze) {
-  if (a.command.empty()) {
-    Error("run: no command given (usage: overlapprof run [-o DIR] -- CMD ARGS...)");
-    return kExitUsageOrInput;
-  }
+CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(const std::string& dir)>& analyze) {
+  if (a.command.empty())
+    return MakeError(StatusCode::kInvalidArgument, "run: no command given (usage: overlapprof run [-o DIR] -- CMD ARGS...)");
   std::string injector = FindInjector();
   if (injector.empty()) {
-    Error(std::string("run: the injector (") + kInjectorName +
-          ") was not found beside overlapprof; this build has no CUDA toolkit, or set OVERLAPPROF_INJECTOR");
-    return kExitUsageOrInput;
+    return MakeError(StatusCode::kInvalidArgument,
+                     "run: the injector ({}) was not found beside overlapprof; this build has no CUDA toolkit, or set "
+                     "OVERLAPPROF_INJECTOR",
+                     kInjectorName);
   }
   // Load it here first, so a broken or foreign library is reported before the job starts
   // (its constructor only reads the environment, and OVERLAPPROF_OUTPUT_DIR is unset here).
   if (void* h = dlopen(injector.c_str(), RTLD_NOW | RTLD_LOCAL); !h) {
     const char* why = dlerror();
-    Error("run: the injector cannot be loaded: " + std::string(why ? why : injector));
-    return kExitUsageOrInput;
+    return MakeError(StatusCode::kInvalidArgument, "run: the injector cannot be loaded: {}", why ? why : injector.c_str());
   }
   if (void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL); !cuda) {
     Note("no CUDA driver (libcuda.so.1) here: GPU activities will not be recorded; NCCL calls and NVTX ranges will");
@@ -144,13 +140,10 @@ int RunCommand(const RunArgs& a, const std::function<int(const std::string& dir)
   fs::path dir = a.output_dir.empty() ? fs::path(DefaultDir()) : fs::path(a.output_dir);
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) {
-    Error("run: cannot create " + dir.string() + ": " + ec.message());
-    return kExitUsageOrInput;
-  }
+  if (ec) return MakeError(StatusCode::kIo, "run: cannot create {}: {}", dir.string(), ec.message());
   if (!RankFiles(dir).empty()) {
-    Error("run: " + dir.string() + " already holds rank files (*.db); choose another -o or remove them");
-    return kExitUsageOrInput;
+    return MakeError(StatusCode::kInvalidArgument,
+                     "run: {} already holds rank files (*.db); choose another -o or remove them", dir.string());
   }
   fs::path abs_dir = fs::absolute(dir, ec);
 
@@ -185,14 +178,12 @@ int RunCommand(const RunArgs& a, const std::function<int(const std::string& dir)
   struct sigaction old_actions[6];
   int exec_pipe[2];
   if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
-    Error(std::string("run: pipe: ") + std::strerror(errno));
-    return kExitInternal;
+    return MakeError(StatusCode::kInternal, "run: pipe: {}", std::strerror(errno));
   }
   auto start = std::chrono::steady_clock::now();
   pid_t pid = ::fork();
   if (pid < 0) {
-    Error(std::string("run: fork: ") + std::strerror(errno));
-    return kExitInternal;
+    return MakeError(StatusCode::kInternal, "run: fork: {}", std::strerror(errno));
   }
   if (pid == 0) {
     ::close(exec_pipe[0]);
@@ -215,10 +206,9 @@ int RunCommand(const RunArgs& a, const std::function<int(const std::string& dir)
   for (size_t i = 0; i < 6; ++i) ::sigaction(kForwarded[i], &old_actions[i], nullptr);
   g_child = -1;
   if (got == static_cast<ssize_t>(sizeof exec_errno)) {
-    Error("run: cannot run '" + a.command[0] + "': " + std::strerror(exec_errno));
     std::error_code rm;
     if (a.output_dir.empty()) fs::remove(dir, rm);  // nothing recorded in a directory we made up
-    return kExitUsageOrInput;
+    return MakeError(StatusCode::kInvalidArgument, "run: cannot run '{}': {}", a.command[0], std::strerror(exec_errno));
   }
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -231,15 +221,15 @@ int RunCommand(const RunArgs& a, const std::function<int(const std::string& dir)
   Note(line);
   if (files.empty()) {
     Note("no process of the job called NCCL or initialized CUDA under the injector: nothing was recorded");
-    return code;
+    return Outcome::CommandExited(code);
   }
   if (!a.no_analyze) {
     std::fflush(stderr);
-    int rc = analyze(dir.string());
+    const int rc = ExitCodeOf(analyze(dir.string()));
     if (rc != kExitOk && code == 0)
       Note("analysis exited with " + std::to_string(rc) + " (docs/exit-codes.md); the command's exit code is returned");
   }
-  return code;
+  return Outcome::CommandExited(code);
 }
 
 }  // namespace overlapprof

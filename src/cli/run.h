@@ -3,6 +3,7 @@
 #include <functional>
 #include <string>
 #include <vector>
+#include "src/cli/command.h"
 
 namespace overlapprof {
 
@@ -15,8 +16,8 @@ struct RunArgs {
 
 // Runs the command with the injector in its environment, forwards signals, gathers the
 // rank files and (unless no_analyze) calls `analyze` on the output directory. Returns the
-// command's exit code (128+N when a signal N ended it), or kExitUsageOrInput when it could
-// not start.
-int RunCommand(const RunArgs& args, const std::function<int(const std::string& dir)>& analyze);
+// command's exit code (128+N when a signal N ended it; Outcome::CommandExited), or an error
+// when it could not start (kInternal when the system refused a pipe or a fork).
+CommandResult RunCommand(const RunArgs& args, const std::function<CommandResult(const std::string& dir)>& analyze);
 
 }  // namespace overlapprof

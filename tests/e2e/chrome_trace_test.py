@@ -4,13 +4,19 @@ Trace Event Format's rules as Perfetto UI and chrome://tracing apply them (requi
 phase, slices nesting on each track, every flow start resolved by one flow end bound to a slice),
 against the JSON summary written in the same run (one GPU slice per activity, one counter point
 per iteration), and against a golden file for a small generated trace with a badly nested record.
+The size budget: a generated 8-rank run (bench/gen_kineto, small) over its budget keeps the
+slowest, median and first steady iteration of each rank, says what it left out, and its
+.json.gz opens in headless Chromium (DecompressionStream + JSON.parse).
 
 Usage: chrome_trace_test.py PATH_TO_OVERLAPPROF   (ctest passes it)
 """
 import collections
 import decimal
+import gzip
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -231,6 +237,186 @@ class Small(unittest.TestCase):
             with open(golden) as f:
                 self.assertEqual(got, f.read(), "differs from tests/golden/chrome_small.trace.json "
                                  "(UPDATE_GOLDEN=1 rewrites it after a deliberate change)")
+
+
+def find_gen_kineto():
+    """bench/gen_kineto of the same build (OVERLAPPROF_GEN_KINETO overrides)."""
+    env = os.environ.get("OVERLAPPROF_GEN_KINETO")
+    if env:
+        return env
+    path = os.path.join(os.path.dirname(CLI), "bench", "gen_kineto")
+    return path if os.path.exists(path) else None
+
+
+def find_browser():
+    for name in ("chromium", "chromium-browser", "chromium-headless-shell", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+# A page that reads the file named after '#' (file:// needs --allow-file-access-from-files),
+# gunzips it with DecompressionStream, parses it and puts what it found into the DOM.
+GZ_PAGE = """<!doctype html><html><body><script>
+const x = new XMLHttpRequest(); x.open('GET', location.hash.slice(1)); x.responseType = 'arraybuffer';
+x.onload = async () => {
+  try {
+    const s = new Blob([x.response]).stream().pipeThrough(new DecompressionStream('gzip'));
+    const d = JSON.parse(await new Response(s).text());
+    const ph = {};
+    for (const e of d.traceEvents) ph[e.ph] = (ph[e.ph] || 0) + 1;
+    document.body.textContent = 'RESULT ' + JSON.stringify({events: d.traceEvents.length, ph, otherData: d.otherData});
+  } catch (e) { document.body.textContent = 'RESULT ' + JSON.stringify({error: String(e)}); }
+};
+x.onerror = () => { document.body.textContent = 'RESULT {"error":"load"}'; };
+x.send();
+</script></body></html>"""
+
+
+def open_in_chromium(browser, workdir, path):
+    page = os.path.join(workdir, "gz.html")
+    with open(page, "w") as f:
+        f.write(GZ_PAGE)
+    p = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+                        "--allow-file-access-from-files", "--virtual-time-budget=10000",
+                        f"--user-data-dir={os.path.join(workdir, 'profile')}", "--dump-dom",
+                        f"file://{page}#file://{os.path.abspath(path)}"], capture_output=True, text=True, timeout=120)
+    m = re.search(r"RESULT (\{.*?\})</body>", p.stdout, re.S)
+    if not m:
+        raise AssertionError(f"chromium gave no result (exit {p.returncode}): {p.stdout[-500:]} {p.stderr[-1000:]}")
+    return json.loads(m.group(1))
+
+
+class Budget(unittest.TestCase):
+    """A generated 8-rank run over a (small) budget: whole iterations, said what is left out."""
+    RANKS = 8
+    BUDGET_MB = 1.0
+
+    @classmethod
+    def setUpClass(cls):
+        gen = find_gen_kineto()
+        if gen is None:
+            raise unittest.SkipTest("bench/gen_kineto is not built (OVERLAPPROF_BUILD_BENCH=OFF)")
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.traces = os.path.join(d, "traces")
+        subprocess.run([gen, "--ranks", str(cls.RANKS), "--gpu-events-per-rank", "3000", "--layers", "1", "--out", cls.traces,
+                        "--manifest", os.path.join(d, "manifest.json")], check=True, capture_output=True, timeout=120)
+        cls.out = os.path.join(d, "trace.json.gz")
+        cls.summary_path = os.path.join(d, "summary.json")
+        rc, _, cls.err = run("report", cls.traces, "--chrome-trace", cls.out, "--json", cls.summary_path,
+                             "--trace-budget", str(cls.BUDGET_MB))
+        assert rc == 0, cls.err
+        with gzip.open(cls.out, "rb") as f:
+            cls.raw = f.read()
+        cls.doc = json.loads(cls.raw, parse_float=decimal.Decimal)
+        with open(cls.summary_path) as f:
+            cls.summary = json.load(f)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_fits_the_budget_and_keeps_the_rules(self):
+        self.assertLessEqual(len(self.raw), self.BUDGET_MB * 1e6)
+        check_format(self, self.doc)
+
+    def test_whole_default_iterations_per_rank(self):
+        base = self.doc["otherData"]["base_time_ns"]
+        gpu = collections.defaultdict(list)
+        for e in self.doc["traceEvents"]:
+            if e["ph"] == "X" and e["cat"] in ("kernel", "memcpy", "memset"):
+                start = int(e["ts"] * 1000) + base
+                gpu[e["pid"]].append((start, start + int(e["dur"] * 1000)))
+        self.assertEqual(len(gpu), self.RANKS)
+        kept_total = 0
+        for r in self.summary["ranks"]:
+            its = [it for it in self.summary["iterations"] if it["rank"] == r["rank"]]
+            steady = [it for it in its if not it["warmup"]] or its
+            by_dur = sorted(steady, key=lambda it: it["end_ns"] - it["start_ns"])
+            want = {by_dur[-1]["index"], by_dur[(len(by_dur) - 1) // 2]["index"], steady[0]["index"]}
+            # Iterations with GPU work in the trace: exactly the chosen ones, each complete (every
+            # activity starting inside it is there, as many as the summary counts).
+            inside = collections.Counter()
+            for s, t in gpu[r["rank"]]:
+                for it in its:
+                    if it["start_ns"] <= s < it["end_ns"]:
+                        inside[it["index"]] += 1
+            self.assertEqual(set(inside), want, r["rank"])
+            for it in its:
+                if it["index"] in want:
+                    self.assertEqual(inside[it["index"]], it["kernels"] + it["memcpys"] + it["memsets"], (r["rank"], it["index"]))
+            kept_total += len(want)
+        od = self.doc["otherData"]
+        self.assertEqual(od["iterations"], len(self.summary["iterations"]))
+        self.assertEqual(od["iterations_left_out"], len(self.summary["iterations"]) - kept_total)
+        self.assertGreater(od["events_left_out"], 0)
+        self.assertIn("left out", od["left_out"])
+        # ... and on the terminal: how many iterations and events.
+        self.assertIn(f"kept {kept_total} of {od['iterations']} iterations", self.err)
+        self.assertIn(f"left out {od['events_left_out']} of {od['events']} events", self.err)
+
+    def test_iteration_counters_for_all_iterations(self):
+        counters = [e for e in self.doc["traceEvents"] if e["ph"] == "C" and e["name"] == "overlap %"]
+        self.assertEqual(len(counters), len(self.summary["iterations"]))
+
+    def test_gzip_opens_in_chromium(self):
+        browser = find_browser()
+        if browser is None:
+            self.fail("chromium not found; run scripts/setup.sh (it installs chromium)")
+        got = open_in_chromium(browser, self.tmp.name, self.out)
+        self.assertNotIn("error", got)
+        self.assertEqual(got["events"], len(self.doc["traceEvents"]))
+        self.assertEqual(got["ph"]["X"], sum(1 for e in self.doc["traceEvents"] if e["ph"] == "X"))
+        self.assertEqual(got["otherData"]["events_left_out"], self.doc["otherData"]["events_left_out"])
+
+    def test_default_budget_keeps_a_small_run_whole(self):
+        out = os.path.join(self.tmp.name, "whole.json")
+        rc, _, err = run("report", self.traces, "--chrome-trace", out)
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("left out", err)
+        doc = load(out)
+        self.assertEqual(doc["otherData"]["events_left_out"], 0)
+        gpu = sum(1 for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] in ("kernel", "memcpy", "memset"))
+        self.assertEqual(gpu, sum(r["kernels"] + r["memcpys"] + r["memsets"] for r in self.summary["ranks"]))
+
+    def test_chosen_iterations(self):
+        out = os.path.join(self.tmp.name, "chosen.json")
+        rc, _, err = run("report", self.traces, "--chrome-trace", out, "--trace-iterations", "2,4")
+        self.assertEqual(rc, 0, err)
+        doc = load(out)
+        check_format(self, doc)
+        self.assertEqual(doc["otherData"]["iterations_left_out"], len(self.summary["iterations"]) - 2 * self.RANKS)
+        rc, _, err = run("report", self.traces, "--chrome-trace", out, "--trace-iterations", "2-")
+        self.assertEqual(rc, 2)
+        self.assertIn("--trace-iterations", err)
+
+
+class NoIterations(unittest.TestCase):
+    def test_cut_to_the_budget_and_said(self):
+        ev = []
+        for i in range(2000):  # no ProfilerStep, no communication: no iterations
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9,
+                       "ts": 10 * i, "dur": 2, "args": {"correlation": i + 1}})
+            ev.append({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 10 * i + 3, "dur": 5,
+                       "args": {"device": 0, "stream": 7, "correlation": i + 1}})
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "r.json")
+            with open(src, "w") as f:
+                json.dump({"traceEvents": ev}, f)
+            out = os.path.join(d, "t.json")
+            rc, _, err = run("report", src, "--chrome-trace", out, "--trace-budget", "0.1")
+            self.assertEqual(rc, 0, err)
+            self.assertLessEqual(os.path.getsize(out), 100_000)
+            doc = load(out)
+            check_format(self, doc)
+            self.assertIn("without iterations", err)
+            kernels = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "kernel"]
+            self.assertGreater(len(kernels), 50)
+            self.assertLess(len(kernels), 2000)
+            self.assertEqual(min(e["ts"] for e in kernels), 0)  # the start of the trace
+            self.assertEqual(doc["otherData"]["events_left_out"], 4000 - 2 * len(kernels))
 
 
 class Errors(unittest.TestCase):

@@ -18,6 +18,11 @@ checked as a browser runs it.
   bar per rank with the summary's numbers, one scatter dot per listed collective, the straggler line
   naming the slow rank, the clock domains; absent (and no error) without a non-empty cross_rank.
 - The harness itself: an injected error is caught.
+- The page's code (reports/html/, embedded at build time by cmake/EmbedAssets.cmake): every script
+  parses on its own (`node --check`, as is and inside the strict-mode function the page runs it in;
+  skipped with a message when node is not installed); no asset contains what would end its inline
+  element early; every asset is used by page.html; the page the binary writes is exactly page.html
+  assembled from these files (so a stale build is caught too).
 
 Needs Chromium (scripts/setup.sh installs it); fails when it is missing.
 
@@ -39,6 +44,7 @@ BROWSER = None
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "data", "kineto")
 SYNTH = os.path.join(HERE, "..", "synth", "synth.py")
+PAGE_DIR = os.path.join(HERE, "..", "..", "reports", "html")
 CORE_KEYS = {"schema", "ranks", "iterations", "verdict", "data_quality", "tool"}
 
 # Chromium 156 (Debian 12): --headless is the new headless mode; --dump-dom prints the DOM after
@@ -319,6 +325,68 @@ class Checks:
         self.assertEqual("timeline-ranks-note" in rep.dom.ids, len(s["ranks"]) > 64)
 
 
+# ------------------------------------------------------------------ the page's code
+# page.html's directives (cmake/EmbedAssets.cmake): "{{# ...}}" lines are dropped, an "{{include FILE}}"
+# line becomes FILE's text, and the program writes its data at "{{data NAME}}".
+INCLUDE_RE = re.compile(r"^\{\{include ([^}\n]+)\}\}\n", re.M)
+STRICT_OPEN, STRICT_CLOSE = "(function () {\n'use strict';\n", "})();\n"
+
+
+def read_asset(name):
+    with open(os.path.join(PAGE_DIR, name), encoding="utf-8", newline="") as f:
+        return f.read()
+
+
+def page_parts():
+    """page.html assembled as the build does, cut at its data slots: ([part, ...], [slot, ...])."""
+    page = re.sub(r"^\{\{#[^\n]*\}\}\n", "", read_asset("page.html"), flags=re.M)
+    page = INCLUDE_RE.sub(lambda m: read_asset(m.group(1)), page)
+    pieces = re.split(r"\{\{data (\w+)\}\}", page)
+    return pieces[0::2], pieces[1::2]
+
+
+class PageSources(unittest.TestCase):
+    """reports/html/: the files the page is built from."""
+
+    def assets(self, ext):
+        names = sorted(n for n in os.listdir(PAGE_DIR) if n.endswith(ext))
+        self.assertTrue(names, ext)
+        return names
+
+    def test_scripts_parse_on_their_own(self):
+        node = shutil.which("node") or shutil.which("nodejs")
+        if node is None:
+            self.skipTest("node not found: the page's scripts are not checked on their own (Chromium still runs the page)")
+        with tempfile.TemporaryDirectory(prefix="overlapprof-js-") as tmp:
+            for name in self.assets(".js"):
+                # As a file of its own, then as the page runs it: inside one strict-mode function
+                # (line numbers of that copy are 2 more than the file's).
+                strict = os.path.join(tmp, name)
+                with open(strict, "w", encoding="utf-8") as f:
+                    f.write(STRICT_OPEN + read_asset(name) + STRICT_CLOSE)
+                for path in (os.path.join(PAGE_DIR, name), strict):
+                    with self.subTest(path):
+                        p = subprocess.run([node, "--check", path], capture_output=True, text=True, timeout=60)
+                        self.assertEqual(p.returncode, 0, f"node --check {path}:\n{p.stderr}")
+
+    def test_assets_cannot_break_the_inline_page(self):
+        for ext, bad in ((".js", ("</script", "<!--", "<script")), (".css", ("</style", "<!--"))):
+            for name in self.assets(ext):
+                text = read_asset(name).lower()
+                for b in bad:
+                    self.assertNotIn(b, text, f"reports/html/{name} contains {b!r}: it would break the inline page")
+                self.assertTrue(text.endswith("\n"), name)
+
+    def test_page_uses_every_asset_once(self):
+        included = INCLUDE_RE.findall(read_asset("page.html"))
+        self.assertEqual(sorted(included), sorted(set(included)), "an asset included twice")
+        self.assertEqual(sorted(included), sorted(self.assets(".css") + self.assets(".js")))
+        parts, slots = page_parts()
+        self.assertEqual(slots, ["summary", "timeline"])
+        for part in parts:
+            self.assertNotIn("{{", part)
+
+
 class RealTraces(unittest.TestCase, Checks):
     @classmethod
     def setUpClass(cls):
@@ -360,6 +428,14 @@ class RealTraces(unittest.TestCase, Checks):
     def test_unknown_rank(self):
         self.check_page(self.no_rank)
         self.assertIsNone(self.no_rank.summary["ranks"][0]["rank"])
+
+    def test_page_is_the_files(self):
+        """The binary writes page.html assembled from reports/html/ byte for byte, the data at its slots."""
+        (head, mid, tail), _ = page_parts()
+        page = self.two.page
+        self.assertTrue(page.startswith(head), "the page before the summary differs from reports/html/ (stale build?)")
+        self.assertTrue(page.endswith(tail), "the page after the timeline differs from reports/html/ (stale build?)")
+        self.assertEqual(page.count(mid), 1)
 
     def test_size_is_small(self):
         for rep in (self.mixed, self.two, self.sixteen):

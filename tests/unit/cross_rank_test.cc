@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analyzers/overlap.h"
+#include "reports/report.h"
 #include "src/pipeline.h"
 #include "test_util.h"
 
@@ -67,8 +68,15 @@ std::vector<Ev> Colls(const std::vector<Coll>& cs, int world, std::vector<Ev> mo
   return more;
 }
 
+// The summary of a run and its JSON rendering (what these tests check: the sections the JSON
+// summary gets from Summary::cross_rank and the findings).
+struct Analyzed {
+  Summary summary;
+  Json json;
+};
+
 // Runs the overlap and cross-rank analyzers over the traces, as the pipeline does.
-Summary Analyze(const std::vector<std::string>& jsons) {
+Analyzed Analyze(const std::vector<std::string>& jsons) {
   Summary s;
   auto overlap = MakeOverlapAnalyzer();
   auto xr = MakeCrossRankAnalyzer();
@@ -82,21 +90,22 @@ Summary Analyze(const std::vector<std::string>& jsons) {
   }
   EXPECT_TRUE(overlap->Finish(opts, s).ok());
   EXPECT_TRUE(xr->Finish(opts, s).ok());
-  return s;
+  Json json = SummaryToJson(s);
+  return {std::move(s), std::move(json)};
 }
 
-const Json& PerRank(const Summary& s, int64_t rank) {
-  for (const Json& r : s.sections["cross_rank"])
+const Json& PerRank(const Analyzed& s, int64_t rank) {
+  for (const Json& r : s.json["cross_rank"])
     if (r["rank"] == rank) return r;
   static const Json none;
   ADD_FAILURE() << "no cross_rank entry for rank " << rank;
   return none;
 }
 
-std::vector<std::string> Findings(const Summary& s) {
+std::vector<std::string> Findings(const Analyzed& s) {
   std::vector<std::string> out;
-  if (!s.sections.contains("findings")) return out;
-  for (const Json& f : s.sections["findings"])
+  if (!s.json.contains("findings")) return out;
+  for (const Json& f : s.json["findings"])
     if (f["analyzer"] == "cross_rank") out.push_back(f["message"].get<std::string>());
   return out;
 }
@@ -111,12 +120,12 @@ bool AnyContains(const std::vector<std::string>& v, const std::string& needle) {
 // seq 2: all at once. seq 0 only on rank 0 (its profile started earlier): unmatched.
 TEST(CrossRank, SkewWaitTransferExactBySeq) {
   const int w = 3;
-  Summary s = Analyze({
+  Analyzed s = Analyze({
       RankJson(0, w, "h", Colls({{10 * kUs, 20 * kUs, 0}, {100 * kUs, 400 * kUs, 1}, {1000 * kUs, 1100 * kUs, 2}}, w)),
       RankJson(1, w, "h", Colls({{150 * kUs, 400 * kUs, 1}, {1000 * kUs, 1100 * kUs, 2}}, w)),
       RankJson(2, w, "h", Colls({{250 * kUs, 400 * kUs, 1}, {1000 * kUs, 1100 * kUs, 2}}, w)),
   });
-  const Json& cs = s.sections["collectives_summary"];
+  const Json& cs = s.json["collectives_summary"];
   EXPECT_EQ(cs["matched"], 2);
   EXPECT_EQ(cs["unmatched"], 1);
   EXPECT_EQ(cs["mismatched"], 0);
@@ -124,7 +133,7 @@ TEST(CrossRank, SkewWaitTransferExactBySeq) {
   EXPECT_EQ(cs["skew_ns"]["max"], 150 * kUs);
   EXPECT_EQ(cs["straggler_threshold_ns"], kStragglerSkewNs);
 
-  const Json& cols = s.sections["collectives"];
+  const Json& cols = s.json["collectives"];
   ASSERT_EQ(cols.size(), 2u);
   const Json& c = cols[0];
   EXPECT_EQ(c["communicator"], "0");
@@ -151,7 +160,7 @@ TEST(CrossRank, SkewWaitTransferExactBySeq) {
   EXPECT_EQ(PerRank(s, 2)["exposed_wait_ns"], 0);
 
   // Stragglers: only seq 1 has skew above the threshold; rank 2 was last there.
-  const Json& st = s.sections["stragglers"];
+  const Json& st = s.json["stragglers"];
   ASSERT_EQ(st.size(), 3u);
   EXPECT_EQ(st[0]["rank"], 2);
   EXPECT_EQ(st[0]["last_arrivals"], 1);
@@ -163,7 +172,7 @@ TEST(CrossRank, SkewWaitTransferExactBySeq) {
   EXPECT_TRUE(st[1]["mean_lateness_ns"].is_null());
 
   // One host: one clock domain, nothing applied.
-  const Json& clk = s.sections["clock_offsets"];
+  const Json& clk = s.json["clock_offsets"];
   ASSERT_EQ(clk.size(), 1u);
   EXPECT_EQ(clk[0]["domain"], "h");
   EXPECT_EQ(clk[0]["ranks"], (Json{0, 1, 2}));
@@ -177,11 +186,11 @@ TEST(CrossRank, SkewWaitTransferExactBySeq) {
 // Waiting [100, 250): uncovered [150, 200) and [220, 250) = 80 µs.
 TEST(CrossRank, ExposedWaitWithPartialComputeOverlap) {
   const int w = 2;
-  Summary s = Analyze({
+  Analyzed s = Analyze({
       RankJson(0, w, "h", Colls({{100 * kUs, 300 * kUs, 7}}, w, {Compute(50 * kUs, 150 * kUs), Compute(200 * kUs, 220 * kUs)})),
       RankJson(1, w, "h", Colls({{250 * kUs, 300 * kUs, 7}}, w)),
   });
-  const Json& c = s.sections["collectives"][0];
+  const Json& c = s.json["collectives"][0];
   EXPECT_EQ(c["skew_ns"], 150 * kUs);
   EXPECT_EQ(c["wait_ns"]["0"], 150 * kUs);
   EXPECT_EQ(c["transfer_ns"]["0"], 50 * kUs);
@@ -198,18 +207,18 @@ TEST(CrossRank, ExposedWaitStaysExactOverManyGaps) {
   std::vector<Ev> compute;
   for (int i = 1; i <= 6; ++i) compute.push_back(Compute(i * 100 * kUs, (i * 100 + 10) * kUs));
   for (int i = 1; i <= 6; ++i) compute.push_back(Compute((4000 + i * 100) * kUs, (4000 + i * 100 + 10) * kUs));
-  Summary s = Analyze({
+  Analyzed s = Analyze({
       RankJson(0, w, "h", Colls({{0, 1000 * kUs, 1}, {2000 * kUs, 3000 * kUs, 2}, {4000 * kUs, 5000 * kUs, 3}}, w, compute)),
       RankJson(1, w, "h", Colls({{1000 * kUs, 1001 * kUs, 1}, {2000 * kUs, 3000 * kUs, 2}, {4050 * kUs, 5000 * kUs, 3}}, w)),
   });
   // seq 1: rank 0 waits its whole op (1000 µs, 60 of them under compute): 940 exposed.
-  const Json& cols = s.sections["collectives"];
+  const Json& cols = s.json["collectives"];
   EXPECT_EQ(cols[0]["wait_ns"]["0"], 1000 * kUs);
   EXPECT_EQ(cols[0]["transfer_ns"]["0"], 0);
   // seq 3: waiting [4000, 4050), all in the first gap [4000, 4100).
   EXPECT_EQ(cols[2]["wait_ns"]["0"], 50 * kUs);
   EXPECT_EQ(PerRank(s, 0)["exposed_wait_ns"], (940 + 50) * kUs);
-  EXPECT_EQ(s.sections["collectives_summary"]["ends_before_last_arrival"], 0);
+  EXPECT_EQ(s.json["collectives_summary"]["ends_before_last_arrival"], 0);
 }
 
 // Four ranks, ten collectives with skew above the threshold: rank 3 is last in eight (100 µs
@@ -229,8 +238,8 @@ TEST(CrossRank, StragglerCounts) {
   }
   std::vector<std::string> jsons;
   for (int r = 0; r < w; ++r) jsons.push_back(RankJson(r, w, "h", Colls(per[r], w)));
-  Summary s = Analyze(jsons);
-  const Json& st = s.sections["stragglers"];
+  Analyzed s = Analyze(jsons);
+  const Json& st = s.json["stragglers"];
   ASSERT_EQ(st.size(), 4u);
   EXPECT_EQ(st[0]["rank"], 3);
   EXPECT_EQ(st[0]["last_arrivals"], 8);
@@ -242,12 +251,12 @@ TEST(CrossRank, StragglerCounts) {
   EXPECT_EQ(st[1]["last_arrivals"], 2);
   EXPECT_EQ(st[1]["others_wait_ns"], 2 * 3 * 50 * kUs);
   EXPECT_EQ(st[2]["last_arrivals"], 0);
-  EXPECT_EQ(s.sections["collectives"][10]["last_rank"], 2);  // listed, but not counted
+  EXPECT_EQ(s.json["collectives"][10]["last_rank"], 2);  // listed, but not counted
   std::vector<std::string> f = Findings(s);
   EXPECT_TRUE(AnyContains(f, "rank 3 arrived last at 80.0% of 10 collectives; the other ranks lost 2.40 ms waiting for it"))
       << ::testing::PrintToString(f);
   bool warning = false;
-  for (const Json& x : s.sections["findings"])
+  for (const Json& x : s.json["findings"])
     if (x["analyzer"] == "cross_rank" && x["rank"] == 3) warning = x["severity"] == "warning";
   EXPECT_TRUE(warning);
 }
@@ -260,12 +269,12 @@ TEST(CrossRank, MatchesByOrderWithoutSeqOrSteps) {
     for (int k = 0; k < 3; ++k) v.push_back({k * 1000 * kUs + late, k * 1000 * kUs + 500 * kUs, -1, false});
     return v;
   };
-  Summary s = Analyze({RankJson(0, w, "h", Colls(ops(0), w)), RankJson(1, w, "h", Colls(ops(30 * kUs), w))});
-  const Json& cs = s.sections["collectives_summary"];
+  Analyzed s = Analyze({RankJson(0, w, "h", Colls(ops(0), w)), RankJson(1, w, "h", Colls(ops(30 * kUs), w))});
+  const Json& cs = s.json["collectives_summary"];
   EXPECT_EQ(cs["matched"], 3);
   EXPECT_EQ(cs["unmatched"], 0);
   EXPECT_EQ(cs["matched_by"]["ordinal"], 3);
-  const Json& cols = s.sections["collectives"];
+  const Json& cols = s.json["collectives"];
   ASSERT_EQ(cols.size(), 3u);
   EXPECT_EQ(cols[1]["communicator"], "unknown");
   EXPECT_EQ(cols[1]["key"], "ord:1");
@@ -291,13 +300,13 @@ TEST(CrossRank, MatchesByStepAndOrdinalWhenWindowsDiffer) {
     }
     return RankJson(r, w, "h", Colls(cs, w, evs));
   };
-  Summary s = Analyze({rank(0, 5, 0), rank(1, 6, 40 * kUs)});
-  const Json& cs = s.sections["collectives_summary"];
+  Analyzed s = Analyze({rank(0, 5, 0), rank(1, 6, 40 * kUs)});
+  const Json& cs = s.json["collectives_summary"];
   EXPECT_EQ(cs["matched"], 4);
   EXPECT_EQ(cs["unmatched"], 4);
   EXPECT_EQ(cs["mismatched"], 0);
   EXPECT_EQ(cs["matched_by"]["step_ordinal"], 4);
-  const Json& cols = s.sections["collectives"];
+  const Json& cols = s.json["collectives"];
   ASSERT_EQ(cols.size(), 4u);
   EXPECT_EQ(cols[0]["key"], "step:6:0");
   EXPECT_EQ(cols[1]["key"], "step:6:1");
@@ -328,8 +337,8 @@ TEST(CrossRank, ClockOffsetOfSecondHostIsEstimatedAndApplied) {
   }
   std::vector<std::string> jsons;
   for (int r = 0; r < w; ++r) jsons.push_back(RankJson(r, w, r < 2 ? "a" : "b", Colls(per[r], w)));
-  Summary s = Analyze(jsons);
-  const Json& clk = s.sections["clock_offsets"];
+  Analyzed s = Analyze(jsons);
+  const Json& clk = s.json["clock_offsets"];
   ASSERT_EQ(clk.size(), 2u);
   EXPECT_EQ(clk[0]["domain"], "a");
   EXPECT_EQ(clk[0]["reference"], true);
@@ -342,7 +351,7 @@ TEST(CrossRank, ClockOffsetOfSecondHostIsEstimatedAndApplied) {
   // After correction, the true picture: rank 2 is 40 µs late (to the ns: starts carry no jitter
   // and the offset estimate lands on 3 ms exactly here).
   ASSERT_EQ(clk[1]["offset_ns"], offset);
-  for (const Json& c : s.sections["collectives"]) {
+  for (const Json& c : s.json["collectives"]) {
     EXPECT_EQ(c["skew_ns"], 40 * kUs);
     EXPECT_EQ(c["last_rank"], 2);
     EXPECT_EQ(c["wait_ns"]["3"], 40 * kUs);
@@ -363,16 +372,16 @@ TEST(CrossRank, SubNoiseOffsetIsNotApplied) {
     }
     return Analyze({RankJson(0, w, "a", Colls(a, w)), RankJson(1, w, "b", Colls(b, w))});
   };
-  Summary s = run(2000, 8);
-  const Json& clk = s.sections["clock_offsets"][1];
+  Analyzed s = run(2000, 8);
+  const Json& clk = s.json["clock_offsets"][1];
   EXPECT_EQ(clk["offset_ns"], 2000);
   EXPECT_EQ(clk["noise_ns"], 1000);
   EXPECT_EQ(clk["applied"], false);
-  EXPECT_EQ(s.sections["collectives"][0]["skew_ns"], 32 * kUs);  // as recorded
-  Summary few = run(3000000, 4);
-  EXPECT_EQ(few.sections["clock_offsets"][1]["offset_ns"], 3000000);
-  EXPECT_EQ(few.sections["clock_offsets"][1]["samples"], 4);
-  EXPECT_EQ(few.sections["clock_offsets"][1]["applied"], false);
+  EXPECT_EQ(s.json["collectives"][0]["skew_ns"], 32 * kUs);  // as recorded
+  Analyzed few = run(3000000, 4);
+  EXPECT_EQ(few.json["clock_offsets"][1]["offset_ns"], 3000000);
+  EXPECT_EQ(few.json["clock_offsets"][1]["samples"], 4);
+  EXPECT_EQ(few.json["clock_offsets"][1]["applied"], false);
   EXPECT_TRUE(AnyContains(Findings(few), "the clock of b could not be aligned"));
 }
 
@@ -395,11 +404,11 @@ TEST(CrossRank, EstimateClockOffsetMedianAndMad) {
 // Same key, different op and size on the two ranks: still matched, and counted.
 TEST(CrossRank, MismatchedOpOrBytesIsCountedAndStillMatched) {
   const int w = 2;
-  Summary s = Analyze({RankJson(0, w, "h", Colls({{0, 100 * kUs, 9}}, w)),
+  Analyzed s = Analyze({RankJson(0, w, "h", Colls({{0, 100 * kUs, 9}}, w)),
                    RankJson(1, w, "h", Colls({{10 * kUs, 100 * kUs, 9, true, "allgather", 4096}}, w))});
-  EXPECT_EQ(s.sections["collectives_summary"]["matched"], 1);
-  EXPECT_EQ(s.sections["collectives_summary"]["mismatched"], 1);
-  EXPECT_EQ(s.sections["collectives"][0]["op"], "allreduce");  // the lowest rank's
+  EXPECT_EQ(s.json["collectives_summary"]["matched"], 1);
+  EXPECT_EQ(s.json["collectives_summary"]["mismatched"], 1);
+  EXPECT_EQ(s.json["collectives"][0]["op"], "allreduce");  // the lowest rank's
   EXPECT_TRUE(AnyContains(Findings(s), "disagree across ranks on op or size"));
 }
 
@@ -407,30 +416,30 @@ TEST(CrossRank, MismatchedOpOrBytesIsCountedAndStillMatched) {
 TEST(CrossRank, DuplicateAndUnknownRanksAreSkippedWithNotices) {
   const int w = 2;
   std::string no_rank = testing::KinetoJson({CollEv({0, 100 * kUs, 1}, w)}, "");
-  Summary s = Analyze({RankJson(0, w, "h", Colls({{0, 100 * kUs, 1}}, w)),
+  Analyzed s = Analyze({RankJson(0, w, "h", Colls({{0, 100 * kUs, 1}}, w)),
                    RankJson(1, w, "h", Colls({{20 * kUs, 100 * kUs, 1}}, w)),
                    RankJson(1, w, "h", Colls({{90 * kUs, 100 * kUs, 1}}, w)), no_rank});
-  const Json& cs = s.sections["collectives_summary"];
+  const Json& cs = s.json["collectives_summary"];
   EXPECT_EQ(cs["matched"], 1);
   EXPECT_EQ(cs["ranks"], 2);
-  EXPECT_EQ(s.sections["collectives"][0]["skew_ns"], 20 * kUs);  // the first rank 1
+  EXPECT_EQ(s.json["collectives"][0]["skew_ns"], 20 * kUs);  // the first rank 1
   std::string notes = cs["notices"].dump();
   EXPECT_NE(notes.find("rank 1 appears in more than one trace"), std::string::npos) << notes;
   EXPECT_NE(notes.find("does not say its rank"), std::string::npos) << notes;
-  ASSERT_EQ(s.ranks.size(), 4u);
-  EXPECT_TRUE(AnyContains(s.ranks[2].notices, "rank 1 appears in more than one trace"));
+  ASSERT_EQ(s.summary.ranks.size(), 4u);
+  EXPECT_TRUE(AnyContains(s.summary.ranks[2].notices, "rank 1 appears in more than one trace"));
 }
 
 // Hostile keys: seq near INT64_MAX, a seq repeated on one rank (the first is kept).
 TEST(CrossRank, HugeAndRepeatedSeqValues) {
   const int w = 2;
   const int64_t huge = INT64_MAX - 1;
-  Summary s = Analyze({RankJson(0, w, "h", Colls({{0, 100 * kUs, huge}, {200 * kUs, 300 * kUs, 5}, {400 * kUs, 500 * kUs, 5}}, w)),
+  Analyzed s = Analyze({RankJson(0, w, "h", Colls({{0, 100 * kUs, huge}, {200 * kUs, 300 * kUs, 5}, {400 * kUs, 500 * kUs, 5}}, w)),
                    RankJson(1, w, "h", Colls({{5 * kUs, 100 * kUs, huge}, {210 * kUs, 300 * kUs, 5}}, w))});
-  const Json& cs = s.sections["collectives_summary"];
+  const Json& cs = s.json["collectives_summary"];
   EXPECT_EQ(cs["matched"], 2);
   EXPECT_EQ(cs["duplicate_keys"], 1);
-  const Json& cols = s.sections["collectives"];
+  const Json& cols = s.json["collectives"];
   ASSERT_EQ(cols.size(), 2u);
   EXPECT_EQ(cols[0]["seq"], huge);
   EXPECT_EQ(cols[0]["skew_ns"], 5 * kUs);
@@ -440,17 +449,17 @@ TEST(CrossRank, HugeAndRepeatedSeqValues) {
 
 // One rank: only a short collectives_summary, matched 0.
 TEST(CrossRank, SingleRankAddsOnlyASummary) {
-  Summary s = Analyze({RankJson(0, 2, "h", Colls({{0, 100 * kUs, 1}}, 2))});
-  EXPECT_EQ(s.sections["collectives_summary"]["matched"], 0);
-  EXPECT_EQ(s.sections["collectives_summary"]["unmatched"], 1);
-  EXPECT_FALSE(s.sections.contains("collectives"));
-  EXPECT_FALSE(s.sections.contains("stragglers"));
-  EXPECT_FALSE(s.sections.contains("clock_offsets"));
+  Analyzed s = Analyze({RankJson(0, 2, "h", Colls({{0, 100 * kUs, 1}}, 2))});
+  EXPECT_EQ(s.json["collectives_summary"]["matched"], 0);
+  EXPECT_EQ(s.json["collectives_summary"]["unmatched"], 1);
+  EXPECT_FALSE(s.json.contains("collectives"));
+  EXPECT_FALSE(s.json.contains("stragglers"));
+  EXPECT_FALSE(s.json.contains("clock_offsets"));
   EXPECT_TRUE(Findings(s).empty());
   // The communicator says 2 ranks and one is present.
-  EXPECT_EQ(s.sections["collectives_summary"]["partial_communicators"][0]["ranks_present"], 1);
-  Summary none = Analyze({});
-  EXPECT_EQ(none.sections["collectives_summary"]["matched"], 0);
+  EXPECT_EQ(s.json["collectives_summary"]["partial_communicators"][0]["ranks_present"], 1);
+  Analyzed none = Analyze({});
+  EXPECT_EQ(none.json["collectives_summary"]["matched"], 0);
 }
 
 // More collectives than are listed: the largest skews are kept, in time order.
@@ -464,12 +473,12 @@ TEST(CrossRank, ListingIsBoundedToTheLargestSkews) {
     a.push_back({t0, t0 + 50 * kUs, k});
     b.push_back({t0 + skew, t0 + 50 * kUs, k});
   }
-  Summary s = Analyze({RankJson(0, w, "h", Colls(a, w)), RankJson(1, w, "h", Colls(b, w))});
-  const Json& cs = s.sections["collectives_summary"];
+  Analyzed s = Analyze({RankJson(0, w, "h", Colls(a, w)), RankJson(1, w, "h", Colls(b, w))});
+  const Json& cs = s.json["collectives_summary"];
   EXPECT_EQ(cs["matched"], n);
   EXPECT_EQ(cs["listed"], kMaxListedCollectives);
   EXPECT_EQ(cs["skew_ns"]["max"], n - 1);
-  const Json& cols = s.sections["collectives"];
+  const Json& cols = s.json["collectives"];
   ASSERT_EQ(cols.size(), kMaxListedCollectives);
   for (size_t i = 0; i < cols.size(); ++i) {
     EXPECT_GE(cols[i]["skew_ns"].get<int64_t>(), 10);  // skews 0..9 were dropped
@@ -487,10 +496,15 @@ TEST(CrossRank, RunsInThePipeline) {
   std::string b = dir.Write("rank1.json", RankJson(1, w, "h", Colls({{60 * kUs, 100 * kUs, 1}, {200 * kUs, 300 * kUs, 2}}, w)));
   StatusOr<Summary> s = AnalyzeFiles({a, b}, {}, {});
   ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_EQ(s->sections["collectives_summary"]["matched"], 2);
-  EXPECT_EQ(s->sections["collectives"][0]["skew_ns"], 60 * kUs);
-  EXPECT_EQ(s->sections["stragglers"][0]["rank"], 1);
-  EXPECT_EQ(s->sections["cross_rank"][0]["wait_ns"], 60 * kUs);
+  ASSERT_TRUE(s->cross_rank.has_value());
+  const CrossRankResult& c = *s->cross_rank;
+  EXPECT_EQ(c.summary.matched, 2);
+  ASSERT_FALSE(c.collectives.empty());
+  EXPECT_EQ(c.collectives[0].skew_ns, 60 * kUs);
+  ASSERT_FALSE(c.stragglers.empty());
+  EXPECT_EQ(c.stragglers[0].rank, 1);
+  ASSERT_FALSE(c.ranks.empty());
+  EXPECT_EQ(c.ranks[0].wait_ns, 60 * kUs);
 }
 
 }  // namespace

@@ -1,0 +1,153 @@
+// Matching collectives across ranks: what each rank contributes (docs/cross-rank.md, "Matching").
+#include "analyzers/cross_rank_match.h"
+
+#include <fmt/format.h>
+
+#include "analyzers/comm_ops.h"
+#include "analyzers/overlap.h"
+
+namespace overlapprof::cross_rank {
+
+std::string KeyText(uint8_t kind, int64_t major, uint32_t minor) {
+  switch (kind) {
+    case kKeySeq: return fmt::format("seq:{}", major);
+    case kKeyStepOrdinal:
+      return major == kUnknown ? fmt::format("step:none:{}", minor) : fmt::format("step:{}:{}", major, minor);
+    default: return fmt::format("ord:{}", minor);
+  }
+}
+
+uint32_t Interner::Intern(const std::string& s) {
+  if (auto it = ids_.find(s); it != ids_.end()) return it->second;  // (emplace would allocate a node first)
+  const uint32_t id = static_cast<uint32_t>(names_.size());
+  ids_.emplace(s, id);
+  names_.push_back(s);
+  return id;
+}
+
+int UncoveredPieces(const IntervalSet& compute, int64_t s, int64_t e, std::array<Piece, kMaxGapsPerOp + 1>& out) {
+  int n = 0;
+  auto emit = [&](int64_t a, int64_t b) {
+    if (b <= a) return;
+    out[n++] = {a, b, b - a};
+    if (n <= kMaxGapsPerOp) return;
+    int best = 0;
+    int64_t best_loss = kI64Max;
+    for (int i = 0; i + 1 < n; ++i) {
+      const int64_t len = out[i + 1].end - out[i].start, u = out[i].uncovered + out[i + 1].uncovered;
+      const int64_t loss = std::min(u, len - u);
+      if (loss <= best_loss) {  // ties: the later pair, so that the start (where waiting is) stays exact
+        best_loss = loss;
+        best = i;
+      }
+    }
+    out[best].end = out[best + 1].end;
+    out[best].uncovered += out[best + 1].uncovered;
+    for (int i = best + 1; i + 1 < n; ++i) out[i] = out[i + 1];
+    --n;
+  };
+  const auto& iv = compute.intervals();
+  auto it = std::partition_point(iv.begin(), iv.end(), [&](const Interval& x) { return x.end <= s; });
+  int64_t cur = s;
+  for (; it != iv.end() && it->start < e && cur < e; ++it) {
+    if (it->start > cur) emit(cur, it->start);
+    cur = std::max(cur, it->end);
+  }
+  if (cur < e) emit(cur, e);
+  return n;
+}
+
+int64_t ExposedWait(const RankOps& r, const OpRecord& rec, int64_t wait) {
+  if (wait <= 0) return 0;
+  const int64_t hi = SatAdd(rec.start_ns, wait);
+  if (rec.ngaps == kWholeGap) return std::min(hi, rec.end_ns) - rec.start_ns;
+  int64_t sum = 0;
+  for (uint32_t i = 0; i < rec.ngaps && rec.gaps + i < r.gaps.size(); ++i) {
+    const Piece& g = r.gaps[rec.gaps + i];
+    if (hi >= g.end) {
+      sum += g.uncovered;
+    } else if (hi > g.start) {
+      // Exact for a single gap (uncovered == length); spread evenly in a merged piece.
+      const __int128 part = static_cast<__int128>(g.uncovered) * (hi - g.start);
+      sum += static_cast<int64_t>(part / (g.end - g.start));
+      break;
+    } else {
+      break;
+    }
+  }
+  return sum;
+}
+
+RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms, Interner& op_names,
+                      RecordCounts& counts) {
+  const IntervalSet& compute = d.sets.compute;
+  const bool steps = d.iterations.source == "ProfilerStep" || d.iterations.source == "step range";
+  const std::vector<IterationWindow>& windows = d.iterations.windows;
+
+  RankOps r;
+  r.rank = t.meta.rank;
+  r.host = t.meta.host;
+  r.ops.reserve(d.ops.size());
+  std::map<std::pair<uint32_t, int64_t>, uint32_t> ordinal;  // (communicator, step) -> next ordinal
+  std::map<uint32_t, int64_t> nranks;                        // communicator -> largest comm_nranks
+  std::array<Piece, kMaxGapsPerOp + 1> pieces;
+  for (const OpSpan& s : d.ops) {
+    if (s.family == "p2p") {
+      ++counts.p2p_skipped;
+      continue;
+    }
+    const CommOp* op = s.op != kNoIndex && s.op < t.comm_ops.size() ? &t.comm_ops[s.op] : nullptr;
+    OpRecord rec;
+    rec.start_ns = s.start_ns;
+    rec.end_ns = std::max(s.end_ns, s.start_ns);
+    rec.bytes = s.bytes;
+    static const std::string kUnknownName = "unknown";  // (both branches lvalues: no copy per op)
+    rec.comm = comms.Intern(op && !op->communicator.empty() ? op->communicator : kUnknownName);
+    const uint32_t opid = op_names.Intern(s.op_name.empty() ? kUnknownName : s.op_name);
+    rec.op = opid >= kOpNameOverflow ? kOpNameOverflow : static_cast<uint16_t>(opid);
+    if (op && op->seq != kUnknown) {
+      rec.key_kind = kKeySeq;
+      rec.key_major = op->seq;
+    } else {
+      int64_t step = 0;
+      rec.key_kind = kKeyOrdinal;
+      if (steps) {
+        rec.key_kind = kKeyStepOrdinal;
+        step = kUnknown;
+        // Windows partition the GPU timeline in order: the last starting at or before the op.
+        auto w = std::upper_bound(windows.begin(), windows.end(), s.start_ns,
+                                  [](int64_t v, const IterationWindow& x) { return v < x.start_ns; });
+        if (w != windows.begin()) {
+          --w;
+          if (s.start_ns < w->end_ns || (w + 1 == windows.end() && s.start_ns <= w->end_ns)) step = w->step;
+        }
+      }
+      rec.key_major = step;
+      rec.key_minor = ordinal[{rec.comm, step}]++;
+    }
+    if (op && op->comm_nranks != kUnknown) {
+      auto [it, fresh] = nranks.emplace(rec.comm, op->comm_nranks);
+      if (!fresh) it->second = std::max(it->second, op->comm_nranks);
+    }
+    const int n = UncoveredPieces(compute, rec.start_ns, rec.end_ns, pieces);
+    if (n == 1 && pieces[0].start == rec.start_ns && pieces[0].end == rec.end_ns) {
+      rec.ngaps = kWholeGap;
+    } else {
+      rec.ngaps = static_cast<uint8_t>(n);
+      rec.gaps = static_cast<uint32_t>(r.gaps.size());
+      r.gaps.insert(r.gaps.end(), pieces.begin(), pieces.begin() + n);
+    }
+    r.ops.push_back(rec);
+  }
+  // Ops arrive sorted by start, so a stable sort keeps the earliest of a duplicated key.
+  std::stable_sort(r.ops.begin(), r.ops.end(), KeyLess);
+  auto last = std::unique(r.ops.begin(), r.ops.end(), KeyEq);
+  counts.duplicate_keys += r.ops.end() - last;
+  r.ops.erase(last, r.ops.end());
+  r.comm_nranks.assign(nranks.begin(), nranks.end());
+  r.ops.shrink_to_fit();
+  r.gaps.shrink_to_fit();
+  return r;
+}
+
+}  // namespace overlapprof::cross_rank

@@ -1,0 +1,174 @@
+#pragma once
+// Matching collectives across ranks (docs/cross-rank.md, "Matching"): the per-op record each
+// rank contributes, its match key, and the k-way merge that groups equal keys over all ranks.
+// Internal to the cross-rank analyzer (analyzers/cross_rank.cc) and its tests.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "analyzers/cross_rank.h"
+#include "analyzers/intervals.h"
+#include "src/trace/model.h"
+
+namespace overlapprof {
+
+struct RankDerived;  // analyzers/overlap.h
+
+namespace cross_rank {
+
+inline constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+inline constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
+
+// Saturating arithmetic: times come from the data, which may be hostile.
+inline int64_t SatAdd(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? kI64Max : kI64Min;
+  return r;
+}
+inline int64_t SatSub(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r)) return b < 0 ? kI64Max : kI64Min;
+  return r;
+}
+inline int64_t Clamp128(__int128 v) {
+  if (v > kI64Max) return kI64Max;
+  if (v < kI64Min) return kI64Min;
+  return static_cast<int64_t>(v);
+}
+
+// How a rank keyed an op; ops match across ranks only with the same kind.
+enum KeyKind : uint8_t {
+  kKeySeq = 0,          // CommOp::seq (NCCL / PyTorch sequence number)
+  kKeyStepOrdinal = 1,  // (step of the iteration window holding the op's start, ordinal in it)
+  kKeyOrdinal = 2,      // ordinal of the op in its communicator on this rank
+};
+inline constexpr uint8_t kWholeGap = 0xff;  // OpRecord::ngaps: nothing of the op's interval was covered
+inline constexpr uint16_t kOpNameOverflow = 0xffff;
+
+// The time of an op's interval that compute did not cover, as pieces in time order: within
+// [start, end), `uncovered` of its ns were not covered. A piece from a single gap is exact
+// (uncovered == end - start); beyond kMaxGapsPerOp gaps, neighbours are merged (the pair whose
+// merge loses least: min(uncovered, covered) of the merged piece), and inside a merged piece the
+// uncovered time is taken as spread evenly. The sum over an op's pieces is always exact.
+struct Piece {
+  int64_t start = 0, end = 0, uncovered = 0;
+};
+
+// One communication op of one rank: 48 bytes, all the analyzer keeps per op.
+struct OpRecord {
+  int64_t start_ns = 0, end_ns = 0;  // first kernel start, last kernel end (the rank's clock)
+  int64_t key_major = 0;             // seq; step (kUnknown: outside every step); 0
+  int64_t bytes = kUnknown;
+  uint32_t key_minor = 0;  // ordinal (0 for seq keys)
+  uint32_t comm = 0;       // interned communicator
+  uint32_t gaps = 0;       // first of its gaps in RankOps::gaps
+  uint16_t op = 0;         // interned op name
+  uint8_t key_kind = kKeyOrdinal;
+  uint8_t ngaps = 0;  // 0..kMaxGapsPerOp, or kWholeGap
+};
+static_assert(sizeof(OpRecord) == 48, "keep the per-op record small");
+
+inline bool KeyLess(const OpRecord& a, const OpRecord& b) {
+  return std::tie(a.comm, a.key_kind, a.key_major, a.key_minor) < std::tie(b.comm, b.key_kind, b.key_major, b.key_minor);
+}
+inline bool KeyEq(const OpRecord& a, const OpRecord& b) {
+  return a.comm == b.comm && a.key_kind == b.key_kind && a.key_major == b.key_major && a.key_minor == b.key_minor;
+}
+
+// The match key as the JSON summary writes it: seq:N, step:S:K, step:none:K, ord:K.
+std::string KeyText(uint8_t kind, int64_t major, uint32_t minor);
+
+// Strings seen across all ranks (communicators, op names), each stored once, as dense ids.
+class Interner {
+ public:
+  uint32_t Intern(const std::string& s);
+  const std::string& Name(uint32_t id) const { return names_[id]; }
+  size_t size() const { return names_.size(); }
+
+ private:
+  std::vector<std::string> names_;
+  std::map<std::string, uint32_t> ids_;
+};
+
+// What one rank contributes: its ops, sorted by key, one per key.
+struct RankOps {
+  int64_t rank = kUnknown;
+  std::string host;
+  int64_t exposed_comm_ns = 0;  // the overlap engine's, for the findings
+  std::vector<OpRecord> ops;    // sorted by key, one per key
+  std::vector<Piece> gaps;      // uncovered pieces of the ops (OpRecord::gaps, ngaps)
+  std::vector<std::pair<uint32_t, int64_t>> comm_nranks;  // communicator -> largest comm_nranks seen
+};
+
+// Counts made while recording ranks, for collectives_summary.
+struct RecordCounts {
+  int64_t p2p_skipped = 0, duplicate_keys = 0;
+};
+
+// The uncovered pieces of [s, e) against `compute` (at most kMaxGapsPerOp; see Piece). Returns
+// how many were written to `out`.
+int UncoveredPieces(const IntervalSet& compute, int64_t s, int64_t e, std::array<Piece, kMaxGapsPerOp + 1>& out);
+
+// |[start, start + wait) \ compute| on the rank's own clock (see Piece).
+int64_t ExposedWait(const RankOps& r, const OpRecord& rec, int64_t wait);
+
+// One rank's records: every communication op of `derived` but point-to-point ones, keyed
+// (sequence number, else step and ordinal when `derived` has step markers, else ordinal),
+// sorted by key, duplicates of a key dropped (the earliest kept).
+RankOps RecordRankOps(const RankTrace& trace, const RankDerived& derived, Interner& comms, Interner& op_names,
+                      RecordCounts& counts);
+
+// One rank's op in a group of equal keys: `slot` is the index of its RankOps.
+struct Member {
+  size_t slot;
+  const OpRecord* rec;
+};
+
+// Calls fn(const std::vector<Member>&) once per key over all ranks (a k-way merge of the ranks'
+// sorted ops), members in slot order. A group of one is an op no other rank has.
+template <typename Fn>
+void ForEachGroup(const std::vector<RankOps>& ranks, Fn&& fn) {
+  std::vector<std::pair<size_t, size_t>> heap;  // (slot, position)
+  auto greater = [&](const std::pair<size_t, size_t>& a, const std::pair<size_t, size_t>& b) {
+    const OpRecord& x = ranks[a.first].ops[a.second];
+    const OpRecord& y = ranks[b.first].ops[b.second];
+    if (KeyLess(y, x)) return true;
+    if (KeyLess(x, y)) return false;
+    return a.first > b.first;
+  };
+  for (size_t s = 0; s < ranks.size(); ++s)
+    if (!ranks[s].ops.empty()) heap.emplace_back(s, 0);
+  std::make_heap(heap.begin(), heap.end(), greater);
+  std::vector<Member> group;
+  std::vector<std::pair<size_t, size_t>> taken;
+  while (!heap.empty()) {
+    group.clear();
+    taken.clear();
+    std::pop_heap(heap.begin(), heap.end(), greater);
+    taken.push_back(heap.back());
+    heap.pop_back();
+    const OpRecord& key = ranks[taken[0].first].ops[taken[0].second];
+    while (!heap.empty() && KeyEq(ranks[heap.front().first].ops[heap.front().second], key)) {
+      std::pop_heap(heap.begin(), heap.end(), greater);
+      taken.push_back(heap.back());
+      heap.pop_back();
+    }
+    for (const auto& [s, p] : taken) group.push_back({s, &ranks[s].ops[p]});
+    fn(group);
+    for (auto [s, p] : taken) {
+      if (++p < ranks[s].ops.size()) {
+        heap.emplace_back(s, p);
+        std::push_heap(heap.begin(), heap.end(), greater);
+      }
+    }
+  }
+}
+
+}  // namespace cross_rank
+}  // namespace overlapprof

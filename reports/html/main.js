@@ -1,0 +1,15 @@
+guarded('run summary', renderRun)();
+guarded('findings', renderFindings)();
+guarded('rank table', renderRanks)();
+guarded('charts', renderCharts)();
+guarded('timelines', renderTimelines)();
+guarded('iterations', renderIterationSection)();
+guarded('cross-rank view', renderCrossRank)();
+guarded('sections', renderSections)();
+guarded('data quality', renderDataQuality)();
+// A link may name an iteration to zoom to: report.html#iteration=J (J indexes iterations[]).
+guarded('location', function () {
+  var m = /^#iteration=(\d+)$/.exec(window.location.hash || '');
+  if (m && WINDOWS[Number(m[1])]) { selectIterRank(WINDOWS[Number(m[1])][0], false); zoomToIteration(Number(m[1])); }
+})();
+if (!window.__opErrors.length) document.body.setAttribute('data-status', 'ok');

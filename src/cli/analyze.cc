@@ -1,0 +1,73 @@
+// `overlapprof analyze TRACE...`: the one pass over the traces, the terminal table, the JSON
+// summary; for `run`, also the report files beside the rank files.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "src/cli/command.h"
+#include "src/cli/output.h"
+#include "src/pipeline.h"
+#include "src/registry.h"
+
+namespace overlapprof {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool UseColor(const std::string& mode) {
+  if (mode == "always") return true;
+  if (mode == "never") return false;
+  const char* no_color = std::getenv("NO_COLOR");
+  if (no_color && *no_color) return false;
+  return ::isatty(STDOUT_FILENO) == 1;
+}
+
+// `run`: the summary, the Chrome trace and the HTML page into `dir`, from the pass's writers.
+Status WriteRunReports(const std::string& dir, const Summary& summary, ReportWriter& chrome, ReportWriter& html) {
+  const std::string json = (fs::path(dir) / "overlap.summary.json").string();
+  const std::string chrome_path = (fs::path(dir) / "overlap.perfetto.json").string();
+  const std::string html_path = (fs::path(dir) / "overlap.report.html").string();
+  OVERLAPPROF_RETURN_IF_ERROR(WriteJsonFile(summary, json));
+  OVERLAPPROF_RETURN_IF_ERROR(WriteAtomically(chrome_path, [&](std::ostream& o) { return chrome.Write(summary, {}, o); }));
+  if (std::string note = chrome.Notice(); !note.empty())
+    std::fprintf(stderr, "overlapprof: %s: %s\n", chrome_path.c_str(), note.c_str());
+  OVERLAPPROF_RETURN_IF_ERROR(WriteAtomically(html_path, [&](std::ostream& o) { return html.Write(summary, {}, o); }));
+  std::fprintf(stderr, "overlapprof: reports: %s, %s (open in ui.perfetto.dev), %s\n", json.c_str(), chrome_path.c_str(),
+               html_path.c_str());
+  return OkStatus();
+}
+
+}  // namespace
+
+CommandResult RunAnalyze(const AnalyzeArgs& a) {
+  OVERLAPPROF_ASSIGN_OR_RETURN(int exp, ParseTsUnit(a.ts_unit));
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs(a.traces));
+  ImportOptions io;
+  io.kineto_time_exp = exp;
+  io.store_quick_check = !a.no_verify;
+  AnalysisOptions ao;
+  ao.step_range = a.step_range;
+  // `run`: the HTML page and the Chrome trace take their data from this same pass.
+  std::unique_ptr<ReportWriter> html = a.report_dir.empty() ? nullptr : MakeReportWriter("html");
+  std::unique_ptr<ReportWriter> chrome = a.report_dir.empty() ? nullptr : MakeReportWriter("chrome-trace");
+  std::vector<ReportWriter*> consumers;
+  if (html) consumers.push_back(html.get());
+  if (chrome) consumers.push_back(chrome.get());
+  OVERLAPPROF_ASSIGN_OR_RETURN(Summary summary, AnalyzeFiles(files, io, ao, a.jobs, consumers));
+
+  if (!a.json_path.empty()) OVERLAPPROF_RETURN_IF_ERROR(WriteJsonFile(summary, a.json_path));
+  if (!a.report_dir.empty()) OVERLAPPROF_RETURN_IF_ERROR(WriteRunReports(a.report_dir, summary, *chrome, *html));
+  if (a.json_path != "-") {
+    ReportOptions ro;
+    ro.per_iteration = a.per_iteration;
+    ro.color = UseColor(a.color);
+    OVERLAPPROF_RETURN_IF_ERROR(MakeReportWriter("terminal")->Write(summary, ro, std::cout));
+  }
+  std::cout.flush();
+  return DataQualityOutcome(summary, "data was lost, the figures above are not trustworthy");
+}
+
+}  // namespace overlapprof

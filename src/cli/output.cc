@@ -1,0 +1,107 @@
+#include "src/cli/output.h"
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <streambuf>
+#include <vector>
+
+#include "src/registry.h"
+
+namespace overlapprof {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A streambuf that gzip-compresses into another stream (zlib level 1: a Chrome trace compresses
+// about 11:1, three times faster than level 6's 14:1).
+class GzipBuf : public std::streambuf {
+ public:
+  explicit GzipBuf(std::ostream& sink) : sink_(sink), in_(1 << 16), out_(1 << 16) {
+    ok_ = deflateInit2(&z_, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK;  // +16: gzip wrapper
+    setp(in_.data(), in_.data() + in_.size());
+  }
+  ~GzipBuf() override { deflateEnd(&z_); }
+  // Flushes the rest and writes the gzip trailer; false when anything failed.
+  bool Finish() {
+    ok_ = ok_ && Deflate(Z_FINISH);
+    return ok_ && static_cast<bool>(sink_);
+  }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (!Deflate(Z_NO_FLUSH)) return traits_type::eof();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+
+ private:
+  // Compresses what is buffered; with Z_FINISH, also the trailer.
+  bool Deflate(int flush) {
+    if (!ok_) return false;
+    z_.next_in = reinterpret_cast<Bytef*>(pbase());
+    z_.avail_in = static_cast<uInt>(pptr() - pbase());
+    int rc;
+    do {
+      z_.next_out = reinterpret_cast<Bytef*>(out_.data());
+      z_.avail_out = static_cast<uInt>(out_.size());
+      rc = deflate(&z_, flush);
+      if (rc == Z_STREAM_ERROR) return ok_ = false;
+      sink_.write(out_.data(), static_cast<std::streamsize>(out_.size() - z_.avail_out));
+      if (!sink_) return ok_ = false;
+    } while (z_.avail_out == 0 || (flush == Z_FINISH && rc != Z_STREAM_END));
+    setp(in_.data(), in_.data() + in_.size());
+    return true;
+  }
+
+  std::ostream& sink_;
+  std::vector<char> in_, out_;
+  z_stream z_{};
+  bool ok_ = false;
+};
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+Status WriteAtomically(const std::string& path, const std::function<Status(std::ostream&)>& write) {
+  const std::string tmp = path + ".partial";
+  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+  if (!f) return MakeError(StatusCode::kIo, "{}: cannot write", path);
+  Status st;
+  if (EndsWith(path, ".gz")) {
+    GzipBuf gz(f);
+    std::ostream zout(&gz);
+    st = write(zout);
+    zout.flush();
+    if (st.ok() && (!zout || !gz.Finish())) st = MakeError(StatusCode::kIo, "write failed");
+  } else {
+    st = write(f);
+  }
+  f.close();
+  if (st.ok() && !f) st = MakeError(StatusCode::kIo, "write failed");
+  if (!st.ok()) {
+    std::remove(tmp.c_str());
+    return st.WithPrefix(path);
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return MakeError(StatusCode::kIo, "{}: cannot rename into place: {}", path, ec.message());
+  return OkStatus();
+}
+
+Status WriteJsonFile(const Summary& summary, const std::string& path) {
+  std::unique_ptr<ReportWriter> json = MakeReportWriter("json");
+  if (path == "-") return json->Write(summary, {}, std::cout);
+  return WriteAtomically(path, [&](std::ostream& o) { return json->Write(summary, {}, o); });
+}
+
+}  // namespace overlapprof

@@ -1,0 +1,240 @@
+// Builds a rank's trace from Kineto events (src/importers/kineto_builder.h).
+#include "src/importers/kineto_builder.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "src/trace/classify.h"
+
+namespace overlapprof::kineto {
+
+uint32_t TraceBuilder::InternRaw(std::string_view raw) {
+  auto it = raw_intern_.find(raw);
+  if (it != raw_intern_.end()) return it->second;
+  uint32_t id = raw.find('\\') == std::string_view::npos ? t_.names.Intern(raw) : t_.names.Intern(Unescape(raw));
+  raw_intern_.emplace(raw, id);
+  return id;
+}
+
+bool TraceBuilder::Times(const RawEvent& ev, int64_t* start, int64_t* end) {
+  int64_t ts, dur;
+  if (ev.ts.empty() || ev.dur.empty()) {
+    t_.stats.Add(Stat::events_malformed);
+    return false;
+  }
+  if (!ParseScaledDecimal(ev.ts, opts_.kineto_time_exp, &ts) ||
+      !ParseScaledDecimal(ev.dur, opts_.kineto_time_exp, &dur)) {
+    // A number that does not fit int64 ns is out of range; anything else is malformed.
+    auto numeric = [](std::string_view t) { return !t.empty() && (t[0] == '-' || (t[0] >= '0' && t[0] <= '9')); };
+    t_.stats.Add(numeric(ev.ts) && numeric(ev.dur) ? Stat::events_timestamp_out_of_range : Stat::events_malformed);
+    return false;
+  }
+  if (dur < 0) {
+    t_.stats.Add(Stat::events_negative_duration);
+    return false;
+  }
+  // Bounded before baseTimeNanoseconds is added; Finish() checks the sum again.
+  if (__builtin_add_overflow(ts, dur, end) || !TimeInRange(ts) || !TimeInRange(*end)) {
+    t_.stats.Add(Stat::events_timestamp_out_of_range);
+    return false;
+  }
+  *start = ts;
+  return true;
+}
+
+void TraceBuilder::AddEvent(const RawEvent& ev) {
+  if (ev.ph == 'M') {
+    if (ev.has_name && !ev.arg_name.empty() && ev.name == "thread_name")
+      thread_names_[{ev.pid, ev.tid}] = Unescape(ev.arg_name);
+    return;
+  }
+  if (ev.ph != 'X') return;
+  Cat cat = DecodeCat(ev.cat);
+  switch (cat) {
+    case Cat::kKernel:
+    case Cat::kMemcpy:
+    case Cat::kMemset:
+    case Cat::kSync:
+      return AddActivity(ev, cat);
+    case Cat::kRuntime: {
+      HostCall h;
+      int64_t end;
+      if (!Times(ev, &h.start_ns, &end)) return;
+      h.end_ns = end;
+      h.correlation_id = ev.correlation;
+      h.tid = ev.tid;
+      h.name_id = ev.has_name ? InternRaw(ev.name) : 0;
+      if (t_.meta.pid == kUnknown) t_.meta.pid = ev.pid;
+      t_.host_calls.push_back(h);
+      return;
+    }
+    case Cat::kUserAnnotation:
+    case Cat::kCpuOp:
+    case Cat::kGpuAnnotation: {
+      if (!ev.has_name) {
+        t_.stats.Add(Stat::events_malformed);
+        return;
+      }
+      constexpr std::string_view kStep = "ProfilerStep#";
+      bool is_step = ev.name.substr(0, kStep.size()) == kStep;
+      if (cat == Cat::kCpuOp && !is_step) return;
+      Range r;
+      int64_t end;
+      if (!Times(ev, &r.start_ns, &end)) return;
+      r.end_ns = end;
+      r.name_id = InternRaw(ev.name);
+      if (cat == Cat::kGpuAnnotation) {
+        r.kind = RangeKind::kGpuAnnotation;
+        r.stream = t_.StreamIndex(ev.device != kUnknown ? ev.device : ev.pid, ev.stream != kUnknown ? ev.stream : ev.tid);
+      } else if (is_step) {
+        r.kind = RangeKind::kStep;
+        r.tid = ev.tid;
+        int64_t n;
+        std::string_view num = ev.name.substr(kStep.size());
+        if (!ParseScaledDecimal(num, 0, &n)) n = kUnknown;
+        if (n != kUnknown && !steps_seen_.insert(n).second) {
+          t_.stats.Add(Stat::steps_duplicated);
+          return;
+        }
+        r.step = n;
+      } else {
+        r.kind = RangeKind::kAnnotation;
+        r.tid = ev.tid;
+      }
+      t_.ranges.push_back(r);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void TraceBuilder::AddActivity(const RawEvent& ev, Cat cat) {
+  Activity a;
+  int64_t end;
+  if (!Times(ev, &a.start_ns, &end)) return;
+  a.end_ns = end;
+  if (a.end_ns == a.start_ns) t_.stats.Add(Stat::activities_zero_duration);
+  a.kind = cat == Cat::kKernel   ? ActivityKind::kKernel
+           : cat == Cat::kMemcpy ? ActivityKind::kMemcpy
+           : cat == Cat::kMemset ? ActivityKind::kMemset
+                                 : ActivityKind::kSync;
+  a.name_id = ev.has_name ? InternRaw(ev.name) : 0;
+  a.correlation_id = ev.correlation;
+  int64_t device = ev.device != kUnknown ? ev.device : ev.pid;
+  int64_t stream = ev.stream != kUnknown ? ev.stream : ev.tid;
+  if (stream == kUnknown) t_.stats.Add(Stat::activities_unknown_stream);
+  a.stream = t_.StreamIndex(device, stream);
+  if (a.kind == ActivityKind::kMemcpy || a.kind == ActivityKind::kMemset) a.bytes = ev.bytes;
+  if (a.kind == ActivityKind::kMemcpy) a.copy_kind = CopyKindFromName(t_.names.Get(a.name_id));
+
+  std::string_view name = t_.names.Get(a.name_id);
+  bool has_meta = !ev.coll_name.empty();
+  if (a.kind == ActivityKind::kKernel && !has_meta) {
+    // Kernel names are long and repeat: classify each distinct name once.
+    if (a.name_id >= name_is_comm_.size()) name_is_comm_.resize(t_.names.size(), -1);
+    int8_t& c = name_is_comm_[a.name_id];
+    if (c < 0) c = IsCommKernelName(name) ? 1 : 0;
+    a.category = c ? Category::kComm : Category::kCompute;
+  } else {
+    a.category = Classify(a.kind, name, has_meta);
+  }
+  if (a.category == Category::kComm) {
+    CommOp op;
+    op.stream = a.stream;
+    if (has_meta) {
+      op.source = CommSource::kKinetoArgs;
+      op.op = NormalizeCollectiveName(Unescape(ev.coll_name));
+      op.datatype = Unescape(ev.dtype);
+      op.count = ev.in_nelems;
+      int64_t sz = DtypeSize(op.datatype);
+      int64_t bytes;
+      if (sz > 0 && op.count >= 0 && !__builtin_mul_overflow(op.count, sz, &bytes)) op.bytes = bytes;
+      op.comm_nranks = ev.group_size;
+      op.seq = ev.seq;
+      op.communicator = ev.pg_name.empty() ? "unknown" : Unescape(ev.pg_name);
+      op.pg_desc = Unescape(ev.pg_desc);
+      if (!ev.pg_ranks.empty()) pg_ranks_[t_.comm_ops.size()] = Unescape(ev.pg_ranks);
+    } else {
+      op.source = CommSource::kKernelName;
+      op.op = CollectiveFromKernelName(name);
+      op.communicator = "unknown";
+    }
+    a.comm_op = static_cast<uint32_t>(t_.comm_ops.size());
+    t_.comm_ops.push_back(std::move(op));
+  }
+  t_.activities.push_back(a);
+}
+
+Status TraceBuilder::Finish() {
+  t_.meta.source_format = "kineto";
+  t_.meta.clock_source = have_base_ ? "kineto: baseTimeNanoseconds + ts" : "kineto: ts";
+  if (!have_rank_) t_.stats.Set(Stat::rank_unknown, 1);
+  if (have_base_ && base_ns_ != 0) {
+    auto shift = [&](int64_t& x) {
+      if (__builtin_add_overflow(x, base_ns_, &x) || !TimeInRange(x)) overflow_ = true;
+    };
+    for (Activity& a : t_.activities) { shift(a.start_ns); shift(a.end_ns); }
+    for (HostCall& h : t_.host_calls) { shift(h.start_ns); shift(h.end_ns); }
+    for (Range& r : t_.ranges) { shift(r.start_ns); shift(r.end_ns); }
+    if (overflow_)
+      return MakeError(StatusCode::kInvalidInput,
+                       "baseTimeNanoseconds + ts falls outside 0..2^62 ns (the range overlapprof accepts)");
+  }
+  for (Stream& s : t_.streams) {
+    auto it = thread_names_.find({s.device, s.native_id});
+    s.name = it != thread_names_.end() ? it->second : fmt::format("stream {}", s.native_id);
+  }
+  // Correlate GPU activities with the host calls that launched them. A sorted vector
+  // and binary search, not a hash map: correlation ids come from the file, and
+  // libstdc++ hashes integers by identity (floodable).
+  std::vector<std::pair<int64_t, uint32_t>> by_corr;
+  by_corr.reserve(t_.host_calls.size());
+  for (uint32_t i = 0; i < t_.host_calls.size(); ++i)
+    if (t_.host_calls[i].correlation_id != kUnknown) by_corr.emplace_back(t_.host_calls[i].correlation_id, i);
+  // Stable: the first host call with a given id wins, as in the file.
+  std::stable_sort(by_corr.begin(), by_corr.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (Activity& a : t_.activities) {
+    if (a.kind == ActivityKind::kSync) continue;
+    auto it = std::lower_bound(by_corr.begin(), by_corr.end(), a.correlation_id,
+                               [](const auto& x, int64_t v) { return x.first < v; });
+    if (a.correlation_id == kUnknown || it == by_corr.end() || it->first != a.correlation_id) {
+      t_.stats.Add(Stat::correlations_unmatched);
+      continue;
+    }
+    a.launch_ns = t_.host_calls[it->second].start_ns;
+    if (a.comm_op != kNoIndex) {
+      CommOp& op = t_.comm_ops[a.comm_op];
+      const HostCall& h = t_.host_calls[it->second];
+      op.host_enter_ns = h.start_ns;
+      op.host_exit_ns = h.end_ns;
+      op.host_tid = h.tid;
+    }
+  }
+  // This rank's index in its process group, from "Process Group Ranks" ("[0, 1]").
+  if (t_.meta.rank != kUnknown) {
+    for (const auto& [idx, ranks] : pg_ranks_) {
+      int64_t pos = 0;
+      const char* p = ranks.c_str();
+      while (*p) {
+        while (*p && !(*p >= '0' && *p <= '9') && *p != '-') ++p;
+        if (!*p) break;
+        char* endp;
+        long long r = std::strtoll(p, &endp, 10);
+        if (endp == p) break;
+        if (r == t_.meta.rank) {
+          t_.comm_ops[idx].comm_rank = pos;
+          break;
+        }
+        ++pos;
+        p = endp;
+      }
+    }
+  }
+  t_.Finalize();
+  return OkStatus();
+}
+
+}  // namespace overlapprof::kineto

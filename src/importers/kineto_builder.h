@@ -1,0 +1,65 @@
+#pragma once
+// Builds one rank's trace from the events of a PyTorch-profiler (Kineto) trace, in file order:
+// GPU activities (with their communication ops from NCCL metadata args or kernel names), host
+// runtime calls, step and annotation ranges, stream names from thread_name metadata; then
+// (Finish) applies baseTimeNanoseconds, correlates activities with the calls that launched them
+// and resolves each op's rank in its process group. Knows nothing of JSON: the reader
+// (src/importers/kineto.cc) tokenizes.
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "src/common/status.h"
+#include "src/importers/importer.h"
+#include "src/importers/kineto_event.h"
+#include "src/trace/model.h"
+
+namespace overlapprof::kineto {
+
+class TraceBuilder {
+ public:
+  explicit TraceBuilder(const ImportOptions& options) : opts_(options) {}
+
+  // Top-level metadata, as the reader finds it.
+  RunMeta& meta() { return t_.meta; }
+  void SetRank(int64_t rank) {
+    t_.meta.rank = rank;
+    have_rank_ = true;
+  }
+  void SetBaseTime(int64_t ns) {
+    base_ns_ = ns;
+    have_base_ = true;
+  }
+  void AddDevice(Device d) { t_.devices.push_back(std::move(d)); }
+  // An element of traceEvents that is not an object.
+  void AddMalformed() { t_.stats.Add(Stat::events_malformed); }
+  // One event, in file order.
+  void AddEvent(const RawEvent& ev);
+  // After the last event: the rank's trace (finalized), or an error when times overflow.
+  Status Finish();
+  RankTrace Take() { return std::move(t_); }
+
+ private:
+  // Start and end (ns) of a complete event; false (counted) when missing, malformed or out of range.
+  bool Times(const RawEvent& ev, int64_t* start, int64_t* end);
+  void AddActivity(const RawEvent& ev, Cat cat);
+  uint32_t InternRaw(std::string_view raw);
+
+  ImportOptions opts_;
+  RankTrace t_;
+  std::unordered_map<std::string_view, uint32_t> raw_intern_;
+  std::vector<int8_t> name_is_comm_;  // by name id: -1 not yet classified, 0 compute, 1 comm
+  // Ordered containers for keys taken from the file (hash flooding, see Finish).
+  std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;
+  std::set<int64_t> steps_seen_;
+  std::unordered_map<size_t, std::string> pg_ranks_;
+  int64_t base_ns_ = 0;
+  bool have_base_ = false, have_rank_ = false, overflow_ = false;
+};
+
+}  // namespace overlapprof::kineto

@@ -1,0 +1,195 @@
+// The Kineto importer's two halves apart: kineto::TraceBuilder fed RawEvents directly (no JSON),
+// and the event helpers (kineto_event.h). The reader (tokenizing) is covered through
+// ParseKinetoJson in kineto_test.cc and by the golden traces.
+#include <gtest/gtest.h>
+
+#include "src/importers/kineto_builder.h"
+#include "src/importers/kineto_event.h"
+
+namespace overlapprof::kineto {
+namespace {
+
+RawEvent X(std::string_view cat, std::string_view name, std::string_view ts, std::string_view dur) {
+  RawEvent ev;
+  ev.ph = 'X';
+  ev.cat = cat;
+  ev.name = name;
+  ev.has_name = true;
+  ev.pid = 0;
+  ev.tid = 7;
+  ev.ts = ts;
+  ev.dur = dur;
+  return ev;
+}
+
+RankTrace Build(const std::vector<RawEvent>& events, int64_t rank = 0, const ImportOptions& o = {}) {
+  TraceBuilder b(o);
+  if (rank != kUnknown) b.SetRank(rank);
+  for (const RawEvent& ev : events) b.AddEvent(ev);
+  EXPECT_TRUE(b.Finish().ok());
+  return b.Take();
+}
+
+TEST(KinetoEvent, DecodeCat) {
+  EXPECT_EQ(DecodeCat("kernel"), Cat::kKernel);
+  EXPECT_EQ(DecodeCat("Kernel"), Cat::kKernel);
+  EXPECT_EQ(DecodeCat("gpu_memcpy"), Cat::kMemcpy);
+  EXPECT_EQ(DecodeCat("Memset"), Cat::kMemset);
+  EXPECT_EQ(DecodeCat("cuda_sync"), Cat::kSync);
+  EXPECT_EQ(DecodeCat("cuda_runtime"), Cat::kRuntime);
+  EXPECT_EQ(DecodeCat("cuda_driver"), Cat::kRuntime);
+  EXPECT_EQ(DecodeCat("user_annotation"), Cat::kUserAnnotation);
+  EXPECT_EQ(DecodeCat("gpu_user_annotation"), Cat::kGpuAnnotation);
+  EXPECT_EQ(DecodeCat("python_function"), Cat::kOther);
+  EXPECT_EQ(DecodeCat(""), Cat::kUnknown);
+}
+
+TEST(KinetoEvent, UnescapeAndCopyKind) {
+  EXPECT_EQ(Unescape(R"(a\"b\\c\/d\n)"), "a\"b\\c/d\n");
+  EXPECT_EQ(Unescape(R"(\u00e9)"), "\xc3\xa9");
+  EXPECT_EQ(Unescape(R"(\ud83d\ude00)"), "\xf0\x9f\x98\x80");  // a surrogate pair
+  EXPECT_EQ(CopyKindFromName("Memcpy HtoD (Pageable -> Device)"), 1);
+  EXPECT_EQ(CopyKindFromName("Memcpy DtoD (Device -> Device)"), 8);
+  EXPECT_EQ(CopyKindFromName("Memcpy"), 0);
+}
+
+TEST(KinetoBuilder, KernelWithNcclArgsIsACommOpLinkedToItsLaunch) {
+  RawEvent launch = X("cuda_runtime", "cudaLaunchKernel", "100.000", "5.000");
+  launch.correlation = 42;
+  launch.tid = 11;
+  RawEvent k = X("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "110.000", "20.500");
+  k.device = 0;
+  k.stream = 20;
+  k.correlation = 42;
+  k.coll_name = "allreduce";
+  k.dtype = "Float";
+  k.in_nelems = 1024;
+  k.group_size = 4;
+  k.seq = 9;
+  k.pg_name = "0";
+  k.pg_ranks = "[0, 1, 2, 3]";
+  RawEvent gemm = X("kernel", "sm80_gemm", "140.000", "10.000");
+  gemm.device = 0;
+  gemm.stream = 7;
+  RankTrace t = Build({launch, k, gemm}, /*rank=*/2);
+  ASSERT_EQ(t.activities.size(), 2u);
+  ASSERT_EQ(t.comm_ops.size(), 1u);
+  const CommOp& op = t.comm_ops[0];
+  EXPECT_EQ(op.op, "allreduce");
+  EXPECT_EQ(op.bytes, 4096);
+  EXPECT_EQ(op.comm_nranks, 4);
+  EXPECT_EQ(op.seq, 9);
+  EXPECT_EQ(op.communicator, "0");
+  EXPECT_EQ(op.comm_rank, 2);  // rank 2's position in [0, 1, 2, 3]
+  EXPECT_EQ(op.source, CommSource::kKinetoArgs);
+  EXPECT_EQ(op.host_enter_ns, 100000);
+  EXPECT_EQ(op.host_exit_ns, 105000);
+  EXPECT_EQ(op.host_tid, 11);
+  const Activity& a = t.activities[0];
+  EXPECT_EQ(a.category, Category::kComm);
+  EXPECT_EQ(a.start_ns, 110000);
+  EXPECT_EQ(a.end_ns, 130500);
+  EXPECT_EQ(a.launch_ns, 100000);
+  EXPECT_EQ(t.activities[1].category, Category::kCompute);
+  EXPECT_EQ(t.stats.Get(Stat::correlations_unmatched), 1);  // the gemm has no correlation
+}
+
+TEST(KinetoBuilder, CommKernelByNameOnly) {
+  RankTrace t = Build({X("kernel", "ncclKernel_AllGather_RING_LL_Sum_int8_t", "1", "1")});
+  ASSERT_EQ(t.comm_ops.size(), 1u);
+  EXPECT_EQ(t.comm_ops[0].op, "allgather");
+  EXPECT_EQ(t.comm_ops[0].communicator, "unknown");
+  EXPECT_EQ(t.comm_ops[0].source, CommSource::kKernelName);
+}
+
+TEST(KinetoBuilder, StepsAnnotationsAndDuplicates) {
+  RawEvent step = X("user_annotation", "ProfilerStep#5", "0", "100");
+  RawEvent again = X("cpu_op", "ProfilerStep#5", "200", "100");
+  RawEvent op = X("cpu_op", "aten::mm", "10", "1");  // cpu ops other than steps are dropped
+  RawEvent ann = X("user_annotation", "## backward ##", "50", "20");
+  RawEvent gpu = X("gpu_user_annotation", "fwd", "60", "5");
+  gpu.device = 0;
+  gpu.stream = 7;
+  RawEvent nameless = X("user_annotation", "", "1", "1");
+  nameless.has_name = false;
+  RankTrace t = Build({step, again, op, ann, gpu, nameless});
+  ASSERT_EQ(t.ranges.size(), 3u);
+  EXPECT_EQ(t.stats.Get(Stat::steps_duplicated), 1);
+  EXPECT_EQ(t.stats.Get(Stat::events_malformed), 1);
+  EXPECT_EQ(t.ranges[0].kind, RangeKind::kStep);
+  EXPECT_EQ(t.ranges[0].step, 5);
+  EXPECT_EQ(t.ranges[1].kind, RangeKind::kAnnotation);
+  EXPECT_EQ(t.names.Get(t.ranges[1].name_id), "## backward ##");
+  EXPECT_EQ(t.ranges[2].kind, RangeKind::kGpuAnnotation);
+  EXPECT_NE(t.ranges[2].stream, kNoIndex);
+}
+
+TEST(KinetoBuilder, BadTimesAreCountedAndDropped) {
+  RawEvent missing = X("kernel", "k", "", "1");
+  RawEvent text = X("kernel", "k", "\"abc\"", "1");
+  RawEvent negative = X("kernel", "k", "1", "-1");
+  RawEvent huge = X("kernel", "k", "99999999999999999999", "1");
+  RankTrace t = Build({missing, text, negative, huge, X("kernel", "k", "2", "0")});
+  EXPECT_EQ(t.activities.size(), 1u);
+  EXPECT_EQ(t.stats.Get(Stat::events_malformed), 2);
+  EXPECT_EQ(t.stats.Get(Stat::events_negative_duration), 1);
+  EXPECT_EQ(t.stats.Get(Stat::events_timestamp_out_of_range), 1);
+  EXPECT_EQ(t.stats.Get(Stat::activities_zero_duration), 1);
+}
+
+TEST(KinetoBuilder, BaseTimeShiftsEveryTimeAndOverflowFails) {
+  TraceBuilder b({});
+  b.SetBaseTime(1000000000);
+  b.AddEvent(X("kernel", "k", "1.000", "1.000"));
+  ASSERT_TRUE(b.Finish().ok());
+  RankTrace t = b.Take();
+  EXPECT_EQ(t.activities[0].start_ns, 1000001000);
+  EXPECT_EQ(t.meta.clock_source, "kineto: baseTimeNanoseconds + ts");
+  EXPECT_EQ(t.stats.Get(Stat::rank_unknown), 1);  // SetRank never called
+
+  TraceBuilder over({});
+  over.SetBaseTime(int64_t{1} << 62);
+  over.AddEvent(X("kernel", "k", "1.000", "1.000"));
+  EXPECT_FALSE(over.Finish().ok());
+}
+
+TEST(KinetoBuilder, StreamNamesFromThreadNameMetadata) {
+  RawEvent meta;
+  meta.ph = 'M';
+  meta.name = "thread_name";
+  meta.has_name = true;
+  meta.pid = 0;
+  meta.tid = 7;
+  meta.arg_name = "stream 7 compute";
+  RawEvent k = X("kernel", "k", "1", "1");
+  k.device = 0;
+  k.stream = 7;
+  RawEvent other = X("kernel", "k", "2", "1");
+  other.device = 0;
+  other.stream = 9;
+  RankTrace t = Build({meta, k, other});
+  ASSERT_EQ(t.streams.size(), 2u);
+  EXPECT_EQ(t.streams[t.activities[0].stream].name, "stream 7 compute");
+  EXPECT_EQ(t.streams[t.activities[1].stream].name, "stream 9");
+}
+
+TEST(KinetoBuilder, MalformedElementsAndMetadataFromTheReader) {
+  TraceBuilder b({});
+  b.AddMalformed();
+  b.meta().host = "node3";
+  Device d;
+  d.name = "A100";
+  b.AddDevice(d);
+  b.SetRank(5);
+  ASSERT_TRUE(b.Finish().ok());
+  RankTrace t = b.Take();
+  EXPECT_EQ(t.stats.Get(Stat::events_malformed), 1);
+  EXPECT_EQ(t.meta.host, "node3");
+  EXPECT_EQ(t.meta.rank, 5);
+  EXPECT_EQ(t.meta.source_format, "kineto");
+  ASSERT_EQ(t.devices.size(), 1u);
+  EXPECT_EQ(t.stats.Get(Stat::rank_unknown), 0);
+}
+
+}  // namespace
+}  // namespace overlapprof::kineto

@@ -1,0 +1,153 @@
+// LinkInjectorRecords (src/trace/link.cc): launch times from host calls, comm ops from external
+// correlation records, NCCL groups sharing a launch id, and the two data-quality counters.
+#include "src/trace/link.h"
+
+#include <gtest/gtest.h>
+
+namespace overlapprof {
+namespace {
+
+Activity Kernel(int64_t start, int64_t correlation, uint32_t stream = 0) {
+  Activity a;
+  a.start_ns = start;
+  a.end_ns = start + 10;
+  a.correlation_id = correlation;
+  a.stream = stream;
+  return a;
+}
+
+HostCall Call(int64_t start, int64_t correlation) {
+  HostCall h;
+  h.start_ns = start;
+  h.end_ns = start + 5;
+  h.correlation_id = correlation;
+  return h;
+}
+
+CommOp Op(int64_t launch_id, uint32_t stream = kNoIndex) {
+  CommOp c;
+  c.op = "allreduce";
+  c.launch_id = launch_id;
+  c.stream = stream;
+  return c;
+}
+
+TEST(Link, LaunchTimeFromTheHostCallWithTheCorrelationId) {
+  RankTrace t;
+  t.host_calls = {Call(100, 1), Call(200, 2)};
+  t.activities = {Kernel(150, 1), Kernel(250, 2), Kernel(300, 3)};
+  LinkInjectorRecords(t);
+  EXPECT_EQ(t.activities[0].launch_ns, 100);
+  EXPECT_EQ(t.activities[1].launch_ns, 200);
+  EXPECT_EQ(t.activities[2].launch_ns, kUnknown);
+  EXPECT_EQ(t.stats.Get(Stat::correlations_unmatched), 1);  // correlation 3
+}
+
+TEST(Link, KeepsValuesAnImporterAlreadySet) {
+  RankTrace t;
+  t.host_calls = {Call(100, 1)};
+  t.comm_ops = {Op(7), Op(8)};
+  t.external_correlations = {{1, 7}};
+  Activity a = Kernel(150, 1);
+  a.launch_ns = 90;
+  a.comm_op = 1;
+  t.activities = {a};
+  LinkInjectorRecords(t);
+  EXPECT_EQ(t.activities[0].launch_ns, 90);
+  EXPECT_EQ(t.activities[0].comm_op, 1u);  // not the external correlation's op 0
+  EXPECT_EQ(t.stats.Get(Stat::comm_ops_without_gpu_activity), 1);  // op 0
+}
+
+TEST(Link, NoHostCallsCountsNoUnmatchedCorrelation) {
+  RankTrace t;
+  t.activities = {Kernel(150, 1)};
+  LinkInjectorRecords(t);
+  EXPECT_EQ(t.activities[0].launch_ns, kUnknown);
+  EXPECT_EQ(t.stats.Get(Stat::correlations_unmatched), 0);
+}
+
+TEST(Link, SyncActivitiesAreNotCountedUnmatched) {
+  RankTrace t;
+  t.host_calls = {Call(100, 1)};
+  Activity sync = Kernel(150, 9);
+  sync.kind = ActivityKind::kSync;
+  t.activities = {sync};
+  LinkInjectorRecords(t);
+  EXPECT_EQ(t.stats.Get(Stat::correlations_unmatched), 0);
+}
+
+TEST(Link, CommOpFromTheExternalCorrelation) {
+  RankTrace t;
+  t.comm_ops = {Op(70), Op(80, 5)};
+  t.external_correlations = {{1, 70}, {2, 80}, {3, 99}};
+  t.activities = {Kernel(100, 1, 3), Kernel(200, 2, 4), Kernel(300, 3, 4), Kernel(400, kUnknown, 4)};
+  LinkInjectorRecords(t);
+  EXPECT_EQ(t.activities[0].comm_op, 0u);
+  EXPECT_EQ(t.activities[0].category, Category::kComm);  // a linked activity is communication
+  EXPECT_EQ(t.activities[1].comm_op, 1u);
+  EXPECT_EQ(t.activities[2].comm_op, kNoIndex);  // external id 99: no op with that launch id
+  EXPECT_EQ(t.activities[2].category, Category::kCompute);
+  EXPECT_EQ(t.activities[3].comm_op, kNoIndex);  // no correlation id
+  EXPECT_EQ(t.comm_ops[0].stream, 3u);  // an op without a stream gets its activity's
+  EXPECT_EQ(t.comm_ops[1].stream, 5u);  // one with a stream keeps it
+  EXPECT_EQ(t.stats.Get(Stat::comm_ops_without_gpu_activity), 0);
+}
+
+TEST(Link, LinkedSyncActivityStaysItsCategory) {
+  RankTrace t;
+  t.comm_ops = {Op(70)};
+  t.external_correlations = {{1, 70}};
+  Activity sync = Kernel(100, 1);
+  sync.kind = ActivityKind::kSync;
+  sync.category = Category::kOther;
+  t.activities = {sync};
+  LinkInjectorRecords(t);
+  EXPECT_EQ(t.activities[0].comm_op, 0u);
+  EXPECT_EQ(t.activities[0].category, Category::kOther);
+}
+
+TEST(Link, OpsOfAGroupShareTheFirstOpsKernel) {
+  RankTrace t;
+  // Three ops of one NCCL group (launch id 70) and one op that no kernel ran.
+  t.comm_ops = {Op(70), Op(70), Op(70, 9), Op(80)};
+  t.external_correlations = {{1, 70}};
+  t.activities = {Kernel(100, 1, 3)};
+  LinkInjectorRecords(t);
+  EXPECT_EQ(t.activities[0].comm_op, 0u);  // the group's first op
+  EXPECT_EQ(t.comm_ops[0].stream, 3u);
+  EXPECT_EQ(t.comm_ops[1].stream, 3u);  // from the linked op of its group
+  EXPECT_EQ(t.comm_ops[2].stream, 9u);  // kept
+  EXPECT_EQ(t.stats.Get(Stat::comm_ops_without_gpu_activity), 1);  // launch id 80
+}
+
+TEST(Link, OpsWithoutLaunchIdAreUnlinked) {
+  RankTrace t;
+  t.comm_ops = {Op(kUnknown), Op(kUnknown)};
+  t.external_correlations = {{1, kUnknown}};
+  t.activities = {Kernel(100, 1)};
+  LinkInjectorRecords(t);
+  EXPECT_EQ(t.activities[0].comm_op, kNoIndex);
+  EXPECT_EQ(t.stats.Get(Stat::comm_ops_without_gpu_activity), 2);
+}
+
+TEST(Link, NoActivitiesCountsNoOpWithoutActivity) {
+  // Without CUDA there is nothing to link to: not a data-quality problem.
+  RankTrace t;
+  t.comm_ops = {Op(70)};
+  LinkInjectorRecords(t);
+  EXPECT_EQ(t.stats.Get(Stat::comm_ops_without_gpu_activity), 0);
+}
+
+TEST(Link, OutOfRangeCommOpIndexIsIgnored) {
+  RankTrace t;
+  t.comm_ops = {Op(70)};
+  Activity a = Kernel(100, kUnknown);
+  a.comm_op = 42;  // hostile store
+  t.activities = {a};
+  LinkInjectorRecords(t);
+  EXPECT_EQ(t.activities[0].comm_op, 42u);
+  EXPECT_EQ(t.stats.Get(Stat::comm_ops_without_gpu_activity), 1);
+}
+
+}  // namespace
+}  // namespace overlapprof
