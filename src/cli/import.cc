@@ -1,4 +1,5 @@
-// `overlapprof import TRACE... -o OUT`: PyTorch-profiler JSON into overlapprof stores, one per rank.
+// `overlapprof import TRACE... -o OUT`: PyTorch-profiler JSON and Nsight Systems exports into overlapprof stores,
+// one per rank.
 #include <cstdio>
 #include <filesystem>
 
@@ -11,7 +12,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string StemOf(const std::string& path) {
+// "dir/a.json.gz" -> "a"; one rank of a multi-rank file, "dir/r.sqlite#pid7.gpu1" -> "r.pid7.gpu1".
+std::string StemOf(const std::string& input) {
+  auto [path, unit] = SplitUnit(input);
   std::string name = fs::path(path).filename().string();
   for (std::string_view ext : {".json.gz", ".json", ".db", ".sqlite3", ".sqlite", ".gz"}) {
     if (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0) {
@@ -19,7 +22,7 @@ std::string StemOf(const std::string& path) {
       break;
     }
   }
-  return name;
+  return unit.empty() ? name : name + "." + unit;
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ void DefineCommands(CLI::App& app, Commands& c) {
   double& max_drop = c.max_drop;
   double& max_increase = c.max_increase;
   int64_t& max_loss = c.max_loss;
-  CLI::App* analyze = app.add_subcommand("analyze", "Analyze traces (PyTorch-profiler JSON or overlapprof stores)");
+  CLI::App* analyze = app.add_subcommand("analyze", "Analyze traces (PyTorch-profiler JSON, Nsight Systems SQLite exports, overlapprof stores)");
   analyze->add_option("TRACE", aa.traces, "trace files or directories of them")->required();
   analyze->add_option("--json", aa.json_path, "write the JSON summary (overlapprof.summary/1) to FILE, '-' for stdout");
   analyze->add_flag("--per-iteration", aa.per_iteration, "print the per-iteration table");
@@ -55,7 +55,7 @@ void DefineCommands(CLI::App& app, Commands& c) {
   analyze->add_option("--step-range", aa.step_range,
                       "host annotation (NVTX or record_function) that marks an iteration, instead of ProfilerStep#N");
 
-  CLI::App* import = app.add_subcommand("import", "Convert PyTorch-profiler JSON traces into overlapprof stores");
+  CLI::App* import = app.add_subcommand("import", "Convert PyTorch-profiler JSON traces and Nsight Systems exports into overlapprof stores");
   import->add_option("INPUT", ia.inputs, "trace files or directories")->required();
   import->add_option("-o,--output", ia.output, "output file (one input) or directory")->required();
   import->add_flag("--force", ia.force, "replace existing output files");

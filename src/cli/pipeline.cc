@@ -28,6 +28,12 @@ StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& 
     fs::file_status st = fs::status(a, ec);
     if (ec || !fs::exists(st)) return MakeError(StatusCode::kNotFound, "{}: no such file or directory", a);
     if (!fs::is_directory(st)) {
+      if (a.size() > 9 && a.compare(a.size() - 9, 9, ".nsys-rep") == 0) {  // Nsight Systems: its SQLite export
+        StatusOr<std::string> exported = ExportNsysReport(a);
+        if (!exported.ok()) return exported.status().WithPrefix(a);
+        out.push_back(*exported);
+        continue;
+      }
       out.push_back(a);
       continue;
     }
@@ -43,14 +49,34 @@ StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& 
     std::sort(found.begin(), found.end());
     out.insert(out.end(), found.begin(), found.end());
   }
-  return out;
+  // Files holding several ranks (Importer::Units) become one input per rank. Files no
+  // importer claims are kept: importing them reports why.
+  std::vector<std::string> units;
+  for (const std::string& path : out) {
+    StatusOr<const Importer*> imp = ChooseImporter(path);
+    StatusOr<std::vector<std::string>> keys = imp.ok() ? (*imp)->Units(path) : std::vector<std::string>{};
+    if (!keys.ok()) return keys.status().WithPrefix(path);
+    if (keys->empty()) units.push_back(path);
+    for (const std::string& k : *keys) units.push_back(path + '#' + k);
+  }
+  return units;
 }
 
-StatusOr<RankTrace> ImportFile(const std::string& path, const ImportOptions& options) {
+std::pair<std::string, std::string> SplitUnit(const std::string& input) {
+  const size_t hash = input.rfind('#');
+  std::error_code ec;
+  if (hash == std::string::npos || fs::exists(input, ec)) return {input, ""};
+  return {input.substr(0, hash), input.substr(hash + 1)};
+}
+
+StatusOr<RankTrace> ImportFile(const std::string& input, const ImportOptions& options) {
+  auto [path, unit] = SplitUnit(input);
   StatusOr<const Importer*> imp = ChooseImporter(path);
-  if (!imp.ok()) return imp.status().WithPrefix(path);
-  StatusOr<RankTrace> t = (*imp)->Import(path, options);
-  if (!t.ok()) return t.status().WithPrefix(path);
+  if (!imp.ok()) return imp.status().WithPrefix(input);
+  ImportOptions o = options;
+  o.unit = unit;
+  StatusOr<RankTrace> t = (*imp)->Import(path, o);
+  if (!t.ok()) return t.status().WithPrefix(input);
   return t;
 }
 
@@ -81,7 +107,7 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
   std::vector<uint64_t> sizes(files.size(), 0);
   for (size_t i = 0; i < files.size(); ++i) {
     std::error_code ec;
-    const auto n = std::filesystem::file_size(files[i], ec);
+    const auto n = std::filesystem::file_size(SplitUnit(files[i]).first, ec);
     sizes[i] = ec ? 0 : static_cast<uint64_t>(n);
     total_bytes += sizes[i];
   }

@@ -4,6 +4,7 @@
 // the number of ranks.
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analyzers/analyzer.h"
@@ -15,14 +16,21 @@
 namespace overlapprof {
 
 // Files named on the command line, and the trace files found (recursively, sorted) in
-// directories named there. Errors: a missing path, or a directory with no trace files.
+// directories named there; a file holding several ranks becomes one "PATH#UNIT" per rank.
+// Errors: a missing path, a directory with no trace files, a multi-rank file that cannot be read.
 StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& args);
 
 // True for names the directory scan picks up (.json, .json.gz, .db, .sqlite, .sqlite3), except
 // overlapprof's reports (*.summary.json, *.perfetto.json).
 bool LooksLikeTraceFile(const std::string& filename);
 
-// Imports one file with the importer its first bytes select. Errors carry the path.
+// One input names a whole file ("PATH"), or one rank of a file holding several
+// ("PATH#UNIT", from Importer::Units): ExpandInputs lists each rank of such a file. A name
+// that exists as a file is never split.
+std::pair<std::string, std::string> SplitUnit(const std::string& input);
+
+// Imports one file (or one unit of it) with the importer its first bytes select. Errors carry
+// the input.
 StatusOr<RankTrace> ImportFile(const std::string& path, const ImportOptions& options);
 
 // The one pass: imports and analyzes every file, each read once; ranks ordered by rank

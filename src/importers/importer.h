@@ -1,9 +1,12 @@
 #pragma once
-// The importer interface. An importer turns one input file into one RankTrace.
+// The importer interface. An importer turns one input file into one RankTrace, or, for a
+// format holding several ranks in one file (an Nsight Systems export: one per process and
+// GPU), lists them (Units) and turns one of them (ImportOptions::unit) into a RankTrace.
 // To add one: a file in src/importers/ with a factory, and one line in src/cli/registry.inc.
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "src/common/status.h"
 #include "src/io/input_file.h"
@@ -29,6 +32,8 @@ struct ImportOptions {
   // only for what its analyzers need (Analyzer::needs); `import` keeps everything.
   TraceNeeds store_needs = TraceNeeds::All();
   ImportScratch* scratch = nullptr;  // optional; never shared between threads
+  // The rank to read from a file holding several (one of Importer::Units); "" otherwise.
+  std::string unit;
 };
 
 class Importer {
@@ -40,7 +45,17 @@ class Importer {
   // decompressed): 0 = not mine. The highest score wins.
   virtual int Probe(std::string_view head) const = 0;
   virtual StatusOr<RankTrace> Import(const std::string& path, const ImportOptions& options) const = 0;
+  // The ranks a file holds when it can hold several, as keys for ImportOptions::unit (the
+  // pipeline then imports them one at a time, as "PATH#KEY"); empty: the file is one rank.
+  virtual StatusOr<std::vector<std::string>> Units(const std::string& /*path*/) const {
+    return std::vector<std::string>{};
+  }
 };
+
+// An Nsight Systems report (.nsys-rep) -> the path of its SQLite export: runs `nsys export`
+// when nsys is on PATH (into a per-user cache in $TMPDIR, reused while the report is
+// unchanged); otherwise an error saying the command to run. (src/importers/nsys.cc)
+StatusOr<std::string> ExportNsysReport(const std::string& path);
 
 // Kineto parsing of a JSON document held in memory (also used by the fuzzer and the
 // benchmark). `buffer` must have kInputPadding readable bytes past `size`.

@@ -85,6 +85,13 @@ bool IsSqlite(std::string_view head) {
   return head.size() >= 16 && std::memcmp(head.data(), kMagic, 16) == 0;
 }
 
+uint32_t SqliteApplicationId(std::string_view head) {
+  if (head.size() < 72) return 0;
+  uint32_t v = 0;
+  for (size_t i = 68; i < 72; ++i) v = (v << 8) | static_cast<uint8_t>(head[i]);
+  return v;
+}
+
 StatusOr<std::string> ReadFileHead(const std::string& path, size_t n) {
   Fd f;
   f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -68,5 +68,8 @@ Status GunzipInto(const uint8_t* data, size_t size, InputBuffer& out);
 
 bool IsGzip(std::string_view head);
 bool IsSqlite(std::string_view head);
+// PRAGMA application_id of a SQLite file from its header (bytes 68..71, big-endian); 0 when
+// `head` is shorter.
+uint32_t SqliteApplicationId(std::string_view head);
 
 }  // namespace overlapprof

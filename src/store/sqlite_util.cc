@@ -42,6 +42,29 @@ Status Db::Exec(const std::string& sql) {
   return OkStatus();
 }
 
+Status OpenUntrustedReadOnly(Db& db, const std::string& path, int max_columns) {
+  OVERLAPPROF_RETURN_IF_ERROR(db.Open(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX));
+  sqlite3* h = db.get();
+  OVERLAPPROF_SQLITE(h, sqlite3_db_config(h, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr), "sqlite3_db_config(DEFENSIVE)");
+  OVERLAPPROF_SQLITE(h, sqlite3_db_config(h, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr),
+                     "sqlite3_db_config(TRUSTED_SCHEMA)");
+  OVERLAPPROF_SQLITE(h, sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr),
+                     "sqlite3_db_config(ENABLE_TRIGGER)");
+  OVERLAPPROF_SQLITE(h, sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_VIEW, 0, nullptr), "sqlite3_db_config(ENABLE_VIEW)");
+  sqlite3_limit(h, SQLITE_LIMIT_LENGTH, 16 << 20);
+  sqlite3_limit(h, SQLITE_LIMIT_SQL_LENGTH, 100000);
+  sqlite3_limit(h, SQLITE_LIMIT_COLUMN, max_columns);
+  sqlite3_limit(h, SQLITE_LIMIT_EXPR_DEPTH, 10);
+  sqlite3_limit(h, SQLITE_LIMIT_COMPOUND_SELECT, 3);
+  sqlite3_limit(h, SQLITE_LIMIT_VDBE_OP, 25000);
+  sqlite3_limit(h, SQLITE_LIMIT_FUNCTION_ARG, 8);
+  sqlite3_limit(h, SQLITE_LIMIT_ATTACHED, 0);
+  sqlite3_limit(h, SQLITE_LIMIT_LIKE_PATTERN_LENGTH, 50);
+  sqlite3_limit(h, SQLITE_LIMIT_VARIABLE_NUMBER, 32);
+  sqlite3_limit(h, SQLITE_LIMIT_TRIGGER_DEPTH, 10);
+  return db.Exec("PRAGMA cell_size_check=ON; PRAGMA mmap_size=0;");
+}
+
 Status Stmt::Prepare(sqlite3* db, std::string_view sql) {
   sqlite3_finalize(stmt_);
   stmt_ = nullptr;

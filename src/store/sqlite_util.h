@@ -47,6 +47,12 @@ class Db {
   sqlite3* db_ = nullptr;
 };
 
+// Opens `path` as an untrusted database (https://www.sqlite.org/security.html): read-only,
+// SQLITE_DBCONFIG_DEFENSIVE, trusted_schema, triggers and views off, cell_size_check on, no
+// mmap, and tight sqlite3_limits (16 MiB strings and rows, `max_columns` per table or
+// result, shallow expressions, nothing attached).
+Status OpenUntrustedReadOnly(Db& db, const std::string& path, int max_columns = 100);
+
 class Stmt {
  public:
   Stmt() = default;

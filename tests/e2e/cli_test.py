@@ -21,6 +21,7 @@ CLI = None
 KINETO = os.path.join(DATA, "kineto")
 A100_2 = os.path.join(KINETO, "a100_2rank_rank0.json.gz")
 A100_16 = os.path.join(KINETO, "a100_16rank_rank0.json.gz")
+NSYS = os.path.join(DATA, "nsys")
 
 
 def run(*args, env=None, timeout=120):
@@ -286,6 +287,75 @@ class CliTest(unittest.TestCase):
         for s in (a, b):
             s["ranks"][0].pop("source")
         self.assertEqual(a, b)
+
+
+    # Nsight Systems exports (tests/data/nsys, figures from its README): one rank per
+    # (process, GPU), the same figures after `import`, and `compare` between two exports.
+    def test_nsys_export_analyze_import_compare(self):
+        before = os.path.join(NSYS, "mfu_2gpu_before.sqlite")
+        after = os.path.join(NSYS, "mfu_2gpu_after.sqlite")
+        rc, out, err = run("analyze", before, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        ranks = json.loads(out)["ranks"]
+        self.assertEqual([(r["source"], r["format"], r["comm_ns"], r["compute_ns"], r["overlap_ns"], r["kernels"])
+                          for r in ranks],
+                         [(before + "#pid144.gpu0", "nsys", 17172652, 253690832, 0, 1993),
+                          (before + "#pid145.gpu1", "nsys", 8229100, 256095624, 0, 2017)])
+        stores = os.path.join(self.tmp, "stores")
+        rc, out, err = run("import", before, "-o", stores + "/")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(os.listdir(stores)),
+                         ["mfu_2gpu_before.pid144.gpu0.db", "mfu_2gpu_before.pid145.gpu1.db"])
+        rc, out, err = run("analyze", stores, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([(r["comm_ns"], r["compute_ns"], r["overlap_ns"], r["kernels"]) for r in json.loads(out)["ranks"]],
+                         [(r["comm_ns"], r["compute_ns"], r["overlap_ns"], r["kernels"]) for r in ranks])
+        md = os.path.join(self.tmp, "compare.md")
+        rc, out, err = run("compare", before, after, "--markdown", md)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("base: " + before + " (2 rank(s)", out)
+        self.assertIn("new:  " + after + " (2 rank(s)", out)
+        self.assertRegex(out, r"overlap_ratio \(%\) +0\.00 +0\.00 +\+0\.00 pp")
+        self.assertTrue(os.path.getsize(md) > 0)
+        # Both exports in one directory: four ranks, one per (file, process, GPU).
+        both = os.path.join(self.tmp, "both")
+        os.mkdir(both)
+        for f in (before, after):
+            shutil.copy(f, both)
+        rc, out, err = run("analyze", both, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([os.path.basename(r["source"]) for r in json.loads(out)["ranks"]],
+                         ["mfu_2gpu_after.sqlite#pid148.gpu0", "mfu_2gpu_after.sqlite#pid149.gpu1",
+                          "mfu_2gpu_before.sqlite#pid144.gpu0", "mfu_2gpu_before.sqlite#pid145.gpu1"])
+
+
+    # A .nsys-rep: without nsys on PATH, one line with the command to run; with nsys (a
+    # stand-in script here), exported into the cache and analyzed, the second time from the cache.
+    def test_nsys_report_is_exported_or_explained(self):
+        rep = os.path.join(self.tmp, "run.nsys-rep")
+        with open(rep, "wb") as f:
+            f.write(b"not really a report")
+        env = {"PATH": "/usr/bin:/bin", "TMPDIR": self.tmp}
+        rc, out, err = run("analyze", rep, env=env)
+        self.assertEqual(rc, 2)
+        self.assertEqual(err, "overlapprof: error: %s: an Nsight Systems report; nsys is not on PATH: export it first "
+                              "with: nsys export --type sqlite --output %s.sqlite %s\n"
+                         % (rep, os.path.join(self.tmp, "run"), rep))
+        bindir = os.path.join(self.tmp, "bin")
+        os.mkdir(bindir)
+        fake = os.path.join(bindir, "nsys")
+        log = os.path.join(self.tmp, "nsys.log")
+        with open(fake, "w") as f:
+            f.write('#!/bin/sh\necho "$@" >> %s\nwhile [ "$1" != "--output" ]; do shift; done\ncp %s "$2"\n'
+                    % (log, os.path.join(NSYS, "mfu_2gpu_before.sqlite")))
+        os.chmod(fake, 0o755)
+        env["PATH"] = bindir + ":/usr/bin:/bin"
+        for _ in range(2):
+            rc, out, err = run("analyze", rep, "--json", "-", env=env)
+            self.assertEqual(rc, 0, err)
+            self.assertEqual([r["comm_ns"] for r in json.loads(out)["ranks"]], [17172652, 8229100])
+        with open(log) as f:
+            self.assertEqual(len(f.readlines()), 1)  # the second run used the cached export
 
 
 if __name__ == "__main__":

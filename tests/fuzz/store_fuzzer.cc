@@ -11,6 +11,11 @@
 // (when writable), else /tmp. A crash leaves it behind (no atexit then); the run script
 // points OVERLAPPROF_FUZZ_TMPDIR at a scratch folder that it deletes.
 //
+// SQLite files that are not stores (application_id other than 'OVLP') also go through the
+// Nsight Systems importer the way the CLI reads them: ExpandInputs (Importer::Units lists the
+// ranks) and ImportFile for each rank, with and without quick_check. The seeds include small
+// Nsight Systems exports (tests/fuzz/seeds/store/nsys_*.sqlite, make_nsys_seeds.py).
+//
 // Note: SQLite itself is the system library and is not coverage-instrumented, so the
 // coverage feedback comes from overlapprof's reader code only.
 #include <fcntl.h>
@@ -24,6 +29,8 @@
 #include <cstring>
 #include <string>
 
+#include "src/io/input_file.h"
+#include "src/cli/pipeline.h"
 #include "src/store/reader.h"
 #include "tests/fuzz/trace_checks.h"
 
@@ -96,6 +103,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (trace.ok()) {
       overlapprof::fuzz::CheckTrace(*trace);
       overlapprof::fuzz::AnalyzeTrace(*trace);
+    }
+  }
+  const std::string_view head(reinterpret_cast<const char*>(data), size);
+  if (overlapprof::IsSqlite(head) && overlapprof::SqliteApplicationId(head) != 0x4F564C50u) {
+    auto inputs = overlapprof::ExpandInputs({g_path});
+    if (inputs.ok()) {
+      for (const std::string& input : *inputs) {
+        for (bool quick_check : {true, false}) {
+          overlapprof::ImportOptions options;
+          options.store_quick_check = quick_check;
+          auto trace = overlapprof::ImportFile(input, options);
+          if (trace.ok()) {
+            overlapprof::fuzz::CheckTrace(*trace);
+            overlapprof::fuzz::AnalyzeTrace(*trace);
+          }
+        }
+      }
     }
   }
   return 0;

@@ -1,0 +1,327 @@
+// The Nsight Systems importer (src/importers/nsys.cc):
+//  1. Small synthetic exports built here with known intervals: exact figures per (process,
+//     GPU) rank, overlapping streams, launch times through the runtime table of the right
+//     process, steps from NVTX, peer-to-peer copies, columns found by name in any order.
+//  2. The real exports in tests/data/nsys: per GPU comm, compute, overlap and kernels equal the
+//     independent figures of tests/data/nsys/README.md, and the JSON summary equals the golden
+//     files (OVERLAPPROF_UPDATE_GOLDEN=1 regenerates them).
+//  3. Rejected inputs: exact one-line errors.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "reports/report.h"
+#include "src/cli/pipeline.h"
+#include "src/cli/registry.h"
+#include "src/store/writer.h"
+#include "test_util.h"
+
+namespace overlapprof {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TempPath(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / fmt::format("overlapprof-nsys-test-{}", ::getpid());
+  fs::create_directories(dir);
+  fs::path p = dir / name;
+  fs::remove(p);
+  return p.string();
+}
+
+// Writes a SQLite file from an SQL script.
+std::string MakeDb(const std::string& name, const std::string& sql) {
+  std::string path = TempPath(name);
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+  return path;
+}
+
+// globalPid / globalTid as nsys serializes them: vm 1, pid, tid.
+constexpr int64_t Gpid(int64_t pid) { return (int64_t{1} << 48) | (pid << 24); }
+constexpr int64_t Gtid(int64_t pid, int64_t tid) { return Gpid(pid) | tid; }
+
+constexpr int64_t kUtc = 1700000000000000000;  // session start, UTC ns
+constexpr int64_t kClock = 1000;               // session start on the export's clock
+constexpr int64_t Utc(int64_t t) { return kUtc - kClock + t; }
+
+// Three ranks: pid 100 drives GPUs 0 and 1, pid 200 shares GPU 0. Columns in an unusual
+// order, optional ones missing (no demangledName: names come from shortName).
+std::string SyntheticExport(const std::string& name) {
+  return MakeDb(name, fmt::format(R"(
+CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO StringIds VALUES (1, 'gemm_kernel'), (2, 'ncclDevKernel_AllReduce_Sum_f32_RING_LL'),
+  (3, 'cudaLaunchKernel'), (4, 'ProfilerStep#7'), (5, 'ncclDevKernel_SendRecv');
+CREATE TABLE TARGET_INFO_SESSION_START_TIME(utcEpochNs INTEGER, utcTime TEXT, localTime TEXT, systemClockNs INTEGER);
+INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES ({utc}, '', '', {clock});
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(shortName INTEGER NOT NULL, globalPid INTEGER, correlationId INTEGER,
+  streamId INTEGER NOT NULL, deviceId INTEGER NOT NULL, end INTEGER NOT NULL, start INTEGER NOT NULL);
+-- pid 100, GPU 0: compute on streams 7 and 8 (overlapping), comm on stream 9
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES
+  (1, {p100}, 11, 7, 0, 2000, 1000), (1, {p100}, 12, 8, 0, 2500, 1500), (2, {p100}, 13, 9, 0, 3000, 1800),
+  (1, {p100}, 14, 7, 1, 1100, 1000),
+  (5, {p200}, 11, 3, 0, 6000, 5000);
+CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY(start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+  streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, bytes INTEGER NOT NULL, copyKind INTEGER NOT NULL);
+INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (3000, 3500, 0, 7, 15, {p100}, 4096, 10);
+CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET(start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+  streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, value INTEGER, bytes INTEGER NOT NULL);
+INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (3500, 3600, 0, 7, 16, {p100}, 0, 64);
+CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER,
+  globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER);
+-- correlation ids are per process: 11 means different calls in pid 100 and pid 200
+INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES
+  (900, 950, 0, {t100}, 11, 3, 0), (1400, 1450, 0, {t100}, 12, 3, 0), (1700, 1750, 0, {t100}, 13, 3, 0),
+  (960, 980, 0, {t100}, 14, 3, 0), (2900, 2950, 0, {t100}, 15, 3, 0), (3400, 3450, 0, {t100}, 16, 3, 0), (4000, 4100, 0, {t200}, 11, 3, 0);
+CREATE TABLE NVTX_EVENTS(start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, text TEXT,
+  globalTid INTEGER, textId INTEGER);
+INSERT INTO NVTX_EVENTS VALUES (950, 3600, 59, NULL, {t100}, 4), (1000, 2000, 59, 'forward', {t100}, NULL),
+  (1200, NULL, 59, 'never ended', {t100}, NULL), (1300, 1300, 34, 'a mark', {t100}, NULL),
+  (4500, 6500, 59, 'ProfilerStep#3', {t200}, NULL);
+)",
+                                  fmt::arg("utc", kUtc), fmt::arg("clock", kClock), fmt::arg("p100", Gpid(100)),
+                                  fmt::arg("p200", Gpid(200)), fmt::arg("t100", Gtid(100, 5)),
+                                  fmt::arg("t200", Gtid(200, 6))));
+}
+
+TEST(NsysImporter, OneRankPerProcessAndGpuInTheOrderOfTheirKeys) {
+  std::string path = SyntheticExport("three_ranks.sqlite");
+  StatusOr<std::vector<std::string>> inputs = ExpandInputs({path});
+  ASSERT_TRUE(inputs.ok()) << inputs.status().message();
+  EXPECT_EQ(*inputs, (std::vector<std::string>{path + "#pid100.gpu0", path + "#pid100.gpu1", path + "#pid200.gpu0"}));
+  // The whole file cannot be read as one rank.
+  StatusOr<RankTrace> whole = ImportFile(path, {});
+  ASSERT_FALSE(whole.ok());
+  EXPECT_EQ(whole.status().message(),
+            path + ": holds 3 ranks (pid100.gpu0, pid100.gpu1, pid200.gpu0): name one as FILE#KEY");
+}
+
+TEST(NsysImporter, ExactFiguresWithOverlappingStreams) {
+  std::string path = SyntheticExport("figures.sqlite");
+  StatusOr<std::vector<std::string>> inputs = ExpandInputs({path});
+  ASSERT_TRUE(inputs.ok()) << inputs.status().message();
+  StatusOr<Summary> s = AnalyzeFiles(*inputs, {}, {});
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  ASSERT_EQ(s->ranks.size(), 3u);
+  const OverlapFigures& a = s->ranks[0].whole;  // pid 100, GPU 0
+  EXPECT_EQ(a.compute_ns, 1500);                // [1000, 2500)
+  EXPECT_EQ(a.comm_ns, 1200);                   // [1800, 3000)
+  EXPECT_EQ(a.overlap_ns, 700);                 // [1800, 2500)
+  EXPECT_EQ(a.exposed_comm_ns, 500);
+  EXPECT_EQ(a.memory_ns, 600);  // the peer-to-peer copy (memory for now) and the memset
+  const OverlapFigures& b = s->ranks[1].whole;  // pid 100, GPU 1
+  EXPECT_EQ(b.compute_ns, 100);
+  EXPECT_EQ(b.comm_ns, 0);
+  const OverlapFigures& c = s->ranks[2].whole;  // pid 200, GPU 0
+  EXPECT_EQ(c.compute_ns, 0);
+  EXPECT_EQ(c.comm_ns, 1000);
+}
+
+TEST(NsysImporter, ActivitiesLaunchesRangesAndCounters) {
+  std::string path = SyntheticExport("details.sqlite");
+  StatusOr<RankTrace> t = ImportFile(path + "#pid100.gpu0", {});
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->meta.source_format, "nsys");
+  EXPECT_EQ(t->meta.pid, 100);
+  EXPECT_EQ(t->meta.source_path, path + "#pid100.gpu0");
+  ASSERT_EQ(t->activities.size(), 5u);
+  // UTC ns: utcEpochNs + (t - systemClockNs), exact.
+  EXPECT_EQ(t->activities[0].start_ns, Utc(1000));
+  EXPECT_EQ(t->activities[0].end_ns, Utc(2000));
+  EXPECT_EQ(t->names.Get(t->activities[0].name_id), "gemm_kernel");
+  EXPECT_EQ(t->activities[0].category, Category::kCompute);
+  EXPECT_EQ(t->activities[0].launch_ns, Utc(900));  // pid 100's call 11, not pid 200's
+  const Activity& comm = t->activities[2];
+  EXPECT_EQ(comm.category, Category::kComm);
+  ASSERT_NE(comm.comm_op, kNoIndex);
+  EXPECT_EQ(t->comm_ops[comm.comm_op].op, "allreduce");
+  EXPECT_EQ(t->comm_ops[comm.comm_op].source, CommSource::kKernelName);
+  EXPECT_EQ(t->comm_ops[comm.comm_op].host_enter_ns, Utc(1700));
+  const Activity& p2p = t->activities[3];
+  EXPECT_EQ(p2p.kind, ActivityKind::kMemcpy);
+  EXPECT_EQ(p2p.copy_kind, 10);
+  EXPECT_EQ(p2p.category, Category::kMemory);
+  EXPECT_EQ(p2p.bytes, 4096);
+  EXPECT_EQ(t->names.Get(p2p.name_id), "Memcpy PtoP");
+  EXPECT_EQ(t->stats.Get(Stat::p2p_copies_as_memory), 1);
+  EXPECT_EQ(t->activities[4].kind, ActivityKind::kMemset);
+  EXPECT_EQ(t->activities[4].bytes, 64);
+  EXPECT_EQ(t->stats.Get(Stat::correlations_unmatched), 0);
+  EXPECT_EQ(t->stats.Get(Stat::nsys_optional_tables_missing), 1);  // no SYNCHRONIZATION table
+  EXPECT_EQ(t->stats.Get(Stat::nvtx_ranges_unmatched), 1);
+  // Streams of this GPU only.
+  EXPECT_EQ(t->streams.size(), 3u);
+  // NVTX: the step (from StringIds) and the annotation of this process; not the mark.
+  ASSERT_EQ(t->ranges.size(), 2u);
+  EXPECT_EQ(t->ranges[0].kind, RangeKind::kStep);
+  EXPECT_EQ(t->ranges[0].step, 7);
+  EXPECT_EQ(t->ranges[0].start_ns, Utc(950));
+  EXPECT_EQ(t->ranges[1].kind, RangeKind::kAnnotation);
+  EXPECT_EQ(t->names.Get(t->ranges[1].name_id), "forward");
+  EXPECT_EQ(t->ranges[1].tid, 5);
+
+  // Iterations from ProfilerStep ranges.
+  StatusOr<Summary> s = AnalyzeFiles({path + "#pid100.gpu0"}, {}, {});
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->iterations.size(), 1u);
+  EXPECT_EQ(s->iterations[0].step, 7);
+}
+
+TEST(NsysImporter, WithoutSessionStartTimesStayOnTheExportClock) {
+  std::string path = MakeDb("no_session.sqlite", R"(
+CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO StringIds VALUES (1, 'k');
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER, end INTEGER, deviceId INTEGER, streamId INTEGER,
+  demangledName INTEGER, shortName INTEGER);
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (10, 20, 3, 1, 1, 99), (30, 25, 3, 1, 1, 1), ('x', 40, 3, 1, 1, 1),
+  (50, 60, 3, NULL, 7, 1);
+)");
+  StatusOr<std::vector<std::string>> inputs = ExpandInputs({path});
+  ASSERT_TRUE(inputs.ok()) << inputs.status().message();
+  ASSERT_EQ(*inputs, std::vector<std::string>{path + "#pid-1.gpu3"});  // no globalPid column
+  StatusOr<RankTrace> t = ImportFile(path, {});  // one rank: the whole file is fine
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->activities.size(), 2u);
+  EXPECT_EQ(t->activities[0].start_ns, 10);
+  EXPECT_EQ(t->names.Get(t->activities[0].name_id), "k");  // demangledName preferred
+  EXPECT_EQ(t->names.Get(t->activities[1].name_id), "");   // a string id StringIds lacks
+  EXPECT_EQ(t->stats.Get(Stat::events_negative_duration), 1);
+  EXPECT_EQ(t->stats.Get(Stat::events_malformed), 1);
+  EXPECT_EQ(t->stats.Get(Stat::activities_unknown_stream), 1);
+  EXPECT_EQ(t->stats.Get(Stat::nsys_optional_tables_missing), 5);
+  EXPECT_EQ(t->meta.clock_source, "nsys: session timestamps");
+}
+
+TEST(NsysImporter, RejectedInputsSayWhatTheyAre) {
+  std::string no_kernels = MakeDb("no_kernels.sqlite", R"(
+CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE META_DATA_EXPORT(name TEXT NOT NULL, value TEXT);
+CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INTEGER, end INTEGER, correlationId INTEGER);
+)");
+  StatusOr<std::vector<std::string>> a = ExpandInputs({no_kernels});
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), StatusCode::kInvalidInput);
+  EXPECT_EQ(a.status().message(), no_kernels +
+                                      ": Nsight Systems export without table CUPTI_ACTIVITY_KIND_KERNEL: no CUDA "
+                                      "kernels were traced (nsys profile -t cuda)");
+  std::string other = MakeDb("other.sqlite", "CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT);");
+  StatusOr<RankTrace> b = ImportFile(other, {});
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), other +
+                                      ": a SQLite database of another schema (application_id 0x0), neither an "
+                                      "overlapprof trace store nor an Nsight Systems export");
+  std::string no_column = MakeDb("no_column.sqlite", R"(
+CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER, deviceId INTEGER, streamId INTEGER);
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1, 0, 0);
+)");
+  StatusOr<RankTrace> c = ImportFile(no_column, {});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), no_column + ": Nsight Systems export: table CUPTI_ACTIVITY_KIND_KERNEL lacks column end");
+  StatusOr<RankTrace> d = ImportFile(SyntheticExport("bad_key.sqlite") + "#gpu0", {});
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+}
+
+// Both are SQLite files: the store importer claims only application_id 'OVLP', the nsys
+// importer every other SQLite file.
+TEST(NsysImporter, ProbeTellsStoresAndExportsApart) {
+  std::string export_path = SyntheticExport("probe.sqlite");
+  StatusOr<const Importer*> a = ChooseImporter(export_path);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ((*a)->name(), "nsys");
+  StatusOr<RankTrace> t = ImportFile(export_path + "#pid100.gpu0", {});
+  ASSERT_TRUE(t.ok());
+  std::string store = TempPath("probe.db");
+  ASSERT_TRUE(WriteStore(*t, store, true).ok());
+  StatusOr<const Importer*> b = ChooseImporter(store);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ((*b)->name(), "store");
+  // The store holds one rank: one input, read back with the same figures.
+  StatusOr<std::vector<std::string>> inputs = ExpandInputs({store});
+  ASSERT_TRUE(inputs.ok());
+  EXPECT_EQ(*inputs, std::vector<std::string>{store});
+  StatusOr<RankTrace> u = ImportFile(store, {});
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_EQ(u->activities.size(), t->activities.size());
+  EXPECT_EQ(u->meta.source_format, "nsys");
+}
+
+// tests/data/nsys/README.md: per GPU, comm = ∪ of kernels named *nccl*, compute = ∪ of the
+// others, overlap = |compute ∩ comm|; exact ns from an independent Python union of the rows.
+struct RealExpected {
+  const char* key;
+  int64_t kernels, comm_kernels, comm_ns, compute_ns, overlap_ns;
+  double readme_comm_us, readme_compute_us;
+};
+
+TEST(GoldenNsysExports, PerGpuFiguresEqualTheReadme) {
+  const std::pair<const char*, std::vector<RealExpected>> kFiles[] = {
+      {"mfu_2gpu_before.sqlite",
+       {{"pid144.gpu0", 1993, 33, 17172652, 253690832, 0, 17172.7, 253690.8},
+        {"pid145.gpu1", 2017, 33, 8229100, 256095624, 0, 8229.1, 256095.6}}},
+      {"mfu_2gpu_after.sqlite",
+       {{"pid148.gpu0", 1793, 31, 9989016, 227484352, 0, 9989.0, 227484.4},
+        {"pid149.gpu1", 1794, 31, 23753085, 227608953, 0, 23753.1, 227609.0}}},
+  };
+  for (const auto& [file, ranks] : kFiles) {
+    SCOPED_TRACE(file);
+    const std::string path = testing::DataFile(std::string("nsys/") + file);
+    StatusOr<std::vector<std::string>> inputs = ExpandInputs({path});
+    ASSERT_TRUE(inputs.ok()) << inputs.status().message();
+    StatusOr<Summary> s = AnalyzeFiles(*inputs, {}, {});
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    ASSERT_EQ(s->ranks.size(), ranks.size());
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      const RealExpected& e = ranks[i];
+      const RankResult& r = s->ranks[i];
+      SCOPED_TRACE(e.key);
+      EXPECT_EQ(r.source_path, path + "#" + e.key);
+      EXPECT_EQ(r.whole.kernels, e.kernels);
+      EXPECT_EQ(r.whole.comm_kernels, e.comm_kernels);
+      EXPECT_EQ(r.whole.comm_ns, e.comm_ns);
+      EXPECT_EQ(r.whole.compute_ns, e.compute_ns);
+      EXPECT_EQ(r.whole.overlap_ns, e.overlap_ns);
+      EXPECT_NEAR(r.whole.comm_ns / 1e3, e.readme_comm_us, 0.05);
+      EXPECT_NEAR(r.whole.compute_ns / 1e3, e.readme_compute_us, 0.05);
+      ASSERT_TRUE(r.whole.overlap_ratio.has_value());
+      EXPECT_EQ(*r.whole.overlap_ratio, 0.0);
+    }
+  }
+}
+
+TEST(GoldenNsysExports, JsonSummaryMatchesGoldenFiles) {
+  const bool update = std::getenv("OVERLAPPROF_UPDATE_GOLDEN") != nullptr;
+  for (const char* name : {"mfu_2gpu_before", "mfu_2gpu_after"}) {
+    SCOPED_TRACE(name);
+    StatusOr<std::vector<std::string>> inputs = ExpandInputs({testing::DataFile(std::string("nsys/") + name + ".sqlite")});
+    ASSERT_TRUE(inputs.ok());
+    StatusOr<Summary> s = AnalyzeFiles(*inputs, {}, {});
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    nlohmann::ordered_json j = SummaryToJson(*s);
+    for (auto& r : j["ranks"]) r["source"] = fs::path(r["source"].get<std::string>()).filename().string();
+    j["tool"]["version"] = "(any)";
+    std::string got = j.dump(2) + "\n";
+    std::string golden_path = std::string(OVERLAPPROF_GOLDEN_DIR) + "/nsys_" + name + ".summary.json";
+    if (update) {
+      std::ofstream(golden_path) << got;
+      continue;
+    }
+    std::ifstream f(golden_path);
+    ASSERT_TRUE(f.good()) << "missing " << golden_path << " (run with OVERLAPPROF_UPDATE_GOLDEN=1)";
+    std::string want((std::istreambuf_iterator<char>(f)), {});
+    EXPECT_EQ(nlohmann::ordered_json::parse(got), nlohmann::ordered_json::parse(want))
+        << "summary differs from " << golden_path;
+  }
+}
+
+}  // namespace
+}  // namespace overlapprof
