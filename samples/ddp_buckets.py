@@ -29,29 +29,6 @@ import workload_common as wc  # noqa: E402
 WORKLOAD = "ddp_buckets"
 
 
-def build_model(torch, layers, d_model, heads):
-    nn = torch.nn
-
-    class Block(nn.Module):
-        """Pre-norm transformer block (attention + MLP); attention written out for old torch too."""
-
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-            self.qkv = nn.Linear(d_model, 3 * d_model)
-            self.proj = nn.Linear(d_model, d_model)
-            self.fc1, self.fc2 = nn.Linear(d_model, 4 * d_model), nn.Linear(4 * d_model, d_model)
-
-        def forward(self, x):
-            b, s, d = x.shape
-            q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
-            att = torch.softmax(q @ k.transpose(-2, -1) / (d // heads) ** 0.5, dim=-1)
-            x = x + self.proj((att @ v).transpose(1, 2).reshape(b, s, d))
-            return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
-
-    return nn.Sequential(*[Block() for _ in range(layers)])
-
-
 class BucketLog:
     """What the comm hook saw: per step, the bytes of each bucket all-reduce; calls inside no_sync."""
 
@@ -66,7 +43,7 @@ class BucketLog:
         self.per_step.setdefault(self.step, []).append(int(nbytes))
 
 
-def make_hook(rt, compress, log):
+def make_hook(rt, compress, log, json_path=None):
     torch, dist = rt.torch, rt.dist
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     dtype = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[compress]
@@ -74,7 +51,7 @@ def make_hook(rt, compress, log):
         builtin = {"none": default_hooks.allreduce_hook, "bf16": getattr(default_hooks, "bf16_compress_hook", None),
                    "fp16": default_hooks.fp16_compress_hook}[compress]
         if builtin is None:
-            wc.skip(WORKLOAD, f"torch {torch.__version__} has no default_hooks.bf16_compress_hook")
+            wc.skip(WORKLOAD, f"torch {torch.__version__} has no default_hooks.bf16_compress_hook", json_path)
 
         def hook(state, bucket):
             buf = bucket.buffer()
@@ -119,7 +96,7 @@ def main(argv=None):
         p.error("--bf16-compress and --fp16-compress exclude each other")
     compress = "bf16" if args.bf16_compress else "fp16" if args.fp16_compress else "none"
 
-    rt = wc.Runtime(WORKLOAD, cpu=args.cpu, default_port=29541)
+    rt = wc.Runtime(WORKLOAD, cpu=args.cpu, default_port=29541, json_path=args.json)
     torch, dist = rt.torch, rt.dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     if compress == "bf16" and rt.world > 1:
@@ -128,12 +105,12 @@ def main(argv=None):
             dist.all_reduce(probe)
         except RuntimeError as e:
             wc.skip(WORKLOAD, f"--bf16-compress: the {rt.backend} backend of torch {torch.__version__} cannot "
-                              f"all-reduce bf16 ({str(e).splitlines()[0]})")
+                              f"all-reduce bf16 ({str(e).splitlines()[0]})", args.json)
     if rt.cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
 
     torch.manual_seed(1234)
-    model = build_model(torch, args.layers, args.d_model, args.heads).to(rt.device)
+    model = wc.build_model(torch, args.layers, args.d_model, args.heads).to(rt.device)
     ddp_kwargs = dict(bucket_cap_mb=args.bucket_cap_mb, gradient_as_bucket_view=args.gradient_as_bucket_view)
     if rt.cuda:
         ddp_kwargs["device_ids"] = [rt.device.index]
@@ -143,7 +120,7 @@ def main(argv=None):
             ddp_kwargs["init_sync"] = False
     ddp = DDP(model, **ddp_kwargs)
     log = BucketLog()
-    ddp.register_comm_hook(None, make_hook(rt, compress, log))
+    ddp.register_comm_hook(None, make_hook(rt, compress, log, args.json))
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-4)
     gen = torch.Generator(device="cpu").manual_seed(100 + rt.rank)
     xs = [torch.randn(args.batch, args.seq, args.d_model, generator=gen).to(rt.device) for _ in range(args.accumulate)]

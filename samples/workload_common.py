@@ -25,8 +25,12 @@ import time
 SKIP_EXIT = 3
 
 
-def skip(workload, reason):
+def skip(workload, reason, json_path=None):
+    """One line, exit code 3; rank 0 also writes {"skipped": reason} to json_path (the checker reads it)."""
     print(f"SKIP {workload}: {reason}", flush=True)
+    if json_path and os.environ.get("RANK", "0") == "0":
+        with open(json_path, "w") as f:
+            json.dump({"schema": f"overlapprof.sample.{workload}/1", "workload": workload, "skipped": reason}, f)
     sys.exit(SKIP_EXIT)
 
 
@@ -46,7 +50,7 @@ def dist_env(default_port=29531):
 class Runtime:
     """The process group, the device and the NVTX helpers of one rank."""
 
-    def __init__(self, workload, cpu=False, allow_cpu=True, default_port=29531):
+    def __init__(self, workload, cpu=False, allow_cpu=True, default_port=29531, json_path=None):
         import torch
         import torch.distributed as dist
         self.torch, self.dist, self.workload = torch, dist, workload
@@ -56,7 +60,8 @@ class Runtime:
         self.nccl_version = None
         if not self.cuda:
             if not allow_cpu:
-                skip(workload, "needs a CUDA GPU (NCCL); CPU/gloo cannot show this behaviour")
+                skip(workload, "needs a CUDA GPU (NCCL); " + (allow_cpu if isinstance(allow_cpu, str) else
+                                                              "CPU/gloo cannot show this behaviour"), json_path)
             self.device = torch.device("cpu")
             self.backend = "gloo"
         else:
@@ -103,6 +108,33 @@ class Runtime:
         if self.world > 1:
             self.dist.barrier()
         self.dist.destroy_process_group()
+
+
+def build_model(torch, layers, d_model, heads, mlp_repeat=1):
+    """A stack of pre-norm transformer blocks (nn.Sequential); mlp_repeat runs each MLP that many times
+    (more compute per parameter byte, the same parameters and communication)."""
+    nn = torch.nn
+
+    class Block(nn.Module):
+        """Pre-norm transformer block (attention + MLP); attention written out for old torch too."""
+
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+            self.qkv = nn.Linear(d_model, 3 * d_model)
+            self.proj = nn.Linear(d_model, d_model)
+            self.fc1, self.fc2 = nn.Linear(d_model, 4 * d_model), nn.Linear(4 * d_model, d_model)
+
+        def forward(self, x):
+            b, s, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+            att = torch.softmax(q @ k.transpose(-2, -1) / (d // heads) ** 0.5, dim=-1)
+            x = x + self.proj((att @ v).transpose(1, 2).reshape(b, s, d))
+            for _ in range(mlp_repeat):
+                x = x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
+            return x
+
+    return nn.Sequential(*[Block() for _ in range(layers)])
 
 
 class StepTimer:
