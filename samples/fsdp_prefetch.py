@@ -35,17 +35,18 @@ WORKLOAD = "fsdp_prefetch"
 
 
 def import_fsdp2():
-    """fully_shard from where this PyTorch has it, else None."""
+    """(fully_shard from where this PyTorch has it, else None; the import error)."""
+    err = None
     try:
         from torch.distributed.fsdp import fully_shard  # 2.6+
-        return fully_shard
-    except ImportError:
-        pass
+        return fully_shard, None
+    except Exception as e:  # ImportError; Debian's 1.13 on Python 3.11 raises ValueError importing fsdp
+        err = f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
     try:
         from torch.distributed._composable.fsdp import fully_shard  # 2.4, 2.5
-        return fully_shard
-    except ImportError:
-        return None
+        return fully_shard, None
+    except Exception:
+        return None, err
 
 
 def disable_implicit_backward_prefetch(module):
@@ -84,10 +85,10 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     import torch
-    fully_shard = import_fsdp2()
+    fully_shard, fsdp2_error = import_fsdp2()
     api = args.api if args.api != "auto" else ("fsdp2" if fully_shard else "fsdp1")
     if api == "fsdp2" and fully_shard is None:
-        wc.skip(WORKLOAD, f"torch {torch.__version__} has no FSDP2 fully_shard (PyTorch 2.4+)", args.json)
+        wc.skip(WORKLOAD, f"torch {torch.__version__} has no FSDP2 fully_shard (PyTorch 2.4+; {fsdp2_error})", args.json)
     if api == "fsdp1":
         try:
             from torch.distributed.fsdp import FullyShardedDataParallel  # noqa: F401
