@@ -78,6 +78,9 @@ def make_hook(rt, compress, log, json_path=None):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP bucket_cap_mb (1, 25, 1000)")
+    p.add_argument("--first-bucket-mb", type=float, default=None,
+                   help="DDP's first bucket (dist._DEFAULT_FIRST_BUCKET_BYTES); default: --bucket-cap-mb, as PyTorch "
+                        "2.x does when bucket_cap_mb is given (1.x always used 1 MB)")
     p.add_argument("--gradient-as-bucket-view", action="store_true")
     p.add_argument("--accumulate", type=int, default=1, help="micro-batches per step; N-1 under no_sync")
     p.add_argument("--bf16-compress", action="store_true", help="all-reduce gradients in bf16 (comm hook)")
@@ -118,6 +121,9 @@ def main(argv=None):
         import inspect  # the 1-rank parameter broadcast is an in-place no-op collective: skip it
         if "init_sync" in inspect.signature(DDP.__init__).parameters:
             ddp_kwargs["init_sync"] = False
+    first_mb = args.bucket_cap_mb if args.first_bucket_mb is None else args.first_bucket_mb
+    if hasattr(dist, "_DEFAULT_FIRST_BUCKET_BYTES"):
+        dist._DEFAULT_FIRST_BUCKET_BYTES = int(first_mb * 2**20)
     ddp = DDP(model, **ddp_kwargs)
     log = BucketLog()
     ddp.register_comm_hook(None, make_hook(rt, compress, log, args.json))
