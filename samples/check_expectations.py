@@ -534,6 +534,9 @@ def main(argv=None):
     meta = {"schema": "overlapprof.expectations/1", "started": time.strftime("%Y-%m-%d %H:%M:%S"),
             "nproc": args.nproc, "pairs": pairs}
     if args.from_dir:
+        if not os.path.isdir(args.from_dir):
+            print(f"check_expectations.py: no directory {args.from_dir}", file=sys.stderr)
+            return 2
         runs = load_runs(args.from_dir)
     else:
         prof = os.path.abspath(args.overlapprof)
