@@ -212,6 +212,7 @@ class GpuOnlyScriptsTest(unittest.TestCase):
 if __name__ == "__main__":
     if PY is None:
         print(f"samples_workloads_cpu: skipped: {NO_TORCH}")
+        sys.exit(77)  # ctest SKIP_RETURN_CODE
     else:
         print(f"samples_workloads_cpu: {PY} (torch {TORCH_VERSION})", file=sys.stderr)
     unittest.main(verbosity=2)
