@@ -50,15 +50,23 @@ def import_fsdp2():
 
 
 def disable_implicit_backward_prefetch(module):
-    """FSDP2 prefetches the next block in backward by default; turn that off for the bad configuration.
-    Private API: returns False when this PyTorch does not have it."""
+    """FSDP2 prefetches the next block in backward by default (FSDPParamGroup._backward_prefetch, called
+    from pre_backward when no explicit backward prefetch is set); turn that off for the bad configuration.
+    Private API (FSDPState._fsdp_param_group up to ~2.9, the list _fsdp_param_groups after): returns False
+    when this PyTorch does not have it. The post-forward indices it would pop are cleared when backward
+    finishes (finalize_backward)."""
     try:
-        group = module._get_fsdp_state()._fsdp_param_group
+        state = module._get_fsdp_state()
     except AttributeError:
         return False
-    if group is None or not hasattr(group, "_backward_prefetch"):
+    groups = getattr(state, "_fsdp_param_groups", None)
+    if groups is None:
+        groups = [getattr(state, "_fsdp_param_group", None)]
+    groups = [g for g in groups if g is not None]
+    if not groups or not all(hasattr(g, "_backward_prefetch") for g in groups):
         return False
-    group._backward_prefetch = lambda *a, **k: None
+    for g in groups:
+        g._backward_prefetch = lambda *a, **k: None
     return True
 
 
