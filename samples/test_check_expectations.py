@@ -374,5 +374,115 @@ class DriverTest(unittest.TestCase):
             ce.main(["--pairs", "ddp,nope", "--from", "/nonexistent"])
 
 
+FAKE_PY = r'''#!/usr/bin/env python3
+# A stand-in for a Python with PyTorch: answers the probe, and plays a torchrun'ed workload by copying the
+# fixture FIXTURES/<run>/sample.json to --json (exit 1 when it says skipped, as torchrun does).
+import json, os, shutil, sys
+a = sys.argv[1:]
+if a[0] == "-c":
+    print("2.11.0 True")
+    sys.exit(0)
+out = a[a.index("--json") + 1]
+run = os.path.basename(os.path.dirname(out))
+fix = os.path.join(os.environ["FAKE_FIXTURES"], run)
+with open(os.path.join(os.environ["FAKE_FIXTURES"], "calls.txt"), "a") as f:
+    f.write(" ".join(a) + "\n")
+if not os.path.exists(os.path.join(fix, "sample.json")):
+    sys.exit(1)
+shutil.copy(os.path.join(fix, "sample.json"), out)
+sys.exit(1 if json.load(open(out)).get("skipped") else 0)
+'''
+
+FAKE_PROF = r'''#!/usr/bin/env python3
+# A stand-in for overlapprof: `run -o STORE --no-analyze -- CMD` runs CMD; `analyze STORE --json PATH`
+# copies FIXTURES/<run>/summary.json.
+import os, shutil, subprocess, sys
+a = sys.argv[1:]
+if a[0] == "run":
+    os.makedirs(a[a.index("-o") + 1])
+    sys.exit(subprocess.run(a[a.index("--") + 1:]).returncode)
+if a[0] == "analyze":
+    run = os.path.basename(os.path.dirname(a[1]))
+    src = os.path.join(os.environ["FAKE_FIXTURES"], run, "summary.json")
+    if not os.path.exists(src):
+        sys.exit(3)
+    shutil.copy(src, a[a.index("--json") + 1])
+    sys.exit(0)
+sys.exit(2)
+'''
+
+
+class RecordRunTest(unittest.TestCase):
+    """main() end to end with a fake overlapprof and a fake PyTorch interpreter."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ce_driver_")
+        self.fix = os.path.join(self.tmp, "fixtures")
+        os.makedirs(self.fix)
+        self.py, self.prof = os.path.join(self.tmp, "python"), os.path.join(self.tmp, "overlapprof")
+        for path, text in ((self.py, FAKE_PY), (self.prof, FAKE_PROF)):
+            with open(path, "w") as f:
+                f.write(text)
+            os.chmod(path, 0o755)
+        os.environ["FAKE_FIXTURES"] = self.fix
+
+    def tearDown(self):
+        import shutil
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        os.environ.pop("FAKE_FIXTURES", None)
+
+    def fixture(self, runs):
+        for name, r in runs.items():
+            d = os.path.join(self.fix, name)
+            os.makedirs(d)
+            if r.sample:
+                with open(os.path.join(d, "sample.json"), "w") as f:
+                    json.dump(r.sample, f)
+            if r.summary is not None:
+                with open(os.path.join(d, "summary.json"), "w") as f:
+                    json.dump(r.summary, f)
+
+    def main(self, pairs="ddp"):
+        out = os.path.join(self.tmp, "out")
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            rc = ce.main(["--overlapprof", self.prof, "--python", self.py, "--out", out, "--pairs", pairs])
+        with open(os.path.join(out, "expectations.json")) as f:
+            doc = json.load(f)
+        return rc, buf.getvalue(), {r["check"]: r["status"] for r in doc["results"]}
+
+    def test_pairs_recorded_and_checked(self):
+        runs = ddp_runs()
+        runs["ddp_bf16"] = ce.Run("ddp_bf16", sample={"skipped": "no bf16 here"})
+        self.fixture(runs)
+        rc, text, st = self.main()
+        self.assertEqual(rc, 0, text)
+        self.assertEqual(st["ddp_bf16"], ce.SKIP)
+        self.assertEqual(st["bucket count falls as buckets grow"], ce.PASS)
+        self.assertRegex(text.strip().splitlines()[-1], r"^expectations: \d+ passed, 0 failed, 2 skipped$")
+        with open(os.path.join(self.fix, "calls.txt")) as f:
+            calls = f.read().splitlines()
+        self.assertEqual(len(calls), 5)
+        self.assertTrue(all(c.startswith("-m torch.distributed.run --standalone --nproc_per_node=2 ") for c in calls))
+        self.assertTrue(any("ddp_buckets.py --bucket-cap-mb 1000 " in c for c in calls), calls)
+
+    def test_crashed_run_fails(self):
+        runs = ddp_runs()
+        del runs["ddp_cap25"]  # no fixture: the fake workload exits 1 without --json
+        self.fixture(runs)
+        rc, text, st = self.main()
+        self.assertEqual(rc, 1)
+        self.assertEqual(st["ddp_cap25"], ce.FAIL)
+        self.assertEqual(st["25 MB overlaps more than 1000 MB"], ce.SKIP)
+
+    def test_no_cuda_is_exit_2(self):
+        with open(self.py, "w") as f:
+            f.write("#!/bin/sh\necho 2.11.0 False\n")
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            rc = ce.main(["--overlapprof", self.prof, "--python", self.py, "--out", os.path.join(self.tmp, "o")])
+        self.assertEqual(rc, 2)
+        self.assertIn("no CUDA device", err.getvalue())
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)
