@@ -209,6 +209,31 @@ class GpuOnlyScriptsTest(unittest.TestCase):
         self.check_skips("pp_schedule.py", ["--schedule", "interleaved"])
 
 
+@unittest.skipIf(PY is None, NO_TORCH)
+class RunShWiringTest(unittest.TestCase):
+    """tests/gpu/run.sh --only-workloads reaches samples/check_expectations.py (a fake nvidia-smi and
+    overlapprof; PyTorch sees no CUDA device, so the checker stops with exit 2 and its line)."""
+
+    def test_only_workloads(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            bin_dir, build = os.path.join(tmp, "bin"), os.path.join(tmp, "build")
+            os.makedirs(bin_dir)
+            os.makedirs(build)
+            for path, text in ((os.path.join(bin_dir, "nvidia-smi"), "#!/bin/sh\necho 'GPU 0: Fake GPU (UUID: x)'\n"),
+                               (os.path.join(build, "overlapprof"), "#!/bin/sh\nexit 0\n")):
+                with open(path, "w") as f:
+                    f.write(text)
+                os.chmod(path, 0o755)
+            os.symlink(PY, os.path.join(bin_dir, "python3"))
+            env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""), CUDA_VISIBLE_DEVICES="")
+            run_sh = os.path.join(os.path.dirname(HERE), "tests", "gpu", "run.sh")
+            p = subprocess.run([run_sh, build, "--only-workloads", "--pairs", "ddp"], capture_output=True, text=True,
+                               env=env, timeout=180)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn("check_expectations.py: no CUDA device visible to PyTorch", p.stderr)
+            self.assertNotIn("gpu-check:", p.stdout)  # tests/gpu/check.py did not run
+
+
 if __name__ == "__main__":
     if PY is None:
         print(f"samples_workloads_cpu: skipped: {NO_TORCH}")
