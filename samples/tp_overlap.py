@@ -78,7 +78,7 @@ def main(argv=None):
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel, SequenceParallel,
                                                        parallelize_module)
-        from torch.distributed.tensor import Shard, Replicate
+        from torch.distributed.tensor import Shard
     except ImportError as e:
         wc.skip(WORKLOAD, f"torch {torch.__version__} has no torch.distributed.tensor.parallel / DeviceMesh "
                           f"(PyTorch 2.4+): {e}", args.json)
@@ -99,7 +99,7 @@ def main(argv=None):
         else:
             try:
                 import torch._inductor.config as inductor_config
-                import torch.distributed._symmetric_memory as symm_mem
+                import torch.distributed._symmetric_memory  # noqa: F401
                 if not hasattr(inductor_config, "_micro_pipeline_tp"):
                     reason = f"torch {torch.__version__} has no torch._inductor.config._micro_pipeline_tp"
             except ImportError as e:
