@@ -117,6 +117,11 @@ def rank_entry(summary, rank=0):
     return ranks[0] if ranks and rank == 0 else None
 
 
+def overlap_ratio(summary, rank=0):
+    r = rank_entry(summary, rank)
+    return None if r is None else r.get("overlap_ratio")
+
+
 def steady_iterations(summary, rank=0):
     return [it for it in summary.get("iterations") or [] if it.get("rank") == rank and not it.get("warmup")]
 
@@ -273,7 +278,7 @@ def check_ddp(runs, serial_max=0.10, margin=0.05):
     if s:
         out.append(s)
     else:
-        good, bad = (rank_entry(u[n].summary).get("overlap_ratio") for n in ("ddp_cap25", "ddp_cap1000"))
+        good, bad = (overlap_ratio(u[n].summary) for n in ("ddp_cap25", "ddp_cap1000"))
         out.append(verdict(pair, "25 MB overlaps more than 1000 MB",
                            good is not None and bad is not None and good >= bad + margin,
                            f"overlap_ratio 25 MB {fmt(good)} vs 1000 MB {fmt(bad)} (margin {margin})"))
@@ -320,12 +325,17 @@ def check_fsdp(runs, margin=0.05):
         row = fsdp_row(s, "backward")
         out.append(verdict(pair, f"{n}: backward all-gathers", row is not None and row.get("count", 0) > 0,
                            f"fsdp[backward, allgather] count {None if row is None else row.get('count')}"))
+        # A silent finding only counts when the FSDP analyzer saw all-gathers at all (never pass on no data).
+        seen = bool((row or {}).get("count")) and bool((fsdp_row(s, "forward") or {}).get("count"))
         fired = bool(prefetch_findings(s, "backward"))
         out.append(verdict(pair, f"{n}: backward prefetch finding {'fires' if want_stall else 'silent'}",
-                           fired == want_stall, f"'parameter all-gathers in backward are exposed' fired: {fired}"))
+                           fired == want_stall and (want_stall or seen),
+                           f"'parameter all-gathers in backward are exposed' fired: {fired}"
+                           + ("" if seen else "; no forward/backward all-gathers recorded")))
         if not want_stall:
             fwd = bool(prefetch_findings(s, "forward"))
-            out.append(verdict(pair, f"{n}: forward prefetch finding silent", not fwd, f"fired: {fwd}"))
+            out.append(verdict(pair, f"{n}: forward prefetch finding silent", not fwd and seen,
+                               f"fired: {fwd}" + ("" if seen else "; no forward/backward all-gathers recorded")))
     s = skip_dependents(pair, ["fsdp_prefetch_on", "fsdp_prefetch_off"], u, "prefetch hides backward all-gathers")
     if s:
         out.append(s)
@@ -337,14 +347,16 @@ def check_fsdp(runs, margin=0.05):
         out.append(verdict(pair, "prefetch hides backward all-gathers",
                            eon is not None and eoff is not None and eon < eoff,
                            f"exposed backward all-gather ns: on {eon}, off {eoff}"))
-        g, b = rank_entry(on).get("overlap_ratio"), rank_entry(off).get("overlap_ratio")
+        g, b = overlap_ratio(on), overlap_ratio(off)
         out.append(verdict(pair, "prefetch on overlaps more", g is not None and b is not None and g >= b + margin,
                            f"overlap_ratio on {fmt(g)} vs off {fmt(b)} (margin {margin})"))
     if "fsdp_no_reshard" in u:
-        row = fsdp_row(u["fsdp_no_reshard"].summary, "backward")
+        s = u["fsdp_no_reshard"].summary
+        row, fwd = fsdp_row(s, "backward"), fsdp_row(s, "forward")
         n = 0 if row is None else row.get("count", 0)
-        out.append(verdict(pair, "fsdp_no_reshard: no backward all-gathers", n == 0,
-                           f"fsdp[backward, allgather] count {n}"))
+        nf = 0 if fwd is None else fwd.get("count", 0)
+        out.append(verdict(pair, "fsdp_no_reshard: no backward all-gathers", n == 0 and nf > 0,
+                           f"fsdp[backward, allgather] count {n}, forward {nf} (want 0 and > 0)"))
     return out
 
 

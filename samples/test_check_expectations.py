@@ -199,6 +199,15 @@ class FsdpTest(unittest.TestCase):
         self.assertEqual(failed(ce.check_fsdp(runs)), ["prefetch hides backward all-gathers",
                                                        "prefetch on overlaps more"])
 
+    def test_no_allgathers_at_all_never_passes(self):
+        runs = fsdp_runs()
+        for n in runs:
+            runs[n].summary["fsdp"] = []
+            runs[n].summary["findings"] = []
+        res = ce.check_fsdp(runs)
+        passed = [r.name for r in res if r.status == ce.PASS]
+        self.assertEqual([p for p in passed if "finding" in p or "all-gathers" in p], [], passed)
+
     def test_backward_allgathers_without_reshard(self):
         runs = fsdp_runs()
         runs["fsdp_no_reshard"] = fsdp_run("fsdp_no_reshard", bwd_count=8)
