@@ -332,6 +332,88 @@ class RealSummaryTest(unittest.TestCase):
         self.assertEqual(st["ddp_cap25: one store per rank"], ce.PASS)
 
 
+PROF = None  # overlapprof binary: the first argument (ctest passes it), else build/overlapprof
+
+
+class SynthTest(unittest.TestCase):
+    """The checks on summaries overlapprof itself writes, from tests/synth/synth.py's causal DDP (1, 25,
+    1000 MB buckets), FSDP (prefetch on/off) and TP (overlap off/on) traces, 2 ranks: the known behaviour
+    passes, the pairs swapped fail."""
+
+    @classmethod
+    def setUpClass(cls):
+        import subprocess
+        import tempfile as tf
+        cls.tmp = tf.mkdtemp(prefix="ce_synth_")
+        cls.s = {}
+        if not PROF:
+            return
+        synth = os.path.join(ce.ROOT, "tests", "synth", "synth.py")
+        cases = {"ddp1": ["--bucket-mb", "1"], "ddp25": ["--bucket-mb", "25"], "ddp1000": ["--bucket-mb", "1000"],
+                 "fsdp_on": ["--scenario", "fsdp", "--layers", "12", "--model-mb", "500", "--prefetch", "on"],
+                 "fsdp_off": ["--scenario", "fsdp", "--layers", "12", "--model-mb", "500", "--prefetch", "off"],
+                 "tp_off": ["--scenario", "tp", "--layers", "8", "--tp-overlap", "off"],
+                 "tp_on": ["--scenario", "tp", "--layers", "8", "--tp-overlap", "on"]}
+        for name, args in cases.items():
+            d = os.path.join(cls.tmp, name)
+            subprocess.run([sys.executable, synth, d, "--quiet", "--ranks", "2", "--iterations", "5"] + args, check=True)
+            out = os.path.join(cls.tmp, name + ".summary.json")
+            subprocess.run([PROF, "analyze", d, "--json", out], check=True, stdout=subprocess.DEVNULL)
+            with open(out) as f:
+                cls.s[name] = json.load(f)
+            with open(d + ".truth.json") as f:
+                cls.s[name + ".truth"] = json.load(f)
+
+    @classmethod
+    def tearDownClass(cls):
+        import shutil
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        if not PROF:
+            self.skipTest("no overlapprof binary (pass it as the first argument, or build build/overlapprof)")
+
+    def ddp(self, name, key):
+        truth = self.s[key + ".truth"]
+        steady = [b for b in truth["buckets"] if b["rank"] == 0 and b["iteration"] == 2]
+        obs = {"buckets_per_step": len(steady), "bytes_per_step": sum(b["bytes"] for b in steady),
+               "allreduce_in_no_sync": 0}
+        return ce.Run(name, self.s[key], {"world_size": 2, "observed": obs})
+
+    def test_ddp(self):
+        runs = {"ddp_cap1": self.ddp("ddp_cap1", "ddp1"), "ddp_cap25": self.ddp("ddp_cap25", "ddp25"),
+                "ddp_cap1000": self.ddp("ddp_cap1000", "ddp1000")}
+        res = ce.check_ddp(runs)
+        self.assertEqual(failed(res), [], [repr(r) for r in res])
+        st = statuses(res)
+        for name in ("bucket count falls as buckets grow", "25 MB overlaps more than 1000 MB",
+                     "1000 MB: nothing hidden", "late-bucket finding on 1000 MB only", "ddp_cap25: buckets per iteration",
+                     "ddp_cap1: bucket bytes per iteration"):
+            self.assertEqual(st[name], ce.PASS, name)
+        swapped = {"ddp_cap1": runs["ddp_cap1"], "ddp_cap25": self.ddp("ddp_cap25", "ddp1000"),
+                   "ddp_cap1000": self.ddp("ddp_cap1000", "ddp25")}
+        self.assertIn("25 MB overlaps more than 1000 MB", failed(ce.check_ddp(swapped)))
+
+    def test_fsdp(self):
+        runs = {"fsdp_prefetch_on": ce.Run("fsdp_prefetch_on", self.s["fsdp_on"], {"world_size": 2}),
+                "fsdp_prefetch_off": ce.Run("fsdp_prefetch_off", self.s["fsdp_off"], {"world_size": 2})}
+        res = ce.check_fsdp(runs)
+        self.assertEqual(failed(res), [], [repr(r) for r in res])
+        self.assertEqual(statuses(res)["fsdp_prefetch_off: backward prefetch finding fires"], ce.PASS)
+        swapped = {"fsdp_prefetch_on": ce.Run("fsdp_prefetch_on", self.s["fsdp_off"], {"world_size": 2}),
+                   "fsdp_prefetch_off": ce.Run("fsdp_prefetch_off", self.s["fsdp_on"], {"world_size": 2})}
+        self.assertIn("prefetch hides backward all-gathers", failed(ce.check_fsdp(swapped)))
+
+    def test_tp(self):
+        def run(name, key):
+            ms = ce.iteration_median(self.s[key], "wall_ns") / 1e6
+            return ce.Run(name, self.s[key], {"world_size": 2, "step_ms_median": ms})
+        res = ce.check_tp({"tp_sync": run("tp_sync", "tp_off"), "tp_async": run("tp_async", "tp_on")})
+        self.assertEqual(failed(res), [], [repr(r) for r in res])
+        swapped = ce.check_tp({"tp_sync": run("tp_sync", "tp_on"), "tp_async": run("tp_async", "tp_off")})
+        self.assertIn("tp_sync: collectives serialized with the matmuls", failed(swapped))
+
+
 class DriverTest(unittest.TestCase):
     def write(self, root, runs):
         os.makedirs(root)
@@ -494,4 +576,8 @@ class RecordRunTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+        PROF = os.path.abspath(sys.argv.pop(1))
+    elif os.access(os.path.join(ce.ROOT, "build", "overlapprof"), os.X_OK):
+        PROF = os.path.join(ce.ROOT, "build", "overlapprof")
     unittest.main(verbosity=1)
