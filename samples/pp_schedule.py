@@ -69,6 +69,10 @@ def main(argv=None):
     if args.layers % n_stages:
         rt.finish()
         wc.skip(WORKLOAD, f"--layers {args.layers} does not split into {n_stages} stages", args.json)
+    if args.slow_stage >= n_stages:
+        rt.finish()
+        print(f"pp_schedule.py: --slow-stage {args.slow_stage}: there are only {n_stages} stages", file=sys.stderr)
+        return 2
     if args.batch % args.microbatches:
         rt.finish()
         wc.skip(WORKLOAD, f"--batch {args.batch} does not split into {args.microbatches} micro-batches", args.json)
