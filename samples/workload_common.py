@@ -64,6 +64,8 @@ class Runtime:
                                                               "CPU/gloo cannot show this behaviour"), json_path)
             self.device = torch.device("cpu")
             self.backend = "gloo"
+            if self.local_world == self.world:  # every rank on this machine: no host-name lookup by gloo
+                os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         else:
             ndev = torch.cuda.device_count()
             dev = self.local_rank % ndev
