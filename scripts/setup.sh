@@ -14,7 +14,8 @@ packages=(cmake ninja-build g++ pkg-config python3 gzip
           libgtest-dev libbenchmark-dev
           clang libclang-rt-14-dev
           openmpi-bin    # the injector's end-to-end test runs a job under mpirun
-          chromium)      # the HTML report's end-to-end test opens the page in headless Chromium
+          chromium       # the HTML report's end-to-end test opens the page in headless Chromium
+          python3-torch) # samples/test_workloads_cpu.py runs the DDP reference workload with gloo on CPU
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # One command for overlapprof's GPU checks (tests/gpu/README.md):
 #   tests/gpu/run.sh [BUILD_DIR] [--quick] [check.py options...]
+#   tests/gpu/run.sh [BUILD_DIR] --workloads [--pairs ddp,fsdp,tp,pp] [--workload-nproc N] [...]
+#   tests/gpu/run.sh [BUILD_DIR] --only-workloads [--pairs ...]
 # Builds overlapprof and samples/gemm_allreduce into BUILD_DIR (default: build) when they are missing,
 # then runs tests/gpu/check.py, which writes tests/gpu/out/{results.json,results.md,fixtures/}.
+# --workloads: then also every good/bad pair of the PyTorch reference workloads (samples/README.md)
+# through samples/check_expectations.py, which writes tests/gpu/out/workloads/{expectations.json,.md}.
 # BUILD_DIR may also be a bundle made by tests/gpu/bundle.sh on a machine with the build deps.
 set -euo pipefail
 
@@ -14,6 +18,18 @@ if [[ $# -gt 0 && "$1" != -* ]]; then
   shift
 fi
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
+workloads=0 only_workloads=0 wl_args=() rest=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --workloads) workloads=1 ;;
+    --only-workloads) workloads=1 only_workloads=1 ;;
+    --pairs) wl_args+=(--pairs "${2:?--pairs needs a list}"); shift ;;
+    --workload-nproc) wl_args+=(--nproc "${2:?--workload-nproc needs N}"); shift ;;
+    *) rest+=("$1") ;;
+  esac
+  shift
+done
+set -- ${rest[@]+"${rest[@]}"}
 
 die() { echo "tests/gpu/run.sh: $*" >&2; exit 2; }
 
@@ -22,6 +38,9 @@ command -v nvidia-smi >/dev/null 2>&1 || die "no GPU: nvidia-smi not found (thes
 gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)"
 [[ "$gpus" -ge 1 ]] || die "no GPU: nvidia-smi lists no device (these checks need one NVIDIA GPU)"
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 8))' 2>/dev/null || die "python3 >= 3.8 needed"
+if ((workloads)); then
+  python3 -c 'import torch' 2>/dev/null || die "--workloads needs PyTorch (import torch failed for $(command -v python3))"
+fi
 
 # 2. Libraries a carried build needs (bundle.sh puts them in gpu-libs/), and NCCL/cuBLAS from the
 #    Python wheels (nvidia-*) when the system has none.
@@ -68,6 +87,7 @@ if [[ ! -x "$build/overlapprof" ]]; then
   cmake --build "$build" -j "$jobs" >"$build.build.log" 2>&1 || { tail -20 "$build.build.log" >&2; die "build failed (log: $build.build.log)"; }
 fi
 [[ -x "$build/overlapprof" ]] || die "no overlapprof binary in $build after the build"
+if ((!only_workloads)); then  # the gemm sample is not needed for the workloads alone
 if [[ -z "$sample" ]]; then
   for s in "$build/samples/gemm_allreduce/gemm_allreduce" "$build/samples-standalone/gemm_allreduce"; do
     [[ -x "$s" ]] && sample="$s" && break
@@ -89,11 +109,25 @@ if [[ -z "$sample" ]]; then
   fi
   sample="$build/samples-standalone/gemm_allreduce"
 fi
-if ldd "$sample" "$build/overlapprof" 2>/dev/null | grep -q 'not found'; then
-  ldd "$sample" "$build/overlapprof" | grep 'not found' >&2
+fi
+if ldd ${sample:+"$sample"} "$build/overlapprof" 2>/dev/null | grep -q 'not found'; then
+  ldd ${sample:+"$sample"} "$build/overlapprof" | grep 'not found' >&2
   die "shared libraries missing (above); set LD_LIBRARY_PATH or use a bundle (tests/gpu/bundle.sh)"
 fi
 
 # 4. The checks (a hard limit keeps a hung rank from eating the machine).
-exec timeout --signal=TERM --kill-after=30 900 \
-  python3 "$here/check.py" --build-dir "$build" --overlapprof "$build/overlapprof" --sample "$sample" "$@"
+rc=0
+if ((!only_workloads)); then
+  timeout --signal=TERM --kill-after=30 900 \
+    python3 "$here/check.py" --build-dir "$build" --overlapprof "$build/overlapprof" --sample "$sample" "$@" || rc=$?
+fi
+# 5. The reference workloads, each good/bad pair under overlapprof run (samples/check_expectations.py).
+if ((workloads)); then
+  wrc=0
+  timeout --signal=TERM --kill-after=30 3600 \
+    python3 "$root/samples/check_expectations.py" --overlapprof "$build/overlapprof" \
+      --out "$here/out/workloads" ${wl_args[@]+"${wl_args[@]}"} || wrc=$?
+  # 1 (a check failed) wins over 2 (could not run), and both over 0.
+  if [[ $rc -eq 1 || $wrc -eq 1 ]]; then rc=1; elif [[ $rc -ne 0 ]]; then :; else rc=$wrc; fi
+fi
+exit "$rc"
