@@ -2,7 +2,7 @@
 # What the reports cost over the analysis (issue 18 §1: one pass; target: report <= 1.2 x analyze).
 #
 #   bench/report_vs_analyze.sh                        # 8 ranks x 50,000 GPU events
-#   RANKS=8 EVENTS=300000 bench/report_vs_analyze.sh  # larger
+#   RANKS=8 EVENTS=300000 GZ_INPUTS=1 bench/report_vs_analyze.sh  # the issue's input (gzipped)
 #
 # Generates RANKS rank files with bench/gen_kineto (into $OUT/traces, kept when they match),
 # then times, on the same input, pinned to one core (taskset -c $BENCH_CPU):
@@ -11,7 +11,8 @@
 # and prints both wall times and CPU times (user + sys; steadier on a shared machine), best of
 # $REPEAT runs each, their ratios, peak RSS and the report sizes.
 #
-# Environment: RANKS (8), EVENTS (50000 GPU events per rank), REPEAT (3), BENCH_CPU (0),
+# Environment: RANKS (8), EVENTS (50000 GPU events per rank), GZ_INPUTS (0; 1: .json.gz inputs), REPEAT (3),
+#   BENCH_CPU (0; "0,1": both cores, the report writes its files on two threads),
 #   OUT (bench/out/report_vs_analyze), BUILD (build: overlapprof and bench/gen_kineto in it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -29,10 +30,12 @@ for f in "$CLI" "$GEN"; do
 done
 
 mkdir -p "$OUT"
-want="ranks=$RANKS events=$EVENTS"
+GZ_INPUTS=${GZ_INPUTS:-0}
+want="ranks=$RANKS events=$EVENTS gzip=$GZ_INPUTS"
 if [[ ! -f $OUT/traces.id || $(cat "$OUT/traces.id") != "$want" ]]; then
   rm -rf "$OUT/traces"
-  "$GEN" --ranks "$RANKS" --gpu-events-per-rank "$EVENTS" --out "$OUT/traces" --manifest "$OUT/manifest.json" 2>/dev/null
+  gz=(); [[ $GZ_INPUTS == 1 ]] && gz=(--gzip)
+  "$GEN" --ranks "$RANKS" --gpu-events-per-rank "$EVENTS" --out "$OUT/traces" --manifest "$OUT/manifest.json" "${gz[@]}" 2>/dev/null
   echo "$want" > "$OUT/traces.id"
 fi
 

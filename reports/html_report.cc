@@ -30,14 +30,15 @@ static_assert(std::size(kHtmlPageSlots) == 2 && kHtmlPageSlots[0] == "summary" &
 // JSON text that is safe inside a <script> element: '<' occurs only inside JSON strings, and
 // written as \u003c it can neither end the element ("</script>") nor open a comment ("<!--").
 std::string ScriptSafe(std::string json) {
+  if (json.find('<') == std::string::npos) return json;
   std::string out;
   out.reserve(json.size() + 64);
-  for (char c : json) {
-    if (c == '<')
-      out += "\\u003c";
-    else
-      out += c;
+  size_t from = 0;
+  for (size_t at; (at = json.find('<', from)) != std::string::npos; from = at + 1) {
+    out.append(json, from, at - from);
+    out += "\\u003c";
   }
+  out.append(json, from, std::string::npos);
   return out;
 }
 
@@ -131,22 +132,22 @@ class HtmlReport : public ReportWriter {
     return OkStatus();
   }
 
-  Status Write(const Summary& summary, const ReportOptions&, std::ostream& out) override {
+  Status Write(const Summary& summary, const ReportOptions& options, std::ostream& out) override {
     try {
-      return WriteHtml(summary, out);
+      return WriteHtml(summary, options, out);
     } catch (const std::exception& e) {  // nlohmann or allocation: nothing may escape as an exception
       return MakeError(StatusCode::kInternal, "html report: {}", e.what());
     }
   }
 
  private:
-  Status WriteHtml(const Summary& summary, std::ostream& out);
+  Status WriteHtml(const Summary& summary, const ReportOptions& options, std::ostream& out);
 
   size_t shown_ = 0, limit_ = 0;
   std::vector<RankTimeline> timelines_;
 };
 
-Status HtmlReport::WriteHtml(const Summary& summary, std::ostream& out) {
+Status HtmlReport::WriteHtml(const Summary& summary, const ReportOptions& options, std::ostream& out) {
   // The time origin: the earliest activity or iteration of any rank (as the Chrome trace's).
   int64_t base = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
   for (const RankResult& r : summary.ranks)
@@ -160,7 +161,8 @@ Status HtmlReport::WriteHtml(const Summary& summary, std::ostream& out) {
   }
   if (base == std::numeric_limits<int64_t>::max()) base = last = 0;
 
-  out << kHtmlPage[0] << ScriptSafe(Dump(SummaryToJson(summary))) << kHtmlPage[1];
+  out << kHtmlPage[0]
+      << ScriptSafe(Dump(options.summary_json ? *options.summary_json : SummaryToJson(summary))) << kHtmlPage[1];
 
   const size_t shown = std::min(summary.ranks.size(), kHtmlMaxTimelineRanks);
   const size_t limit = HtmlLaneLimit(shown);

@@ -293,8 +293,8 @@ class JsonReport : public ReportWriter {
  public:
   std::string_view name() const override { return "json"; }
   std::string_view description() const override { return "JSON summary (overlapprof.summary/1)"; }
-  Status Write(const Summary& s, const ReportOptions&, std::ostream& out) override {
-    out << SummaryToJson(s).dump(2) << "\n";
+  Status Write(const Summary& s, const ReportOptions& options, std::ostream& out) override {
+    out << (options.summary_json ? options.summary_json->dump(2) : SummaryToJson(s).dump(2)) << "\n";
     if (!out) return MakeError(StatusCode::kIo, "write failed");
     return OkStatus();
   }

@@ -28,6 +28,9 @@ struct ReportOptions {
   bool color = false;          // terminal: ANSI colour (only on a TTY, never with NO_COLOR)
   int64_t trace_budget_bytes = 0;  // chrome-trace: size budget of the JSON (0: the default)
   std::string trace_iterations;    // chrome-trace: --trace-iterations ("", "all", "0,5,10-12")
+  // json, html: SummaryToJson(summary) when the caller has already built it (`report --json
+  // --html` builds it once for both); null: the writer builds it. Must be of the same summary.
+  const nlohmann::ordered_json* summary_json = nullptr;
 };
 
 class ReportWriter {

@@ -98,10 +98,12 @@ Status WriteAtomically(const std::string& path, const std::function<Status(std::
   return OkStatus();
 }
 
-Status WriteJsonFile(const Summary& summary, const std::string& path) {
+Status WriteJsonFile(const Summary& summary, const std::string& path, const nlohmann::ordered_json* summary_json) {
   std::unique_ptr<ReportWriter> json = MakeReportWriter("json");
-  if (path == "-") return json->Write(summary, {}, std::cout);
-  return WriteAtomically(path, [&](std::ostream& o) { return json->Write(summary, {}, o); });
+  ReportOptions options;
+  options.summary_json = summary_json;
+  if (path == "-") return json->Write(summary, options, std::cout);
+  return WriteAtomically(path, [&](std::ostream& o) { return json->Write(summary, options, o); });
 }
 
 }  // namespace overlapprof

@@ -5,6 +5,8 @@
 #include <ostream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "analyzers/summary.h"
 #include "src/common/status.h"
 
@@ -15,6 +17,8 @@ namespace overlapprof {
 Status WriteAtomically(const std::string& path, const std::function<Status(std::ostream&)>& write);
 
 // The JSON summary (overlapprof.summary/1) into `path`, or to stdout for "-".
-Status WriteJsonFile(const Summary& summary, const std::string& path);
+// `summary_json`: SummaryToJson(summary) when the caller has built it already (else built here).
+Status WriteJsonFile(const Summary& summary, const std::string& path,
+                     const nlohmann::ordered_json* summary_json = nullptr);
 
 }  // namespace overlapprof

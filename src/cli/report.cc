@@ -1,6 +1,12 @@
 // `overlapprof report TRACE... --chrome-trace FILE --html FILE --json FILE`: the files a user
 // opens or automates on, all from the one analysis pass. Each output goes to FILE.partial first.
 #include <cstdio>
+#include <functional>
+#include <optional>
+#include <system_error>
+#include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "src/cli/command.h"
 #include "src/cli/output.h"
@@ -26,14 +32,48 @@ CommandResult RunReport(const ReportArgs& a) {
   if (html) consumers.push_back(html.get());
   if (chrome) consumers.push_back(chrome.get());
   OVERLAPPROF_ASSIGN_OR_RETURN(Summary summary, AnalyzeFiles(files, io, ao, 1, consumers, ro));
-  if (!a.json_path.empty()) OVERLAPPROF_RETURN_IF_ERROR(WriteJsonFile(summary, a.json_path));
+
+  // The writers only read the summary and their own state, so each file is written on its own
+  // thread: the Chrome trace (the largest) from the start, the HTML page once the summary's JSON,
+  // which it shares with the JSON summary file, is built (SummaryToJson once for both). Where no
+  // thread can be had, the write runs on this one. Errors are reported in the order JSON, Chrome
+  // trace, HTML.
+  Status json_status = OkStatus(), chrome_status = OkStatus(), html_status = OkStatus();
+  std::optional<nlohmann::ordered_json> summary_json;
+  auto write_chrome = [&] {
+    chrome_status = WriteAtomically(a.chrome_trace, [&](std::ostream& o) { return chrome->Write(summary, ro, o); });
+  };
+  auto write_html = [&] {
+    ReportOptions html_options;
+    html_options.summary_json = summary_json ? &*summary_json : nullptr;
+    html_status = WriteAtomically(a.html_path, [&](std::ostream& o) { return html->Write(summary, html_options, o); });
+  };
+  auto start = [](std::thread& t, const std::function<void()>& f) {
+    try {
+      t = std::thread(f);
+    } catch (const std::system_error&) {
+      f();
+    }
+  };
+  std::thread chrome_thread, html_thread;
+  if (chrome) start(chrome_thread, write_chrome);
+  try {
+    if (!a.json_path.empty() && html) summary_json = SummaryToJson(summary);
+  } catch (const std::exception& e) {  // allocation
+    json_status = MakeError(StatusCode::kInternal, "report: summary JSON: {}", e.what());
+  }
+  if (html && json_status.ok()) start(html_thread, write_html);
+  if (!a.json_path.empty() && json_status.ok())
+    json_status = WriteJsonFile(summary, a.json_path, summary_json ? &*summary_json : nullptr);
+  if (chrome_thread.joinable()) chrome_thread.join();
+  if (html_thread.joinable()) html_thread.join();
+  OVERLAPPROF_RETURN_IF_ERROR(json_status);
+  OVERLAPPROF_RETURN_IF_ERROR(chrome_status);
   if (chrome) {
-    OVERLAPPROF_RETURN_IF_ERROR(
-        WriteAtomically(a.chrome_trace, [&](std::ostream& o) { return chrome->Write(summary, ro, o); }));
     if (std::string note = chrome->Notice(); !note.empty())
       std::fprintf(stderr, "overlapprof: %s: %s\n", a.chrome_trace.c_str(), note.c_str());
   }
-  if (html) OVERLAPPROF_RETURN_IF_ERROR(WriteAtomically(a.html_path, [&](std::ostream& o) { return html->Write(summary, {}, o); }));
+  OVERLAPPROF_RETURN_IF_ERROR(html_status);
   return DataQualityOutcome(summary, "data was lost");
 }
 
