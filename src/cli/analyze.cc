@@ -44,7 +44,7 @@ Status WriteRunReports(const std::string& dir, const Summary& summary, ReportWri
 
 CommandResult RunAnalyze(const AnalyzeArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(int exp, ParseTsUnit(a.ts_unit));
-  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs(a.traces));
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs(a.traces, a.cache_dir));
   ImportOptions io;
   io.kineto_time_exp = exp;
   io.store_quick_check = !a.no_verify;

@@ -50,6 +50,7 @@ struct AnalyzeArgs {
   std::string color = "auto";
   int jobs = 1;
   std::string step_range;
+  std::string cache_dir;  // --cache-dir: where .nsys-rep inputs are exported (ExpandInputs)
   // `run`: also write the reports into this directory (overlap.summary.json,
   // overlap.perfetto.json, overlap.report.html), beside the rank files.
   std::string report_dir;
@@ -62,6 +63,7 @@ struct ReportArgs {
   std::string step_range;
   std::string trace_iterations;  // Chrome trace: --trace-iterations
   double trace_budget_mb = 0;    // Chrome trace: --trace-budget (0: the default)
+  std::string cache_dir;         // --cache-dir (.nsys-rep exports)
 };
 CommandResult RunReport(const ReportArgs& args);
 
@@ -70,6 +72,7 @@ struct ImportArgs {
   std::string output;
   bool force = false;
   std::string ts_unit = "us";
+  std::string cache_dir;  // --cache-dir (.nsys-rep exports)
 };
 CommandResult RunImport(const ImportArgs& args);
 

@@ -54,12 +54,15 @@ void DefineCommands(CLI::App& app, Commands& c) {
       ->check(CLI::Range(1, 256));
   analyze->add_option("--step-range", aa.step_range,
                       "host annotation (NVTX or record_function) that marks an iteration, instead of ProfilerStep#N");
+  constexpr const char* kCacheDirHelp = "directory for the SQLite exports of .nsys-rep inputs (default $TMPDIR/overlapprof-nsys-UID)";
+  analyze->add_option("--cache-dir", aa.cache_dir, kCacheDirHelp);
 
   CLI::App* import = app.add_subcommand("import", "Convert PyTorch-profiler JSON traces and Nsight Systems exports into overlapprof stores");
   import->add_option("INPUT", ia.inputs, "trace files or directories")->required();
   import->add_option("-o,--output", ia.output, "output file (one input) or directory")->required();
   import->add_flag("--force", ia.force, "replace existing output files");
   import->add_option("--ts-unit", ia.ts_unit, "unit of Chrome-trace ts/dur: us (default) or ns");
+  import->add_option("--cache-dir", ia.cache_dir, kCacheDirHelp);
 
   CLI::App* run = app.add_subcommand(
       "run", "Run a training command with the injector and record every rank (overlapprof run -- CMD ARGS...)");
@@ -83,6 +86,7 @@ void DefineCommands(CLI::App& app, Commands& c) {
                      "when it fits the budget, else the slowest, median and first steady iteration per rank)");
   report->add_option("--trace-budget", pa.trace_budget_mb, "Chrome trace: size budget in MB of JSON (default 100)")
       ->check(CLI::PositiveNumber);
+  report->add_option("--cache-dir", pa.cache_dir, kCacheDirHelp);
 
   CLI::App* compare = app.add_subcommand("compare", "Compare two runs (traces, or JSON summaries): per metric, verdict");
   compare->add_option("BASE", ca.base, "baseline: a JSON summary, a trace, or a directory of traces")->required();

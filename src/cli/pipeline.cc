@@ -21,7 +21,8 @@ bool LooksLikeTraceFile(const std::string& name) {
   return ends(".json") || ends(".json.gz") || ends(".db") || ends(".sqlite") || ends(".sqlite3");
 }
 
-StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& args) {
+StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& args,
+                                                const std::string& nsys_cache_dir) {
   std::vector<std::string> out;
   for (const std::string& a : args) {
     std::error_code ec;
@@ -29,7 +30,7 @@ StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& 
     if (ec || !fs::exists(st)) return MakeError(StatusCode::kNotFound, "{}: no such file or directory", a);
     if (!fs::is_directory(st)) {
       if (a.size() > 9 && a.compare(a.size() - 9, 9, ".nsys-rep") == 0) {  // Nsight Systems: its SQLite export
-        StatusOr<std::string> exported = ExportNsysReport(a);
+        StatusOr<std::string> exported = ExportNsysReport(a, nsys_cache_dir);
         if (!exported.ok()) return exported.status().WithPrefix(a);
         out.push_back(*exported);
         continue;

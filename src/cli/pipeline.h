@@ -18,7 +18,10 @@ namespace overlapprof {
 // Files named on the command line, and the trace files found (recursively, sorted) in
 // directories named there; a file holding several ranks becomes one "PATH#UNIT" per rank.
 // Errors: a missing path, a directory with no trace files, a multi-rank file that cannot be read.
-StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& args);
+// An Nsight Systems report (.nsys-rep) becomes its SQLite export, made by `nsys export` into
+// `nsys_cache_dir` (empty: $TMPDIR/overlapprof-nsys-UID) and reused while the report is unchanged.
+StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& args,
+                                                const std::string& nsys_cache_dir = "");
 
 // True for names the directory scan picks up (.json, .json.gz, .db, .sqlite, .sqlite3), except
 // overlapprof's reports (*.summary.json, *.perfetto.json).

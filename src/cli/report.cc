@@ -19,7 +19,7 @@ CommandResult RunReport(const ReportArgs& a) {
   if (a.chrome_trace.empty() && a.json_path.empty() && a.html_path.empty())
     return MakeError(StatusCode::kInvalidArgument,
                      "report: name at least one output (--chrome-trace FILE, --json FILE, --html FILE)");
-  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs(a.traces));
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs(a.traces, a.cache_dir));
   ImportOptions io;
   AnalysisOptions ao;
   ao.step_range = a.step_range;

@@ -55,7 +55,7 @@ class Importer {
 // An Nsight Systems report (.nsys-rep) -> the path of its SQLite export: runs `nsys export`
 // when nsys is on PATH (into a per-user cache in $TMPDIR, reused while the report is
 // unchanged); otherwise an error saying the command to run. (src/importers/nsys.cc)
-StatusOr<std::string> ExportNsysReport(const std::string& path);
+StatusOr<std::string> ExportNsysReport(const std::string& path, const std::string& cache_dir = "");
 
 // Kineto parsing of a JSON document held in memory (also used by the fuzzer and the
 // benchmark). `buffer` must have kInputPadding readable bytes past `size`.

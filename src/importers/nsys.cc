@@ -113,6 +113,37 @@ struct GpuTable {
               sync_type_col = "NULL", pid_expr = "-1";
 };
 
+// An NCCL API range (NCCL's NVTX domain) on a host thread: what kind of call it was.
+enum class NcclApi : uint8_t { kOther, kGroupEnd, kSend, kRecv, kCollective };
+struct NcclRange {
+  int64_t tid;
+  int64_t start_ns, end_ns;
+  NcclApi api;
+  std::string op;  // kCollective: the normalized collective (NormalizeCollectiveName)
+};
+
+// "ncclAllReduce" -> a collective "allreduce"; ncclSend/ncclRecv; ncclGroupEnd; the rest
+// (ncclGroupStart, ncclCommCount, communicator calls) are kOther.
+NcclRange NcclApiOf(std::string_view name) {
+  NcclRange r{};
+  static constexpr std::string_view kCollectives[] = {"allreduce", "broadcast", "reduce", "allgather",
+                                                      "reducescatter", "alltoall", "gather", "scatter"};
+  if (name == "ncclGroupEnd") {
+    r.api = NcclApi::kGroupEnd;
+  } else if (name == "ncclSend") {
+    r.api = NcclApi::kSend;
+  } else if (name == "ncclRecv") {
+    r.api = NcclApi::kRecv;
+  } else {
+    std::string op = NormalizeCollectiveName(name);
+    if (std::find(std::begin(kCollectives), std::end(kCollectives), op) != std::end(kCollectives)) {
+      r.api = NcclApi::kCollective;
+      r.op = std::move(op);
+    }
+  }
+  return r;
+}
+
 class Export {
  public:
   Status Open(const std::string& path) {
@@ -472,10 +503,10 @@ class Export {
       if (!cols.count(c)) return OkStatus();
     const bool tid = cols.count("globalTid") > 0;
     Stmt s;
-    OVERLAPPROF_RETURN_IF_ERROR(Prep(s, fmt::format("SELECT start, end, {}, {}, {} FROM {} WHERE eventType IN ({}, {}) AND {} = ?1",
+    OVERLAPPROF_RETURN_IF_ERROR(Prep(s, fmt::format("SELECT start, end, {}, {}, {}, {} FROM {} WHERE eventType IN ({}, {}) AND {} = ?1",
                                cols.count("text") ? "text" : "NULL", cols.count("textId") ? "textId" : "NULL",
-                               tid ? "globalTid & 16777215" : "NULL", kNvtx, kNvtxPushPop, kNvtxStartEnd,
-                               tid ? kPidOfGlobalTid : "-1")));
+                               tid ? "globalTid & 16777215" : "NULL", cols.count("domainId") ? "domainId" : "NULL",
+                               kNvtx, kNvtxPushPop, kNvtxStartEnd, tid ? kPidOfGlobalTid : "-1")));
     s.Bind(1, unit_.pid);
     sqlite3_stmt* st = s.get();
     constexpr std::string_view kStep = "ProfilerStep#";
@@ -512,6 +543,15 @@ class Export {
         OVERLAPPROF_ASSIGN_OR_RETURN(text_id, Name(sqlite3_column_int64(st, 3)));
         text = t_.names.Get(text_id);
       }
+      // NCCL's own API ranges (its NVTX domain: any but the default one) name the calls
+      // behind the communication kernels this thread launched (NameOpsFromNcclRanges).
+      if (text.substr(0, 4) == "nccl" && sqlite3_column_type(st, 4) == SQLITE_INTEGER &&
+          sqlite3_column_type(st, 5) == SQLITE_INTEGER && sqlite3_column_int64(st, 5) != 0) {
+        NcclRange& n = nccl_ranges_.emplace_back(NcclApiOf(text));
+        n.tid = sqlite3_column_int64(st, 4);
+        n.start_ns = r.start_ns;
+        n.end_ns = r.end_ns;
+      }
       const bool is_step = text.substr(0, kStep.size()) == kStep;
       if (is_step) {
         int64_t n;
@@ -532,7 +572,73 @@ class Export {
       if (sqlite3_column_type(st, 4) == SQLITE_INTEGER) r.tid = sqlite3_column_int64(st, 4);
       t_.ranges.push_back(r);
     }
+    NameOpsFromNcclRanges();
     return OkStatus();
+  }
+
+  // NCCL annotates its API calls with NVTX ranges (domain "NCCL"; exports without the payload
+  // still have the names). A communication kernel's launch (its runtime call, LinkLaunches)
+  // lies inside the call that launched it: the collective's own range (ncclAllReduce), or the
+  // ncclGroupEnd of a group, whose calls are the NCCL ranges of that thread since the previous
+  // ncclGroupEnd. The op is named from them when they agree: one collective type, or sends
+  // and receives only (send, recv, sendrecv). Otherwise it keeps the kernel's name.
+  void NameOpsFromNcclRanges() {
+    if (nccl_ranges_.empty()) return;
+    std::sort(nccl_ranges_.begin(), nccl_ranges_.end(), [](const NcclRange& a, const NcclRange& b) {
+      return std::tie(a.tid, a.start_ns, a.end_ns) < std::tie(b.tid, b.start_ns, b.end_ns);
+    });
+    for (CommOp& op : t_.comm_ops) {
+      if (op.host_tid == kUnknown || op.host_enter_ns == kUnknown) continue;
+      const int64_t t = op.host_enter_ns;
+      // The ranges of this thread that started at or before the launch; the innermost one
+      // holding it is the latest-starting of them that has not ended.
+      auto first = std::lower_bound(nccl_ranges_.begin(), nccl_ranges_.end(), op.host_tid,
+                                    [](const NcclRange& r, int64_t tid) { return r.tid < tid; });
+      auto last = std::upper_bound(first, nccl_ranges_.end(), std::make_pair(op.host_tid, t),
+                                   [](const std::pair<int64_t, int64_t>& k, const NcclRange& r) {
+                                     return std::tie(k.first, k.second) < std::tie(r.tid, r.start_ns);
+                                   });
+      auto inner = last;
+      for (auto it = last; it != first;) {
+        --it;
+        if (it->end_ns >= t) {
+          inner = it;
+          break;
+        }
+      }
+      if (inner == last) continue;
+      std::string name;
+      if (inner->api == NcclApi::kGroupEnd) {
+        // The group's calls: since the previous ncclGroupEnd of this thread.
+        auto begin = inner;
+        while (begin != first && std::prev(begin)->api != NcclApi::kGroupEnd) --begin;
+        bool sends = false, recvs = false, other = false;
+        std::string coll;
+        for (auto it = begin; it != inner; ++it) {
+          if (it->api == NcclApi::kSend) sends = true;
+          else if (it->api == NcclApi::kRecv) recvs = true;
+          else if (it->api == NcclApi::kCollective) {
+            if (coll.empty()) coll = it->op;
+            else if (coll != it->op) other = true;
+          }
+        }
+        if (other || (!coll.empty() && (sends || recvs))) continue;  // a mixed group: the kernel's name stays
+        if (!coll.empty()) name = coll;
+        else if (sends && recvs) name = "sendrecv";
+        else if (sends) name = "send";
+        else if (recvs) name = "recv";
+      } else if (inner->api == NcclApi::kSend) {
+        name = "send";
+      } else if (inner->api == NcclApi::kRecv) {
+        name = "recv";
+      } else if (inner->api == NcclApi::kCollective) {
+        name = inner->op;
+      }
+      if (name.empty()) continue;
+      op.op = std::move(name);
+      t_.stats.Add(Stat::nsys_ops_named_from_nccl_ranges);
+    }
+    std::vector<NcclRange>().swap(nccl_ranges_);
   }
 
   // The rank's GPU (TARGET_INFO_GPU when present) and the host name.
@@ -617,6 +723,7 @@ class Export {
   int64_t last_string_id_ = -1;
   uint32_t last_name_ = 0;
   std::vector<int8_t> name_is_comm_;  // by name id: -1 not yet classified, 0 compute, 1 comm
+  std::vector<NcclRange> nccl_ranges_;  // NCCL's API ranges of this process (ReadNvtx), ns on the trace clock
 };
 
 class NsysImporter : public Importer {
@@ -676,7 +783,7 @@ std::string FindOnPath(const std::string& program) {
 
 }  // namespace
 
-StatusOr<std::string> ExportNsysReport(const std::string& path) {
+StatusOr<std::string> ExportNsysReport(const std::string& path, const std::string& cache_dir) {
   namespace fs = std::filesystem;
   std::string stem = fs::path(path).stem().string();
   const std::string nsys = FindOnPath("nsys");
@@ -689,7 +796,8 @@ StatusOr<std::string> ExportNsysReport(const std::string& path) {
   const uintmax_t size = fs::file_size(path, ec);
   const auto mtime = fs::last_write_time(path, ec).time_since_epoch().count();
   const char* tmp = std::getenv("TMPDIR");
-  fs::path dir = fs::path(tmp && *tmp ? tmp : "/tmp") / fmt::format("overlapprof-nsys-{}", ::getuid());
+  fs::path dir = !cache_dir.empty() ? fs::path(cache_dir)
+                                    : fs::path(tmp && *tmp ? tmp : "/tmp") / fmt::format("overlapprof-nsys-{}", ::getuid());
   fs::create_directories(dir, ec);
   if (ec) return MakeError(StatusCode::kIo, "{}: cannot create directory: {}", dir.string(), ec.message());
   const std::string out = (dir / fmt::format("{}-{}-{}.sqlite", stem, size, static_cast<int64_t>(mtime))).string();

@@ -5,6 +5,7 @@ Usage: cli_test.py PATH_TO_OVERLAPPROF   (ctest passes it)
 Every CLI call runs under a timeout: a hang is a failure.
 """
 import gzip
+import glob
 import json
 import os
 import shutil
@@ -356,6 +357,16 @@ class CliTest(unittest.TestCase):
             self.assertEqual([r["comm_ns"] for r in json.loads(out)["ranks"]], [17172652, 8229100])
         with open(log) as f:
             self.assertEqual(len(f.readlines()), 1)  # the second run used the cached export
+        self.assertEqual(len(glob.glob(os.path.join(self.tmp, "overlapprof-nsys-*", "run-*.sqlite"))), 1)
+        # --cache-dir: the export goes there (created when missing), and is reused from there.
+        cache = os.path.join(self.tmp, "cache", "nsys")
+        for _ in range(2):
+            rc, out, err = run("report", rep, "--cache-dir", cache, "--json", "-", env=env)
+            self.assertEqual(rc, 0, err)
+            self.assertEqual([r["comm_ns"] for r in json.loads(out)["ranks"]], [17172652, 8229100])
+        self.assertEqual([os.path.basename(p)[:4] for p in glob.glob(os.path.join(cache, "*"))], ["run-"])
+        with open(log) as f:
+            self.assertEqual(len(f.readlines()), 2)  # one more export, into the cache directory
 
 
 if __name__ == "__main__":

@@ -175,6 +175,57 @@ TEST(NsysImporter, ActivitiesLaunchesRangesAndCounters) {
   EXPECT_EQ(s->iterations[0].step, 7);
 }
 
+// One process, one GPU, NCCL's own NVTX ranges (domain 1) around the calls that launched six
+// SendRecv / AllReduce kernels (nsys exports them without the payload, as tests/data/nsys).
+std::string NcclRangesExport(const std::string& name) {
+  return MakeDb(name, fmt::format(R"(
+CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO StringIds VALUES (1, 'ncclDevKernel_SendRecv'), (2, 'ncclDevKernel_AllReduce_Sum_f32_RING_LL'),
+  (3, 'cudaLaunchKernel'), (10, 'ncclGroupStart'), (11, 'ncclGroupEnd'), (12, 'ncclSend'), (13, 'ncclRecv'),
+  (14, 'ncclAllReduce'), (15, 'ncclCommCount');
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+  streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, demangledName INTEGER);
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES
+  (10000, 10100, 0, 9, 1, {p}, 1), (20000, 20100, 0, 9, 2, {p}, 1), (30000, 30100, 0, 9, 3, {p}, 1),
+  (40000, 40100, 0, 9, 4, {p}, 2), (50000, 50100, 0, 9, 5, {p}, 1), (60000, 60100, 0, 9, 6, {p}, 2);
+CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INTEGER NOT NULL, end INTEGER NOT NULL, globalTid INTEGER,
+  correlationId INTEGER, nameId INTEGER NOT NULL);
+INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES
+  (1500, 1510, {t}, 1, 3), (2500, 2510, {t}, 2, 3), (3500, 3510, {t}, 3, 3), (4500, 4510, {t}, 4, 3),
+  (5500, 5510, {t}, 5, 3), (6500, 6510, {t}, 6, 3);
+CREATE TABLE NVTX_EVENTS(start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, text TEXT,
+  globalTid INTEGER, textId INTEGER, domainId INTEGER);
+INSERT INTO NVTX_EVENTS VALUES
+  -- 1: a group of two sends and two receives: sendrecv (ncclCommCount inside the group is not a call)
+  (1000, 1010, 59, NULL, {t}, 10, 1), (1020, 1030, 59, NULL, {t}, 15, 1), (1040, 1050, 59, NULL, {t}, 12, 1),
+  (1060, 1070, 59, NULL, {t}, 13, 1), (1080, 1090, 59, NULL, {t}, 12, 1), (1100, 1110, 59, NULL, {t}, 13, 1),
+  (1400, 1600, 59, NULL, {t}, 11, 1),
+  -- 2: a group of sends only: send
+  (2000, 2010, 59, NULL, {t}, 10, 1), (2040, 2050, 59, NULL, {t}, 12, 1), (2400, 2600, 59, NULL, {t}, 11, 1),
+  -- 3: a lone ncclRecv launches its own kernel: recv
+  (3400, 3600, 59, NULL, {t}, 13, 1),
+  -- 4: a lone ncclAllReduce: allreduce
+  (4400, 4600, 59, NULL, {t}, 14, 1),
+  -- 5: a group mixing an all-reduce and a send: the kernel's name stays (sendrecv)
+  (5000, 5010, 59, NULL, {t}, 10, 1), (5020, 5030, 59, NULL, {t}, 14, 1), (5040, 5050, 59, NULL, {t}, 12, 1),
+  (5400, 5600, 59, NULL, {t}, 11, 1),
+  -- 6: an ncclAllReduce range in the default domain (0: the application's, not NCCL's) names nothing
+  (6400, 6600, 59, 'ncclAllReduce', {t}, NULL, 0);
+)",
+                                  fmt::arg("p", Gpid(100)), fmt::arg("t", Gtid(100, 5))));
+}
+
+TEST(NsysImporter, OpsNamedFromNcclsOwnRanges) {
+  StatusOr<RankTrace> t = ImportFile(NcclRangesExport("nccl_ranges.sqlite"), {});
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->comm_ops.size(), 6u);
+  std::vector<std::string> ops;
+  for (const Activity& a : t->activities)  // in time order after Finalize
+    if (a.comm_op != kNoIndex) ops.push_back(t->comm_ops[a.comm_op].op);
+  EXPECT_EQ(ops, (std::vector<std::string>{"sendrecv", "send", "recv", "allreduce", "sendrecv", "allreduce"}));
+  EXPECT_EQ(t->stats.Get(Stat::nsys_ops_named_from_nccl_ranges), 4);
+}
+
 TEST(NsysImporter, WithoutSessionStartTimesStayOnTheExportClock) {
   std::string path = MakeDb("no_session.sqlite", R"(
 CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
