@@ -299,6 +299,26 @@ class Export {
     return true;
   }
 
+  // [start, end) from columns 0 and 1 of the current row, moved onto the trace clock; false
+  // (and counted: malformed, negative duration, out of range) when the row cannot be used.
+  bool ReadSpan(sqlite3_stmt* st, int64_t* start, int64_t* end) {
+    if (sqlite3_column_type(st, 0) != SQLITE_INTEGER || sqlite3_column_type(st, 1) != SQLITE_INTEGER) {
+      t_.stats.Add(Stat::events_malformed);
+      return false;
+    }
+    *start = sqlite3_column_int64(st, 0);
+    *end = sqlite3_column_int64(st, 1);
+    if (*end < *start) {
+      t_.stats.Add(Stat::events_negative_duration);
+      return false;
+    }
+    if (!Shift(start) || !Shift(end)) {
+      t_.stats.Add(Stat::events_timestamp_out_of_range);
+      return false;
+    }
+    return true;
+  }
+
   StatusOr<uint32_t> Name(int64_t string_id) {
     if (string_id == last_string_id_) return last_name_;
     auto it = names_.find(string_id);
@@ -346,21 +366,8 @@ class Export {
       int rc = sqlite3_step(st);
       if (rc == SQLITE_DONE) break;
       if (rc != SQLITE_ROW) return Damaged(SqliteError(db_.get(), rc, fmt::format("sqlite3_step({})", g.table)));
-      if (sqlite3_column_type(st, 0) != SQLITE_INTEGER || sqlite3_column_type(st, 1) != SQLITE_INTEGER) {
-        t_.stats.Add(Stat::events_malformed);
-        continue;
-      }
       Activity a;
-      a.start_ns = sqlite3_column_int64(st, 0);
-      a.end_ns = sqlite3_column_int64(st, 1);
-      if (a.end_ns < a.start_ns) {
-        t_.stats.Add(Stat::events_negative_duration);
-        continue;
-      }
-      if (!Shift(&a.start_ns) || !Shift(&a.end_ns) || !TimeInRange(a.start_ns) || !TimeInRange(a.end_ns)) {
-        t_.stats.Add(Stat::events_timestamp_out_of_range);
-        continue;
-      }
+      if (!ReadSpan(st, &a.start_ns, &a.end_ns)) continue;
       if (a.end_ns == a.start_ns) t_.stats.Add(Stat::activities_zero_duration);
       a.kind = g.kind;
       int64_t stream = kUnknown;
@@ -443,21 +450,8 @@ class Export {
       if (sqlite3_column_type(st, 2) != SQLITE_INTEGER) continue;
       const int64_t corr = sqlite3_column_int64(st, 2);
       if (!std::binary_search(wanted.begin(), wanted.end(), corr)) continue;
-      if (sqlite3_column_type(st, 0) != SQLITE_INTEGER || sqlite3_column_type(st, 1) != SQLITE_INTEGER) {
-        t_.stats.Add(Stat::events_malformed);
-        continue;
-      }
       HostCall h;
-      h.start_ns = sqlite3_column_int64(st, 0);
-      h.end_ns = sqlite3_column_int64(st, 1);
-      if (h.end_ns < h.start_ns) {
-        t_.stats.Add(Stat::events_negative_duration);
-        continue;
-      }
-      if (!Shift(&h.start_ns) || !Shift(&h.end_ns)) {
-        t_.stats.Add(Stat::events_timestamp_out_of_range);
-        continue;
-      }
+      if (!ReadSpan(st, &h.start_ns, &h.end_ns)) continue;
       h.correlation_id = corr;
       if (sqlite3_column_type(st, 3) == SQLITE_INTEGER) h.tid = sqlite3_column_int64(st, 3);
       if (sqlite3_column_type(st, 4) == SQLITE_INTEGER) {
@@ -519,21 +513,8 @@ class Export {
         t_.stats.Add(Stat::nvtx_ranges_unmatched);
         continue;
       }
-      if (sqlite3_column_type(st, 0) != SQLITE_INTEGER) {
-        t_.stats.Add(Stat::events_malformed);
-        continue;
-      }
       Range r;
-      r.start_ns = sqlite3_column_int64(st, 0);
-      r.end_ns = sqlite3_column_int64(st, 1);
-      if (r.end_ns < r.start_ns) {
-        t_.stats.Add(Stat::events_negative_duration);
-        continue;
-      }
-      if (!Shift(&r.start_ns) || !Shift(&r.end_ns)) {
-        t_.stats.Add(Stat::events_timestamp_out_of_range);
-        continue;
-      }
+      if (!ReadSpan(st, &r.start_ns, &r.end_ns)) continue;
       std::string_view text;
       uint32_t text_id = kNoIndex;
       if (sqlite3_column_type(st, 2) == SQLITE_TEXT) {

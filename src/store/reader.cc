@@ -17,22 +17,6 @@ namespace overlapprof {
 
 namespace {
 
-// Limits for untrusted files (https://www.sqlite.org/security.html): no single string or
-// row larger than 16 MiB, no deep expressions, nothing attached.
-void ApplyLimits(sqlite3* db) {
-  sqlite3_limit(db, SQLITE_LIMIT_LENGTH, 16 << 20);
-  sqlite3_limit(db, SQLITE_LIMIT_SQL_LENGTH, 100000);
-  sqlite3_limit(db, SQLITE_LIMIT_COLUMN, 100);
-  sqlite3_limit(db, SQLITE_LIMIT_EXPR_DEPTH, 10);
-  sqlite3_limit(db, SQLITE_LIMIT_COMPOUND_SELECT, 3);
-  sqlite3_limit(db, SQLITE_LIMIT_VDBE_OP, 25000);
-  sqlite3_limit(db, SQLITE_LIMIT_FUNCTION_ARG, 8);
-  sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
-  sqlite3_limit(db, SQLITE_LIMIT_LIKE_PATTERN_LENGTH, 50);
-  sqlite3_limit(db, SQLITE_LIMIT_VARIABLE_NUMBER, 32);
-  sqlite3_limit(db, SQLITE_LIMIT_TRIGGER_DEPTH, 10);
-}
-
 StatusOr<int64_t> PragmaInt(Db& db, const char* pragma) {
   Stmt s;
   OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db.get(), std::string("PRAGMA ") + pragma));
@@ -459,17 +443,9 @@ class Reader {
 
 StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& options) {
   Db db;
-  OVERLAPPROF_RETURN_IF_ERROR(db.Open(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX));
+  // Defensive mode, no triggers or views, tight limits, cell_size_check, no mmap (sqlite_util.h).
+  OVERLAPPROF_RETURN_IF_ERROR(OpenUntrustedReadOnly(db, path, /*max_columns=*/100));
   sqlite3* h = db.get();
-  OVERLAPPROF_SQLITE(h, sqlite3_db_config(h, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr), "sqlite3_db_config(DEFENSIVE)");
-  OVERLAPPROF_SQLITE(h, sqlite3_db_config(h, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr),
-                     "sqlite3_db_config(TRUSTED_SCHEMA)");
-  OVERLAPPROF_SQLITE(h, sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr),
-                     "sqlite3_db_config(ENABLE_TRIGGER)");
-  OVERLAPPROF_SQLITE(h, sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_VIEW, 0, nullptr),
-                     "sqlite3_db_config(ENABLE_VIEW)");
-  ApplyLimits(h);
-  OVERLAPPROF_RETURN_IF_ERROR(db.Exec("PRAGMA cell_size_check=ON; PRAGMA mmap_size=0;"));
 
   StatusOr<int64_t> app_id = PragmaInt(db, "application_id");
   if (!app_id.ok()) {
