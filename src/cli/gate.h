@@ -13,6 +13,7 @@ struct GateArgs {
   Policy policy;
   std::string markdown_path, junit_path;  // check: also write these ("-": stdout)
   std::string step_range;                 // AnalysisOptions::step_range for traces
+  bool allow_different_runs = false;      // compare runs that Differences() finds not comparable
 };
 
 CommandResult RunCompare(const GateArgs& args);

@@ -25,11 +25,11 @@ struct Commands {
   RunArgs ra;
   ReportArgs pa;
   GateArgs ca, ka;
-  double max_drop = 0, max_increase = 0;  // check: flags that override the policy file
+  double max_drop = 0, max_increase = 0, max_step = 0, min_effect = 0;  // check: flags that override the policy file
   int64_t max_loss = 0;
   CLI::App *analyze = nullptr, *import = nullptr, *run = nullptr, *report = nullptr, *compare = nullptr,
            *check = nullptr;
-  CLI::Option *o_drop = nullptr, *o_inc = nullptr, *o_loss = nullptr;
+  CLI::Option *o_drop = nullptr, *o_inc = nullptr, *o_loss = nullptr, *o_step = nullptr, *o_effect = nullptr;
 };
 
 // The subcommands and their options.
@@ -89,6 +89,8 @@ void DefineCommands(CLI::App& app, Commands& c) {
   compare->add_option("NEW", ca.next, "the run to compare with it")->required();
   compare->add_option("--markdown", ca.markdown_path, "also write a Markdown table to FILE ('-': stdout)");
   compare->add_option("--step-range", ca.step_range, "host annotation that marks an iteration (traces only)");
+  compare->add_flag("--allow-different-runs", ca.allow_different_runs,
+                    "compare runs of another world size, rank set or op mix (refused otherwise, exit 2)");
 
   CLI::App* check = app.add_subcommand(
       "check", "CI gate: exit 0 pass, 1 regression, 3 inconclusive, 4 data lost, 2 usage (docs/ci-gate.md)");
@@ -103,6 +105,15 @@ void DefineCommands(CLI::App& app, Commands& c) {
   CLI::Option* o_loss = check->add_option("--max-data-loss", max_loss,
                                           "fail (exit 4) when the new run's error-severity counters total more (default 0)")
                             ->check(CLI::NonNegativeNumber);
+  c.o_step = check->add_option("--max-step-time-increase", c.max_step,
+                               "fail when the step time grows by more than this % (default 5)")
+                   ->check(CLI::NonNegativeNumber);
+  c.o_effect = check->add_option("--min-effect-ms", c.min_effect,
+                                 "a change smaller than this many ms per iteration (or 1% of the step) never fails "
+                                 "(default 0.5)")
+                   ->check(CLI::NonNegativeNumber);
+  check->add_flag("--allow-different-runs", ka.allow_different_runs,
+                  "compare runs of another world size, rank set or op mix (refused otherwise, exit 2)");
   check->add_option("--policy", ka.policy_file, "JSON policy file with the same thresholds (flags override it)");
   check->add_option("--markdown", ka.markdown_path, "write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY; '-': stdout)");
   check->add_option("--junit", ka.junit_path, "write JUnit XML (a test case per gated metric)");
@@ -125,6 +136,8 @@ CommandResult Dispatch(Commands& c, const std::vector<std::string>& after_dashes
     if (c.o_drop->count()) ka.policy.max_overlap_drop_pp = c.max_drop;
     if (c.o_inc->count()) ka.policy.max_exposed_comm_increase_pct = c.max_increase;
     if (c.o_loss->count()) ka.policy.max_data_loss = c.max_loss;
+    if (c.o_step->count()) ka.policy.max_step_time_increase_pct = c.max_step;
+    if (c.o_effect->count()) ka.policy.min_effect_ms = c.min_effect;
     return RunCheck(ka);
   }
   if (c.run->parsed()) {
