@@ -18,8 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A JSON summary is a .json file whose beginning names the summary schema (a Chrome trace,
-// also .json, does not).
+}  // namespace
+
 bool IsSummaryFile(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec) || fs::path(path).extension() != ".json") return false;
@@ -29,6 +29,8 @@ bool IsSummaryFile(const std::string& path) {
   head.resize(static_cast<size_t>(f.gcount()));
   return head.find("\"overlapprof.summary/") != std::string::npos;
 }
+
+namespace {
 
 StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range) {
   nlohmann::json j;

@@ -16,6 +16,10 @@ struct GateArgs {
   bool allow_different_runs = false;      // compare runs that Differences() finds not comparable
 };
 
+// A JSON summary: a .json file whose beginning names the summary schema (a Chrome trace, also
+// .json, does not).
+bool IsSummaryFile(const std::string& path);
+
 CommandResult RunCompare(const GateArgs& args);
 CommandResult RunCheck(const GateArgs& args);
 

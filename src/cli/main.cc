@@ -18,6 +18,29 @@
 namespace overlapprof {
 namespace {
 
+// Help: each subcommand's usage line as it is really called (CLI11 cannot show `run`'s "--"
+// or check's required --baseline).
+class Formatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* app, std::string name) const override {
+    static const std::pair<const char*, const char*> kUsage[] = {
+        {"analyze", "analyze [OPTIONS] TRACE..."},
+        {"import", "import [OPTIONS] INPUT... -o OUTPUT"},
+        {"run", "run [OPTIONS] -- CMD [ARGS...]"},
+        {"report", "report [OPTIONS] TRACE... --chrome-trace FILE | --json FILE | --html FILE"},
+        {"compare", "compare [OPTIONS] BASE NEW"},
+        {"check", "check [OPTIONS] TRACE --baseline BASE"},
+    };
+    for (const auto& [sub, usage] : kUsage)
+      if (app->get_name() == sub) return std::string("Usage: overlapprof ") + usage + "\n";
+    return CLI::Formatter::make_usage(app, std::move(name));
+  }
+};
+
+// A validator without its description, so that help shows the option's own words for its
+// range ("1 to 256") instead of "INT:INT in [1 - 256]".
+CLI::Validator Quiet(CLI::Validator v) { return v.description(""); }
+
 // Every subcommand's arguments, filled in by CLI11 when it parses the command line.
 struct Commands {
   AnalyzeArgs aa;
@@ -49,9 +72,13 @@ void DefineCommands(CLI::App& app, Commands& c) {
   analyze->add_flag("--per-iteration", aa.per_iteration, "print the per-iteration table");
   analyze->add_option("--ts-unit", aa.ts_unit, "unit of Chrome-trace ts/dur: us (the format's, default) or ns");
   analyze->add_flag("--no-verify", aa.no_verify, "skip SQLite quick_check on store files (trusted files only)");
-  analyze->add_option("--color", aa.color, "auto (TTY and no NO_COLOR), always, never");
-  analyze->add_option("-j,--jobs", aa.jobs, "import up to N-1 traces ahead on other threads (N ranks in memory)")
-      ->check(CLI::Range(1, 256));
+  analyze->add_option("--color", aa.color, "auto (TTY and no NO_COLOR, the default), always or never")
+      ->check(Quiet(CLI::IsMember({"auto", "always", "never"})))
+      ->type_name("WHEN");
+  analyze->add_option("-j,--jobs", aa.jobs,
+                      "import up to N-1 traces ahead on other threads (N ranks in memory); 1 to 256, default 1")
+      ->check(Quiet(CLI::Range(1, 256)))
+      ->type_name("N");
   analyze->add_option("--step-range", aa.step_range,
                       "host annotation (NVTX or record_function) that marks an iteration, instead of ProfilerStep#N");
 
@@ -64,8 +91,11 @@ void DefineCommands(CLI::App& app, Commands& c) {
   CLI::App* run = app.add_subcommand(
       "run", "Run a training command with the injector and record every rank (overlapprof run -- CMD ARGS...)");
   run->add_option("-o,--output", ra.output_dir, "directory for the rank files (default overlapprof-YYYYmmdd-HHMMSS)");
-  run->add_option("--flush-ms", ra.flush_ms, "commit the rank files at least this often (ms); bounds what SIGKILL loses")
-      ->check(CLI::Range(10, 600000));
+  run->add_option("--flush-ms", ra.flush_ms,
+                  "commit the rank files at least this often, in ms from 10 to 600000 (10 minutes); bounds what "
+                  "SIGKILL loses")
+      ->check(Quiet(CLI::Range(10, 600000)))
+      ->type_name("MS");
   run->add_flag("--no-analyze", ra.no_analyze, "only record; do not analyze afterwards");
   // Everything from the first positional argument (or after "--") is the command, passed on
   // untouched, its own options included.
@@ -81,8 +111,10 @@ void DefineCommands(CLI::App& app, Commands& c) {
   report->add_option("--trace-iterations", pa.trace_iterations,
                      "Chrome trace: the iterations to keep: 'all', or 0-based indices like 0,5,10-12 (default: everything "
                      "when it fits the budget, else the slowest, median and first steady iteration per rank)");
-  report->add_option("--trace-budget", pa.trace_budget_mb, "Chrome trace: size budget in MB of JSON (default 100)")
-      ->check(CLI::PositiveNumber);
+  report->add_option("--trace-budget", pa.trace_budget_mb,
+                     "Chrome trace: size budget in MB of JSON, more than 0 (default 100)")
+      ->check(Quiet(CLI::PositiveNumber))
+      ->type_name("MB");
 
   CLI::App* compare = app.add_subcommand("compare", "Compare two runs (traces, or JSON summaries): per metric, verdict");
   compare->add_option("BASE", ca.base, "baseline: a JSON summary, a trace, or a directory of traces")->required();
@@ -97,21 +129,29 @@ void DefineCommands(CLI::App& app, Commands& c) {
   check->add_option("TRACE", ka.next, "the new run: a trace, a directory of traces, or a JSON summary")->required();
   check->add_option("--baseline", ka.base, "the baseline: a JSON summary (commit it) or traces")->required();
   CLI::Option* o_drop = check->add_option("--max-overlap-drop", max_drop,
-                                          "fail when the overlap ratio drops by more than this many percentage points (default 2)")
-                            ->check(CLI::NonNegativeNumber);
+                                          "fail when the overlap ratio drops by more than this many percentage points, 0 "
+                                          "or more (default 2)")
+                            ->check(Quiet(CLI::NonNegativeNumber))
+                            ->type_name("PP");
   CLI::Option* o_inc = check->add_option("--max-exposed-comm-increase", max_increase,
-                                         "fail when exposed communication per iteration grows by more than this % (default 10)")
-                           ->check(CLI::NonNegativeNumber);
+                                         "fail when exposed communication per iteration grows by more than this %, 0 or "
+                                         "more (default 10)")
+                           ->check(Quiet(CLI::NonNegativeNumber))
+                           ->type_name("PCT");
   CLI::Option* o_loss = check->add_option("--max-data-loss", max_loss,
-                                          "fail (exit 4) when the new run's error-severity counters total more (default 0)")
-                            ->check(CLI::NonNegativeNumber);
+                                          "fail (exit 4) when the new run's error-severity counters total more, 0 or more "
+                                          "(default 0)")
+                            ->check(Quiet(CLI::NonNegativeNumber))
+                            ->type_name("N");
   c.o_step = check->add_option("--max-step-time-increase", c.max_step,
-                               "fail when the step time grows by more than this % (default 5)")
-                   ->check(CLI::NonNegativeNumber);
+                               "fail when the step time grows by more than this %, 0 or more (default 5)")
+                   ->check(Quiet(CLI::NonNegativeNumber))
+                   ->type_name("PCT");
   c.o_effect = check->add_option("--min-effect-ms", c.min_effect,
                                  "a change smaller than this many ms per iteration (or 1% of the step) never fails "
-                                 "(default 0.5)")
-                   ->check(CLI::NonNegativeNumber);
+                                 "(0 or more, default 0.5)")
+                   ->check(Quiet(CLI::NonNegativeNumber))
+                   ->type_name("MS");
   check->add_flag("--allow-different-runs", ka.allow_different_runs,
                   "compare runs of another world size, rank set or op mix (refused otherwise, exit 2)");
   check->add_option("--policy", ka.policy_file, "JSON policy file with the same thresholds (flags override it)");
@@ -158,6 +198,7 @@ int Main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("overlapprof ") + kToolVersion);
   app.require_subcommand(1);
 
+  app.formatter(std::make_shared<Formatter>());  // before the subcommands: they copy it
   Commands commands;
   DefineCommands(app, commands);
   if (argc > 1 && argv[1][0] != '-' && std::string_view(argv[1]) != "analyze" &&
