@@ -250,9 +250,14 @@ Comparison Compare(const RunView& b, const RunView& n, const Policy& p) {
   const bool steps = !b.iter_wall_ns.empty() && !n.iter_wall_ns.empty();
   const double step_b = Mean(b.iter_wall_ns) * kMs, step_n = Mean(n.iter_wall_ns) * kMs;
   if (steps) {
-    MetricResult m = Decide("step_time", "ms", true, step_b, step_n, true, false, p.max_step_time_increase_pct,
+    // Gated only on marked iterations (ProfilerStep, --step-range): windows detected from the
+    // communication pattern may be cut differently in the two runs (another period), and a
+    // "step" of a different cut is no step time.
+    const bool marked = b.marked_iterations && n.marked_iterations;
+    MetricResult m = Decide("step_time", "ms", marked, step_b, step_n, true, false, p.max_step_time_increase_pct,
                             Scaled(b.iter_wall_ns, kMs), Scaled(n.iter_wall_ns, kMs), p.alpha);
     ApplyFloor(m, step_n - step_b, step_b, p);
+    if (!marked) m.why += "; not gated: iterations detected from the communication pattern, not marked (ProfilerStep#N, --step-range)";
     c.metrics.push_back(std::move(m));
   }
   auto ratio = [](const RunView& v) { return v.comm_ns > 0 ? 100.0 * static_cast<double>(v.overlap_ns) / static_cast<double>(v.comm_ns) : 0.0; };
