@@ -44,6 +44,14 @@ StatusOr<RunView> RunViewFromSummary(const nlohmann::json& s, const std::string&
     v.overlap_ns += IntOr0(r, "overlap_ns");
     v.exposed_comm_ns += IntOr0(r, "exposed_comm_ns");
     v.iterations += IntOr0(r, "iterations");
+    const std::string src = r.contains("iteration_source") && r["iteration_source"].is_string()
+                                ? r["iteration_source"].get<std::string>()
+                                : std::string();
+    v.marked_iterations &= src == "ProfilerStep" || src == "step range";
+    v.rank_ids.push_back(r.contains("rank") && r["rank"].is_number_integer() ? std::to_string(r["rank"].get<int64_t>())
+                                                                              : std::string("?"));
+    if (v.world_size < 0 && r.contains("world_size") && r["world_size"].is_number_integer())
+      v.world_size = r["world_size"].get<int64_t>();
     if (auto dq = r.find("data_quality"); dq != r.end() && dq->is_array()) {
       for (const auto& c : *dq) {
         if (!c.is_object() || c.value("severity", "") != "error") continue;
@@ -62,6 +70,9 @@ StatusOr<RunView> RunViewFromSummary(const nlohmann::json& s, const std::string&
       auto& [time, exposed] = v.op_time_exposed_ns[o["op"].get<std::string>()];
       time += IntOr0(o, "time_ns");
       exposed += IntOr0(o, "exposed_ns");
+      auto& [count, bytes] = v.op_count_bytes[o["op"].get<std::string>()];
+      count += IntOr0(o, "count");
+      if (bytes >= 0) bytes = o.contains("bytes") && o["bytes"].is_number_integer() ? bytes + o["bytes"].get<int64_t>() : -1;
     }
   }
   if (auto its = s.find("iterations"); its != s.end() && its->is_array()) {
@@ -77,6 +88,7 @@ StatusOr<RunView> RunViewFromSummary(const nlohmann::json& s, const std::string&
       v.iter_exposed_ns.push_back(static_cast<double>(IntOr0(i, "exposed_comm_ns")));
       v.iter_comm_ns.push_back(static_cast<double>(IntOr0(i, "comm_ns")));
       v.iter_compute_ns.push_back(static_cast<double>(IntOr0(i, "compute_ns")));
+      v.iter_wall_ns.push_back(static_cast<double>(IntOr0(i, "wall_ns")));
     }
   }
   return v;
@@ -122,14 +134,17 @@ StatusOr<Policy> LoadPolicy(const std::string& path, Policy p) {
       return MakeError(StatusCode::kInvalidInput, "{}: {} must be a number", path, key);
     double x = value.get<double>();
     if (x < 0) return MakeError(StatusCode::kInvalidInput, "{}: {} must not be negative", path, key);
-    if (key == "max_overlap_drop_pp") p.max_overlap_drop_pp = x;
+    if (key == "max_step_time_increase_pct") p.max_step_time_increase_pct = x;
+    else if (key == "min_effect_ms") p.min_effect_ms = x;
+    else if (key == "op_mix_tolerance_pct") p.op_mix_tolerance_pct = x;
+    else if (key == "max_overlap_drop_pp") p.max_overlap_drop_pp = x;
     else if (key == "max_exposed_comm_increase_pct") p.max_exposed_comm_increase_pct = x;
     else if (key == "max_data_loss") p.max_data_loss = static_cast<int64_t>(x);
     else if (key == "alpha" && x > 0 && x < 1) p.alpha = x;
     else
       return MakeError(StatusCode::kInvalidInput,
-                       "{}: unknown or invalid key '{}' (known: max_overlap_drop_pp, max_exposed_comm_increase_pct, "
-                       "max_data_loss, alpha in (0,1))",
+                       "{}: unknown or invalid key '{}' (known: max_step_time_increase_pct, max_overlap_drop_pp, "
+                       "max_exposed_comm_increase_pct, max_data_loss, min_effect_ms, op_mix_tolerance_pct, alpha in (0,1))",
                        path, key);
   }
   return p;
@@ -212,40 +227,74 @@ double PerIteration(const RunView& v, const std::vector<double>& samples, int64_
   return v.ranks > 0 ? static_cast<double>(total_ns) / static_cast<double>(v.ranks) : 0;
 }
 
+// The absolute floor: a gated change whose effect per iteration (`effect_ms`) is below
+// p.min_effect_ms or 1% of the base step time is unchanged, whatever its p-value.
+void ApplyFloor(MetricResult& m, double effect_ms, double step_ms, const Policy& p) {
+  if (m.verdict == Verdict::kUnchanged) return;
+  const double floor_ms = std::max(p.min_effect_ms, 0.01 * step_ms);
+  if (std::fabs(effect_ms) >= floor_ms) return;
+  m.verdict = Verdict::kUnchanged;
+  m.why = fmt::format("{} but only {:.3f} ms per iteration: below the minimum effect of {:.3f} ms (the larger of "
+                      "--min-effect-ms {} and 1% of the {:.2f} ms step)",
+                      ChangeText(m), std::fabs(effect_ms), floor_ms, p.min_effect_ms, step_ms);
+}
+
 }  // namespace
 
 Comparison Compare(const RunView& b, const RunView& n, const Policy& p) {
   Comparison c;
-  auto ratio = [](const RunView& v) { return v.comm_ns > 0 ? 100.0 * static_cast<double>(v.overlap_ns) / static_cast<double>(v.comm_ns) : 0.0; };
-  c.metrics.push_back(Decide("overlap_ratio", "%", true, ratio(b), ratio(n), false, true, p.max_overlap_drop_pp,
-                             Scaled(b.iter_overlap_ratio, 100), Scaled(n.iter_overlap_ratio, 100), p.alpha));
   constexpr double kMs = 1e-6;
-  c.metrics.push_back(Decide("exposed_comm_per_iter", "ms", true, PerIteration(b, b.iter_exposed_ns, b.exposed_comm_ns) * kMs,
-                             PerIteration(n, n.iter_exposed_ns, n.exposed_comm_ns) * kMs, true, false,
-                             p.max_exposed_comm_increase_pct, Scaled(b.iter_exposed_ns, kMs),
-                             Scaled(n.iter_exposed_ns, kMs), p.alpha));
+  const double exposed_b = PerIteration(b, b.iter_exposed_ns, b.exposed_comm_ns) * kMs;
+  const double exposed_n = PerIteration(n, n.iter_exposed_ns, n.exposed_comm_ns) * kMs;
+  // Step time: only with steady iterations on both sides (a whole trace's length is no step).
+  const bool steps = !b.iter_wall_ns.empty() && !n.iter_wall_ns.empty();
+  const double step_b = Mean(b.iter_wall_ns) * kMs, step_n = Mean(n.iter_wall_ns) * kMs;
+  if (steps) {
+    // Gated only on marked iterations (ProfilerStep, --step-range): windows detected from the
+    // communication pattern may be cut differently in the two runs (another period), and a
+    // "step" of a different cut is no step time.
+    const bool marked = b.marked_iterations && n.marked_iterations;
+    MetricResult m = Decide("step_time", "ms", marked, step_b, step_n, true, false, p.max_step_time_increase_pct,
+                            Scaled(b.iter_wall_ns, kMs), Scaled(n.iter_wall_ns, kMs), p.alpha);
+    ApplyFloor(m, step_n - step_b, step_b, p);
+    if (!marked) m.why += "; not gated: iterations detected from the communication pattern, not marked (ProfilerStep#N, --step-range)";
+    c.metrics.push_back(std::move(m));
+  }
+  auto ratio = [](const RunView& v) { return v.comm_ns > 0 ? 100.0 * static_cast<double>(v.overlap_ns) / static_cast<double>(v.comm_ns) : 0.0; };
+  MetricResult overlap = Decide("overlap_ratio", "%", true, ratio(b), ratio(n), false, true, p.max_overlap_drop_pp,
+                                Scaled(b.iter_overlap_ratio, 100), Scaled(n.iter_overlap_ratio, 100), p.alpha);
+  // The overlap ratio's effect in time is the change of exposed communication it stands for.
+  if (steps) ApplyFloor(overlap, exposed_n - exposed_b, step_b, p);
+  c.metrics.push_back(std::move(overlap));
+  MetricResult exposed = Decide("exposed_comm_per_iter", "ms", true, exposed_b, exposed_n, true, false,
+                                p.max_exposed_comm_increase_pct, Scaled(b.iter_exposed_ns, kMs),
+                                Scaled(n.iter_exposed_ns, kMs), p.alpha);
+  if (steps) ApplyFloor(exposed, exposed_n - exposed_b, step_b, p);
+  else ApplyFloor(exposed, exposed_n - exposed_b, 0, p);
+  c.metrics.push_back(std::move(exposed));
   c.metrics.push_back(Decide("comm_per_iter", "ms", false, PerIteration(b, b.iter_comm_ns, b.comm_ns) * kMs,
                              PerIteration(n, n.iter_comm_ns, n.comm_ns) * kMs, true, false, p.info_threshold_pct,
                              Scaled(b.iter_comm_ns, kMs), Scaled(n.iter_comm_ns, kMs), p.alpha));
   c.metrics.push_back(Decide("compute_per_iter", "ms", false, PerIteration(b, b.iter_compute_ns, b.compute_ns) * kMs,
                              PerIteration(n, n.iter_compute_ns, n.compute_ns) * kMs, true, false, p.info_threshold_pct,
                              Scaled(b.iter_compute_ns, kMs), Scaled(n.iter_compute_ns, kMs), p.alpha));
-  // Exposed time per op type, per iteration (over ranks; whole trace per rank without
-  // iterations). For information: the gated figure is the total above.
-  auto per_iter = [](const RunView& v, int64_t ns) {
-    const double div = v.iterations > 0 ? static_cast<double>(v.iterations) : static_cast<double>(std::max<int64_t>(1, v.ranks));
-    return static_cast<double>(ns) / div;
+  // Exposed time per op type, per iteration, for information. The summary's op_types cover the
+  // whole trace (warm-up and the edges included), so each op type's share of that exposed time
+  // is applied to the gated exposed figure above: the rows then use the same (steady) iterations
+  // as the gated metrics and never exceed it.
+  auto per_op = [&](const RunView& v, const std::string& op, double exposed_per_iter) {
+    int64_t total = 0;
+    for (const auto& entry : v.op_time_exposed_ns) total += entry.second.second;
+    auto it = v.op_time_exposed_ns.find(op);
+    if (it == v.op_time_exposed_ns.end() || total <= 0) return 0.0;
+    return exposed_per_iter * static_cast<double>(it->second.second) / static_cast<double>(total);
   };
   std::set<std::string> ops;
   for (const auto& entry : b.op_time_exposed_ns) ops.insert(entry.first);
   for (const auto& entry : n.op_time_exposed_ns) ops.insert(entry.first);
   for (const std::string& op : ops) {
-    auto get = [&](const RunView& v) {
-      auto it = v.op_time_exposed_ns.find(op);
-      return it == v.op_time_exposed_ns.end() ? 0.0 : per_iter(v, it->second.second) * kMs;
-    };
-    c.metrics.push_back(Decide("exposed_" + op + "_per_iter", "ms", false, get(b), get(n), true, false,
-                               p.info_threshold_pct, {}, {}, p.alpha));
+    c.metrics.push_back(Decide("exposed_" + op + "_per_iter", "ms", false, per_op(b, op, exposed_b),
+                               per_op(n, op, exposed_n), true, false, p.info_threshold_pct, {}, {}, p.alpha));
   }
   for (const MetricResult& m : c.metrics) {
     if (!m.gated) continue;
@@ -263,10 +312,61 @@ Comparison Compare(const RunView& b, const RunView& n, const Policy& p) {
   return c;
 }
 
+std::vector<std::string> Differences(const RunView& b, const RunView& n, const Policy& p) {
+  std::vector<std::string> d;
+  if (b.world_size >= 0 && n.world_size >= 0 && b.world_size != n.world_size)
+    d.push_back(fmt::format("world size {} vs {}", b.world_size, n.world_size));
+  auto join = [](const std::vector<std::string>& v) {
+    std::string o;
+    for (const std::string& x : v) o += (o.empty() ? "" : ",") + x;
+    return o;
+  };
+  std::vector<std::string> rb = b.rank_ids, rn = n.rank_ids;
+  std::sort(rb.begin(), rb.end());
+  std::sort(rn.begin(), rn.end());
+  if (rb.size() == 1 && rn.size() == 1 && rb != rn)
+    d.push_back(fmt::format("this compares rank {} of the base with rank {} of the new run, another rank", rb[0], rn[0]));
+  else if (rb != rn)
+    d.push_back(fmt::format("rank set {} ({} rank(s)) vs {} ({} rank(s))", join(rb), rb.size(), join(rn), rn.size()));
+  // Op mix, per iteration (per rank when there are no iterations).
+  const bool per_iteration = b.marked_iterations && n.marked_iterations && b.iterations > 0 && n.iterations > 0;
+  const char* unit = per_iteration ? "iteration" : "rank";
+  auto per = [&](const RunView& v, int64_t x) {
+    const double div = per_iteration ? static_cast<double>(v.iterations) : static_cast<double>(std::max<int64_t>(1, v.ranks));
+    return static_cast<double>(x) / div;
+  };
+  auto differ = [&](double x, double y) {
+    const double m = std::max(std::fabs(x), std::fabs(y));
+    return m > 0 && 100 * std::fabs(x - y) / m > p.op_mix_tolerance_pct;
+  };
+  std::set<std::string> ops;
+  for (const auto& e : b.op_count_bytes) ops.insert(e.first);
+  for (const auto& e : n.op_count_bytes) ops.insert(e.first);
+  for (const std::string& op : ops) {
+    auto ib = b.op_count_bytes.find(op), in = n.op_count_bytes.find(op);
+    const std::pair<int64_t, int64_t> zero{0, 0};
+    const auto& xb = ib == b.op_count_bytes.end() ? zero : ib->second;
+    const auto& xn = in == n.op_count_bytes.end() ? zero : in->second;
+    if (xb.first == 0 || xn.first == 0) {
+      if (xb.first != xn.first) d.push_back(fmt::format("{} only in the {} run", op, xb.first ? "base" : "new"));
+      continue;
+    }
+    const double cb = per(b, xb.first), cn = per(n, xn.first);
+    if (differ(cb, cn)) {
+      d.push_back(fmt::format("{} ops per {} {:.1f} vs {:.1f}", op, unit, cb, cn));
+    } else if (xb.second >= 0 && xn.second >= 0 && differ(per(b, xb.second), per(n, xn.second))) {
+      d.push_back(fmt::format("{} bytes per {} {:.0f} vs {:.0f}", op, unit, per(b, xb.second), per(n, xn.second)));
+    }
+  }
+  return d;
+}
+
 std::string RenderComparisonText(const Comparison& c, const RunView& b, const RunView& n) {
   std::ostringstream o;
   o << "base: " << b.source << " (" << b.ranks << " rank(s), " << b.iterations << " iteration(s))\n";
-  o << "new:  " << n.source << " (" << n.ranks << " rank(s), " << n.iterations << " iteration(s))\n\n";
+  o << "new:  " << n.source << " (" << n.ranks << " rank(s), " << n.iterations << " iteration(s))\n";
+  for (const std::string& note : c.notes) o << "note: " << note << "\n";
+  o << "\n";
   o << fmt::format("{:<34} {:>12} {:>12} {:>12} {:>10} {:>8}  {}\n", "metric", "base", "new", "change", "p", "gated",
                    "verdict");
   for (const MetricResult& m : c.metrics) {
@@ -280,12 +380,15 @@ std::string RenderComparisonText(const Comparison& c, const RunView& b, const Ru
   return o.str();
 }
 
-std::string RenderComparisonMarkdown(const Comparison& c, const RunView& b, const RunView& n) {
+std::string RenderComparisonMarkdown(const Comparison& c, const RunView& b, const RunView& n,
+                                     const std::string& command) {
   std::ostringstream o;
   const char* icon = c.data_lost || c.gate == Verdict::kRegressed ? "❌"
                      : c.gate == Verdict::kInconclusive          ? "⚠️"
                                                                  : "✅";
-  o << "### " << icon << " overlapprof check: " << (c.data_lost ? "data lost" : VerdictName(c.gate)) << "\n\n";
+  o << "### " << icon << " overlapprof " << command << ": " << (c.data_lost ? "data lost" : VerdictName(c.gate))
+    << "\n\n";
+  for (const std::string& note : c.notes) o << "> note: " << note << "\n\n";
   o << "| metric | base | new | change | p | gated | verdict |\n|---|---:|---:|---:|---:|:-:|---|\n";
   for (const MetricResult& m : c.metrics)
     o << fmt::format("| {} ({}) | {} | {} | {} | {} | {} | {} |\n", m.name, m.unit, Fixed(m.base, 2),

@@ -4,14 +4,18 @@
 // `analyze --json` and committed as a baseline, or produced on the fly from traces, so a
 // baseline is a small file and one code path decides.
 //
-// Metrics (docs/ci-gate.md): the run's overlap ratio (sum of overlap / sum of communication over
-// ranks; higher is better), exposed communication per iteration (lower is better), and, for
+// Metrics (docs/ci-gate.md): step time (wall time per steady iteration; lower is better), the
+// run's overlap ratio (sum of overlap / sum of communication over ranks; higher is better),
+// exposed communication per iteration (lower is better), and, for
 // information, communication and compute per iteration and the exposed time of each op type
 // (all-reduce, all-gather, ...) per iteration. Where both sides have enough
 // iterations (kMinSamples per side) the per-iteration distributions are compared with a
 // two-sided Mann-Whitney U test, and a change counts only when it is both significant and at
 // least the threshold; otherwise the aggregates are compared with the threshold and the
-// verdict says that no test was possible.
+// verdict says that no test was possible. A change whose absolute effect per iteration is below
+// Policy::min_effect_ms or 1% of the base step time is never a regression (nor an improvement).
+// Runs that are not comparable (world size, rank set, op mix) are refused by the caller
+// (Differences) unless asked otherwise.
 #include <nlohmann/json.hpp>
 
 #include <map>
@@ -34,6 +38,12 @@ struct RunView {
   std::map<std::string, std::pair<int64_t, int64_t>> op_time_exposed_ns;
   std::vector<double> iter_overlap_ratio;  // per (rank, iteration), when not null
   std::vector<double> iter_exposed_ns, iter_comm_ns, iter_compute_ns;
+  std::vector<double> iter_wall_ns;  // step time of each steady (rank, iteration)
+  std::vector<std::string> rank_ids;  // each rank's id in summary order ("?" when unknown)
+  int64_t world_size = -1;            // the first rank's that says it; -1 when none does
+  // Op mix: per op family, ops and bytes over all ranks (bytes -1 when some size is unknown).
+  std::map<std::string, std::pair<int64_t, int64_t>> op_count_bytes;
+  bool marked_iterations = true;  // every rank's iterations come from markers (ProfilerStep, --step-range)
   int64_t data_lost = 0;  // sum of the values of error-severity counters, over ranks
   std::vector<std::string> data_lost_counters;  // "rank 0: records_dropped_cupti = 5"
 };
@@ -45,16 +55,19 @@ StatusOr<RunView> RunViewFromSummary(const nlohmann::json& summary, const std::s
 double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b);
 
 struct Policy {
+  double max_step_time_increase_pct = 5;     // step time (wall per steady iteration), %
   double max_overlap_drop_pp = 2.0;          // overlap ratio, percentage points
   double max_exposed_comm_increase_pct = 10;  // exposed communication per iteration, %
   double info_threshold_pct = 10;            // comm / compute per iteration (not gated), %
   int64_t max_data_loss = 0;                 // error-severity counter total allowed in NEW
   double alpha = 0.05;                       // significance level
+  double min_effect_ms = 0.5;                // absolute floor per iteration, ms (besides 1% of the step)
+  double op_mix_tolerance_pct = 10;          // Differences: ops / bytes per iteration, %
   static constexpr size_t kMinSamples = 5;   // per side, for the test
 };
 
-// Reads a policy file: JSON with any of max_overlap_drop_pp, max_exposed_comm_increase_pct,
-// max_data_loss, alpha (unknown keys are an error, so a typo does not silently gate nothing).
+// Reads a policy file: JSON with any of max_step_time_increase_pct, max_overlap_drop_pp,
+// max_exposed_comm_increase_pct, max_data_loss, alpha, min_effect_ms, op_mix_tolerance_pct (unknown keys are an error, so a typo does not silently gate nothing).
 StatusOr<Policy> LoadPolicy(const std::string& path, Policy defaults);
 
 enum class Verdict { kUnchanged, kImproved, kRegressed, kInconclusive };
@@ -79,13 +92,22 @@ struct Comparison {
   Verdict gate = Verdict::kUnchanged;  // worst over gated metrics (regressed > inconclusive)
   bool data_lost = false;              // NEW lost more data than the policy allows
   std::string data_lost_why;
+  std::vector<std::string> notes;  // printed above the table (e.g. runs compared despite differences)
 };
 
 Comparison Compare(const RunView& base, const RunView& next, const Policy& policy);
 
+// What makes the two runs not comparable, one phrase each (empty: comparable): world size, rank
+// set (one rank against another rank is said as such), op mix (op families, ops or bytes per
+// iteration differing by more than policy.op_mix_tolerance_pct; per rank when either run's
+// iterations were not marked, since detected iterations may be cut differently).
+std::vector<std::string> Differences(const RunView& base, const RunView& next, const Policy& policy);
+
 // Renderings: a plain table, GitHub-flavoured Markdown, JUnit XML (a test case per gated metric).
 std::string RenderComparisonText(const Comparison& c, const RunView& base, const RunView& next);
-std::string RenderComparisonMarkdown(const Comparison& c, const RunView& base, const RunView& next);
+// `command`: "compare" or "check", named in the heading.
+std::string RenderComparisonMarkdown(const Comparison& c, const RunView& base, const RunView& next,
+                                     const std::string& command);
 std::string RenderComparisonJUnit(const Comparison& c, const RunView& base, const RunView& next);
 
 }  // namespace overlapprof

@@ -252,21 +252,30 @@ void FlagWarmup(const std::vector<OpSpan>& ops, IterationInfo& info) {
   if (w.size() < 3) return;
   // Signature of each window: hash of its ops' (op, bytes) sequence.
   std::vector<uint64_t> sig(w.size(), 0x12345);
-  std::vector<int64_t> walls(w.size());
+  std::vector<int64_t> walls(w.size()), nops(w.size(), 0);
   size_t k = 0;
   for (size_t i = 0; i < w.size(); ++i) {
     walls[i] = w[i].end_ns - w[i].start_ns;
     while (k < ops.size() && ops[k].start_ns < w[i].start_ns) ++k;
-    for (; k < ops.size() && ops[k].start_ns < w[i].end_ns; ++k) sig[i] = sig[i] * 1099511628211ull ^ OpKey(ops[k]);
+    for (; k < ops.size() && ops[k].start_ns < w[i].end_ns; ++k, ++nops[i]) sig[i] = sig[i] * 1099511628211ull ^ OpKey(ops[k]);
   }
   // The most common signature among the iterations after the first (a trace often starts and
-  // ends mid-iteration, so the middle is the reference).
+  // ends mid-iteration, so the middle is the reference). A tie goes to the iteration with the
+  // most communication ops (a complete one), then to the earliest: a partial last iteration must
+  // not become the reference and turn the steady ones before it into "warm-up" (seen: steps 1009
+  // and 1010 of a steady trace that ended inside step 1011, by the order of hash values).
   std::unordered_map<uint64_t, int> count;
   for (size_t i = 1; i < w.size(); ++i) ++count[sig[i]];
-  uint64_t mode = sig[1];
-  for (const auto& [s, c] : count)
-    if (c > count[mode] || (c == count[mode] && s < mode)) mode = s;
-  const int64_t median = Quantile(std::vector<int64_t>(walls.begin() + 1, walls.end()), 0.5);
+  size_t ref = 1;
+  for (size_t i = 2; i < w.size(); ++i)
+    if (count[sig[i]] > count[sig[ref]] || (count[sig[i]] == count[sig[ref]] && nops[i] > nops[ref])) ref = i;
+  const uint64_t mode = sig[ref];
+  // The reference wall time: the median of the iterations with that signature (not of all of
+  // them, which a short partial iteration at either end would pull down).
+  std::vector<int64_t> mode_walls;
+  for (size_t i = 1; i < w.size(); ++i)
+    if (sig[i] == mode) mode_walls.push_back(walls[i]);
+  const int64_t median = Quantile(mode_walls, 0.5);
   // Comm-pattern windows that hold the ops before the periodic part are warm-up.
   int64_t lead_end = info.leading_ops > 0 && info.leading_ops <= static_cast<int64_t>(ops.size())
                          ? ops[info.leading_ops - 1].start_ns

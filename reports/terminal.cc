@@ -30,15 +30,22 @@ class TerminalReport : public ReportWriter {
     auto paint = [&](std::string_view code, const std::string& text) {
       return o.color ? fmt::format("\x1b[{}m{}\x1b[0m", code, text) : text;
     };
-    out << fmt::format("{:>5}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}  {:>7}  {:>6}  {:>5}\n", "rank", "wall",
-                       "compute", "comm", "overlap", "exposed", "overlap%", "bound%", "ops", "iters");
+    // Several files with the same rank (or several without one): a last column says which
+    // file each row is, else rows could not be told apart.
+    std::map<std::string, int> label_count;
+    for (const RankResult& r : s.ranks) ++label_count[RankLabel(r.rank)];
+    bool same_rank = false;
+    for (const auto& entry : label_count) same_rank |= entry.second > 1;
+    auto file_col = [&](const std::string& text) { return same_rank ? "  " + text : std::string(); };
+    out << fmt::format("{:>5}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}  {:>7}  {:>6}  {:>5}{}\n", "rank", "wall",
+                       "compute", "comm", "overlap", "exposed", "overlap%", "bound%", "ops", "iters", file_col("file"));
     for (const RankResult& r : s.ranks) {
       const OverlapFigures& f = r.whole;
-      out << fmt::format("{:>5}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}  {:>7}  {:>6}  {:>5}\n",
+      out << fmt::format("{:>5}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}  {:>7}  {:>6}  {:>5}{}\n",
                          RankLabel(r.rank), FormatDuration(f.wall_ns), FormatDuration(f.compute_ns),
                          FormatDuration(f.comm_ns), FormatDuration(f.overlap_ns), FormatDuration(f.exposed_comm_ns),
                          FormatPercent(f.overlap_ratio), FormatPercent(f.achievable_ratio), f.comm_ops,
-                         r.iteration_count);
+                         r.iteration_count, file_col(r.source_path));
     }
     // By op type, summed over ranks (the op_types analyzer's rows).
     if (s.op_types && !s.op_types->empty()) {
@@ -79,16 +86,17 @@ class TerminalReport : public ReportWriter {
     }
     if (o.per_iteration && !s.iterations.empty()) {
       out << "\nper iteration (window on the GPU timeline; w = warm-up, left out of spreads and the CI gate):\n";
-      out << fmt::format("{:>5}  {:>5}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}  {:>6}\n", "rank", "iter",
-                         "step", "wall", "compute", "comm", "overlap", "exposed", "overlap%", "ops");
+      out << fmt::format("{:>5}  {:>5}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}  {:>6}{}\n", "rank", "iter",
+                         "step", "wall", "compute", "comm", "overlap", "exposed", "overlap%", "ops", file_col("file"));
       for (const IterationResult& it : s.iterations) {
         const OverlapFigures& f = it.figures;
-        out << fmt::format("{:>5}  {:>5}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}  {:>6}\n",
+        out << fmt::format("{:>5}  {:>5}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}  {:>6}{}\n",
                            RankLabel(it.rank), it.warmup ? fmt::format("{}w", it.index) : std::to_string(it.index),
                            it.step == kUnknown ? "-" : std::to_string(it.step),
                            FormatDuration(f.wall_ns), FormatDuration(f.compute_ns), FormatDuration(f.comm_ns),
                            FormatDuration(f.overlap_ns), FormatDuration(f.exposed_comm_ns),
-                           FormatPercent(f.overlap_ratio), f.comm_ops);
+                           FormatPercent(f.overlap_ratio), f.comm_ops,
+                           file_col(it.rank_index < s.ranks.size() ? s.ranks[it.rank_index].source_path : "?"));
       }
     }
     out << "\n";

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "src/cli/command.h"
+#include "src/cli/gate.h"
 #include "src/cli/output.h"
 #include "src/cli/pipeline.h"
 #include "src/cli/registry.h"
@@ -44,6 +45,13 @@ Status WriteRunReports(const std::string& dir, const Summary& summary, ReportWri
 
 CommandResult RunAnalyze(const AnalyzeArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(int exp, ParseTsUnit(a.ts_unit));
+  // A JSON summary is already analyzed: say what takes it.
+  for (const std::string& t : a.traces)
+    if (IsSummaryFile(t))
+      return MakeError(StatusCode::kInvalidInput,
+                       "{}: this is an overlapprof JSON summary, already analyzed: compare it with another run "
+                       "('overlapprof compare {} NEW') or gate a new run on it ('overlapprof check TRACE --baseline {}')",
+                       t, t, t);
   OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs(a.traces, a.cache_dir));
   ImportOptions io;
   io.kineto_time_exp = exp;

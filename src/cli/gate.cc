@@ -18,8 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A JSON summary is a .json file whose beginning names the summary schema (a Chrome trace,
-// also .json, does not).
+}  // namespace
+
 bool IsSummaryFile(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec) || fs::path(path).extension() != ".json") return false;
@@ -29,6 +29,8 @@ bool IsSummaryFile(const std::string& path) {
   head.resize(static_cast<size_t>(f.gcount()));
   return head.find("\"overlapprof.summary/") != std::string::npos;
 }
+
+namespace {
 
 StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range) {
   nlohmann::json j;
@@ -75,23 +77,39 @@ StatusOr<Loaded> Load(const GateArgs& a) {
   return l;
 }
 
+// Refuses runs that are not comparable (exit 2, one line), or with --allow-different-runs
+// notes what differs above the table.
+Status CheckComparable(const GateArgs& a, const Loaded& l, Comparison& c) {
+  std::vector<std::string> d = Differences(l.base, l.next, l.policy);
+  if (d.empty()) return OkStatus();
+  std::string what;
+  for (const std::string& x : d) what += (what.empty() ? "" : "; ") + x;
+  if (!a.allow_different_runs)
+    return MakeError(StatusCode::kInvalidInput,
+                     "the runs are not comparable: {} (--allow-different-runs to compare them anyway)", what);
+  c.notes.push_back("the runs differ: " + what);
+  return OkStatus();
+}
+
 }  // namespace
 
 CommandResult RunCompare(const GateArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(Loaded l, Load(a));
   Comparison c = Compare(l.base, l.next, l.policy);
+  OVERLAPPROF_RETURN_IF_ERROR(CheckComparable(a, l, c));
   std::cout << RenderComparisonText(c, l.base, l.next);
   if (!a.markdown_path.empty())
-    OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.markdown_path, RenderComparisonMarkdown(c, l.base, l.next)));
+    OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.markdown_path, RenderComparisonMarkdown(c, l.base, l.next, "compare")));
   return Outcome::Ok();
 }
 
 CommandResult RunCheck(const GateArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(Loaded l, Load(a));
   Comparison c = Compare(l.base, l.next, l.policy);
+  OVERLAPPROF_RETURN_IF_ERROR(CheckComparable(a, l, c));
   std::cout << RenderComparisonText(c, l.base, l.next);
   if (!a.markdown_path.empty())
-    OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.markdown_path, RenderComparisonMarkdown(c, l.base, l.next)));
+    OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.markdown_path, RenderComparisonMarkdown(c, l.base, l.next, "check")));
   if (!a.junit_path.empty()) OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.junit_path, RenderComparisonJUnit(c, l.base, l.next)));
   std::cout.flush();
   // The one line that decided, on stderr, so CI logs show it without the table.

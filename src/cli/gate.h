@@ -13,7 +13,12 @@ struct GateArgs {
   Policy policy;
   std::string markdown_path, junit_path;  // check: also write these ("-": stdout)
   std::string step_range;                 // AnalysisOptions::step_range for traces
+  bool allow_different_runs = false;      // compare runs that Differences() finds not comparable
 };
+
+// A JSON summary: a .json file whose beginning names the summary schema (a Chrome trace, also
+// .json, does not).
+bool IsSummaryFile(const std::string& path);
 
 CommandResult RunCompare(const GateArgs& args);
 CommandResult RunCheck(const GateArgs& args);

@@ -18,6 +18,29 @@
 namespace overlapprof {
 namespace {
 
+// Help: each subcommand's usage line as it is really called (CLI11 cannot show `run`'s "--"
+// or check's required --baseline).
+class Formatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* app, std::string name) const override {
+    static const std::pair<const char*, const char*> kUsage[] = {
+        {"analyze", "analyze [OPTIONS] TRACE..."},
+        {"import", "import [OPTIONS] INPUT... -o OUTPUT"},
+        {"run", "run [OPTIONS] -- CMD [ARGS...]"},
+        {"report", "report [OPTIONS] TRACE... --chrome-trace FILE | --json FILE | --html FILE"},
+        {"compare", "compare [OPTIONS] BASE NEW"},
+        {"check", "check [OPTIONS] TRACE --baseline BASE"},
+    };
+    for (const auto& [sub, usage] : kUsage)
+      if (app->get_name() == sub) return std::string("Usage: overlapprof ") + usage + "\n";
+    return CLI::Formatter::make_usage(app, std::move(name));
+  }
+};
+
+// A validator without its description, so that help shows the option's own words for its
+// range ("1 to 256") instead of "INT:INT in [1 - 256]".
+CLI::Validator Quiet(CLI::Validator v) { return v.description(""); }
+
 // Every subcommand's arguments, filled in by CLI11 when it parses the command line.
 struct Commands {
   AnalyzeArgs aa;
@@ -25,11 +48,11 @@ struct Commands {
   RunArgs ra;
   ReportArgs pa;
   GateArgs ca, ka;
-  double max_drop = 0, max_increase = 0;  // check: flags that override the policy file
+  double max_drop = 0, max_increase = 0, max_step = 0, min_effect = 0;  // check: flags that override the policy file
   int64_t max_loss = 0;
   CLI::App *analyze = nullptr, *import = nullptr, *run = nullptr, *report = nullptr, *compare = nullptr,
            *check = nullptr;
-  CLI::Option *o_drop = nullptr, *o_inc = nullptr, *o_loss = nullptr;
+  CLI::Option *o_drop = nullptr, *o_inc = nullptr, *o_loss = nullptr, *o_step = nullptr, *o_effect = nullptr;
 };
 
 // The subcommands and their options.
@@ -49,26 +72,33 @@ void DefineCommands(CLI::App& app, Commands& c) {
   analyze->add_flag("--per-iteration", aa.per_iteration, "print the per-iteration table");
   analyze->add_option("--ts-unit", aa.ts_unit, "unit of Chrome-trace ts/dur: us (the format's, default) or ns");
   analyze->add_flag("--no-verify", aa.no_verify, "skip SQLite quick_check on store files (trusted files only)");
-  analyze->add_option("--color", aa.color, "auto (TTY and no NO_COLOR), always, never");
-  analyze->add_option("-j,--jobs", aa.jobs, "import up to N-1 traces ahead on other threads (N ranks in memory)")
-      ->check(CLI::Range(1, 256));
+  analyze->add_option("--color", aa.color, "auto (TTY and no NO_COLOR, the default), always or never")
+      ->check(Quiet(CLI::IsMember({"auto", "always", "never"})))
+      ->type_name("WHEN");
+  analyze->add_option("-j,--jobs", aa.jobs,
+                      "import up to N-1 traces ahead on other threads (N ranks in memory); 1 to 256, default 1")
+      ->check(Quiet(CLI::Range(1, 256)))
+      ->type_name("N");
   analyze->add_option("--step-range", aa.step_range,
                       "host annotation (NVTX or record_function) that marks an iteration, instead of ProfilerStep#N");
   constexpr const char* kCacheDirHelp = "directory for the SQLite exports of .nsys-rep inputs (default $TMPDIR/overlapprof-nsys-UID)";
-  analyze->add_option("--cache-dir", aa.cache_dir, kCacheDirHelp);
+  analyze->add_option("--cache-dir", aa.cache_dir, kCacheDirHelp)->type_name("DIR");
 
   CLI::App* import = app.add_subcommand("import", "Convert PyTorch-profiler JSON traces and Nsight Systems exports into overlapprof stores");
   import->add_option("INPUT", ia.inputs, "trace files or directories")->required();
   import->add_option("-o,--output", ia.output, "output file (one input) or directory")->required();
   import->add_flag("--force", ia.force, "replace existing output files");
   import->add_option("--ts-unit", ia.ts_unit, "unit of Chrome-trace ts/dur: us (default) or ns");
-  import->add_option("--cache-dir", ia.cache_dir, kCacheDirHelp);
+  import->add_option("--cache-dir", ia.cache_dir, kCacheDirHelp)->type_name("DIR");
 
   CLI::App* run = app.add_subcommand(
       "run", "Run a training command with the injector and record every rank (overlapprof run -- CMD ARGS...)");
   run->add_option("-o,--output", ra.output_dir, "directory for the rank files (default overlapprof-YYYYmmdd-HHMMSS)");
-  run->add_option("--flush-ms", ra.flush_ms, "commit the rank files at least this often (ms); bounds what SIGKILL loses")
-      ->check(CLI::Range(10, 600000));
+  run->add_option("--flush-ms", ra.flush_ms,
+                  "commit the rank files at least this often, in ms from 10 to 600000 (10 minutes); bounds what "
+                  "SIGKILL loses")
+      ->check(Quiet(CLI::Range(10, 600000)))
+      ->type_name("MS");
   run->add_flag("--no-analyze", ra.no_analyze, "only record; do not analyze afterwards");
   // Everything from the first positional argument (or after "--") is the command, passed on
   // untouched, its own options included.
@@ -84,29 +114,50 @@ void DefineCommands(CLI::App& app, Commands& c) {
   report->add_option("--trace-iterations", pa.trace_iterations,
                      "Chrome trace: the iterations to keep: 'all', or 0-based indices like 0,5,10-12 (default: everything "
                      "when it fits the budget, else the slowest, median and first steady iteration per rank)");
-  report->add_option("--trace-budget", pa.trace_budget_mb, "Chrome trace: size budget in MB of JSON (default 100)")
-      ->check(CLI::PositiveNumber);
-  report->add_option("--cache-dir", pa.cache_dir, kCacheDirHelp);
+  report->add_option("--trace-budget", pa.trace_budget_mb,
+                     "Chrome trace: size budget in MB of JSON, more than 0 (default 100)")
+      ->check(Quiet(CLI::PositiveNumber))
+      ->type_name("MB");
+  report->add_option("--cache-dir", pa.cache_dir, kCacheDirHelp)->type_name("DIR");
 
   CLI::App* compare = app.add_subcommand("compare", "Compare two runs (traces, or JSON summaries): per metric, verdict");
   compare->add_option("BASE", ca.base, "baseline: a JSON summary, a trace, or a directory of traces")->required();
   compare->add_option("NEW", ca.next, "the run to compare with it")->required();
   compare->add_option("--markdown", ca.markdown_path, "also write a Markdown table to FILE ('-': stdout)");
   compare->add_option("--step-range", ca.step_range, "host annotation that marks an iteration (traces only)");
+  compare->add_flag("--allow-different-runs", ca.allow_different_runs,
+                    "compare runs of another world size, rank set or op mix (refused otherwise, exit 2)");
 
   CLI::App* check = app.add_subcommand(
       "check", "CI gate: exit 0 pass, 1 regression, 3 inconclusive, 4 data lost, 2 usage (docs/ci-gate.md)");
   check->add_option("TRACE", ka.next, "the new run: a trace, a directory of traces, or a JSON summary")->required();
   check->add_option("--baseline", ka.base, "the baseline: a JSON summary (commit it) or traces")->required();
   CLI::Option* o_drop = check->add_option("--max-overlap-drop", max_drop,
-                                          "fail when the overlap ratio drops by more than this many percentage points (default 2)")
-                            ->check(CLI::NonNegativeNumber);
+                                          "fail when the overlap ratio drops by more than this many percentage points, 0 "
+                                          "or more (default 2)")
+                            ->check(Quiet(CLI::NonNegativeNumber))
+                            ->type_name("PP");
   CLI::Option* o_inc = check->add_option("--max-exposed-comm-increase", max_increase,
-                                         "fail when exposed communication per iteration grows by more than this % (default 10)")
-                           ->check(CLI::NonNegativeNumber);
+                                         "fail when exposed communication per iteration grows by more than this %, 0 or "
+                                         "more (default 10)")
+                           ->check(Quiet(CLI::NonNegativeNumber))
+                           ->type_name("PCT");
   CLI::Option* o_loss = check->add_option("--max-data-loss", max_loss,
-                                          "fail (exit 4) when the new run's error-severity counters total more (default 0)")
-                            ->check(CLI::NonNegativeNumber);
+                                          "fail (exit 4) when the new run's error-severity counters total more, 0 or more "
+                                          "(default 0)")
+                            ->check(Quiet(CLI::NonNegativeNumber))
+                            ->type_name("N");
+  c.o_step = check->add_option("--max-step-time-increase", c.max_step,
+                               "fail when the step time grows by more than this %, 0 or more (default 5)")
+                   ->check(Quiet(CLI::NonNegativeNumber))
+                   ->type_name("PCT");
+  c.o_effect = check->add_option("--min-effect-ms", c.min_effect,
+                                 "a change smaller than this many ms per iteration (or 1% of the step) never fails "
+                                 "(0 or more, default 0.5)")
+                   ->check(Quiet(CLI::NonNegativeNumber))
+                   ->type_name("MS");
+  check->add_flag("--allow-different-runs", ka.allow_different_runs,
+                  "compare runs of another world size, rank set or op mix (refused otherwise, exit 2)");
   check->add_option("--policy", ka.policy_file, "JSON policy file with the same thresholds (flags override it)");
   check->add_option("--markdown", ka.markdown_path, "write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY; '-': stdout)");
   check->add_option("--junit", ka.junit_path, "write JUnit XML (a test case per gated metric)");
@@ -129,6 +180,8 @@ CommandResult Dispatch(Commands& c, const std::vector<std::string>& after_dashes
     if (c.o_drop->count()) ka.policy.max_overlap_drop_pp = c.max_drop;
     if (c.o_inc->count()) ka.policy.max_exposed_comm_increase_pct = c.max_increase;
     if (c.o_loss->count()) ka.policy.max_data_loss = c.max_loss;
+    if (c.o_step->count()) ka.policy.max_step_time_increase_pct = c.max_step;
+    if (c.o_effect->count()) ka.policy.min_effect_ms = c.min_effect;
     return RunCheck(ka);
   }
   if (c.run->parsed()) {
@@ -149,6 +202,7 @@ int Main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("overlapprof ") + kToolVersion);
   app.require_subcommand(1);
 
+  app.formatter(std::make_shared<Formatter>());  // before the subcommands: they copy it
   Commands commands;
   DefineCommands(app, commands);
   if (argc > 1 && argv[1][0] != '-' && std::string_view(argv[1]) != "analyze" &&

@@ -138,6 +138,13 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
     progress.Done();
   }  // each RankTrace is freed before the next file is read
   summary.current.reset();  // the last rank's derived data
+  // A --step-range that names nothing is a typo, not "0 iterations": it would switch off the
+  // per-iteration figures (and the gate's test) without a word.
+  if (!analysis_options.step_range.empty() && !summary.ranks.empty() &&
+      std::all_of(summary.ranks.begin(), summary.ranks.end(), [](const RankResult& r) { return r.iteration_count == 0; }))
+    return MakeError(StatusCode::kInvalidArgument,
+                     "--step-range '{}' matches no host range (NVTX or record_function, named NAME or NAME#N) in {}",
+                     analysis_options.step_range, files.size() == 1 ? files[0] : fmt::format("any of the {} inputs", files.size()));
   // Order ranks by rank number (unknown last), keeping input order among equals.
   std::vector<size_t> order(summary.ranks.size());
   std::iota(order.begin(), order.end(), 0);

@@ -139,7 +139,7 @@ CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(con
 
   fs::path dir = a.output_dir.empty() ? fs::path(DefaultDir()) : fs::path(a.output_dir);
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  const bool created = fs::create_directories(dir, ec);  // removed again if nothing is recorded
   if (ec) return MakeError(StatusCode::kIo, "run: cannot create {}: {}", dir.string(), ec.message());
   if (!RankFiles(dir).empty()) {
     return MakeError(StatusCode::kInvalidArgument,
@@ -220,7 +220,16 @@ CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(con
                 files.size(), dir.c_str());
   Note(line);
   if (files.empty()) {
-    Note("no process of the job called NCCL or initialized CUDA under the injector: nothing was recorded");
+    Note("nothing was recorded: no process of the job loaded NCCL or initialized CUDA with the injector in it.");
+    Note("  - a job that does not use NCCL (torch.distributed with gloo, a CPU-only job) has no GPU communication "
+         "to measure;");
+    Note("  - or the injector did not load in the workers: a launcher that clears LD_PRELOAD (a container, "
+         "ranks started over ssh) keeps it out. To check, in a running worker: grep overlapprof_inject "
+         "/proc/<worker pid>/maps");
+    Note("  - another route: record with the PyTorch profiler (torch.profiler, one trace per rank) and run "
+         "'overlapprof analyze' on its traces (docs/run.md)");
+    std::error_code rm;
+    if (created && fs::is_empty(dir, rm)) fs::remove(dir, rm);  // no empty directory left behind
     return Outcome::CommandExited(code);
   }
   if (!a.no_analyze) {

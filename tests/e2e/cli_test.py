@@ -219,6 +219,51 @@ class CliTest(unittest.TestCase):
         rc, out, _ = run("analyze", A100_2, env={"NO_COLOR": "1"})
         self.assertNotIn("\x1b[", out)
 
+    def test_color_rejects_unknown_values(self):
+        rc, out, err = run("analyze", A100_2, "--color", "sometimes")
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("--color: sometimes not in {auto,always,never}", err)
+        self.assertEqual(out, "")
+
+    def test_help_shows_the_real_usage_and_ranges_in_words(self):
+        usage = {"analyze": "analyze [OPTIONS] TRACE...", "import": "import [OPTIONS] INPUT... -o OUTPUT",
+                 "run": "run [OPTIONS] -- CMD [ARGS...]", "compare": "compare [OPTIONS] BASE NEW",
+                 "check": "check [OPTIONS] TRACE --baseline BASE",
+                 "report": "report [OPTIONS] TRACE... --chrome-trace FILE | --json FILE | --html FILE"}
+        for sub, want in usage.items():
+            rc, out, err = run(sub, "--help")
+            self.assertEqual(rc, 0, err)
+            self.assertIn("Usage: overlapprof " + want + "\n", out)
+            # Ranges in words, not CLI11's "INT:INT in [1 - 256]" / "FLOAT:NONNEGATIVE".
+            self.assertNotRegex(out, r"INT:|FLOAT:|NONNEGATIVE|POSITIVE|\[\d+ - \d+\]", sub)
+        self.assertIn("1 to 256", run("analyze", "--help")[1])
+        self.assertIn("from 10 to 600000", run("run", "--help")[1])
+
+    def test_analyze_of_a_json_summary_suggests_compare_and_check(self):
+        summary = os.path.join(self.tmp, "base.json")
+        self.assertEqual(run("analyze", A100_2, "--json", summary)[0], 0)
+        rc, out, err = run("analyze", summary)
+        self.assertEqual(rc, 2, out + err)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn("JSON summary", err)
+        self.assertIn(f"overlapprof compare {summary} NEW", err)
+        self.assertIn(f"overlapprof check TRACE --baseline {summary}", err)
+
+    def test_table_shows_the_file_when_files_share_a_rank(self):
+        # A100_2 and A100_16 are both rank 0 (of different runs): each row says its file.
+        rc, out, err = run("analyze", A100_2, A100_16, "--per-iteration")
+        self.assertIn(rc, (0, 4), err)
+        lines = out.splitlines()
+        self.assertTrue(lines[0].rstrip().endswith("file"), lines[0])
+        rows = [l for l in lines[1:3]]
+        self.assertTrue(rows[0].endswith(A100_2) or rows[0].endswith(A100_16), rows)
+        self.assertEqual({r.split()[-1] for r in rows}, {A100_2, A100_16})
+        iters = [l for l in lines if l.rstrip().endswith((A100_2, A100_16)) and "%" in l]
+        self.assertGreater(len(iters), 2)
+        # One file: no file column (the golden tables stay as they were).
+        rc, out, _ = run("analyze", A100_2)
+        self.assertFalse(out.splitlines()[0].rstrip().endswith("file"))
+
     def test_terminal_report_matches_golden(self):
         # The terminal writer's golden file: every table and line, for a real trace and for a
         # synthetic multi-rank run with buckets, a straggler and findings.
@@ -317,6 +362,9 @@ class CliTest(unittest.TestCase):
         self.assertIn("base: " + before + " (2 rank(s)", out)
         self.assertIn("new:  " + after + " (2 rank(s)", out)
         self.assertRegex(out, r"overlap_ratio \(%\) +0\.00 +0\.00 +\+0\.00 pp")
+        # Iterations detected from the comm pattern (66 vs 34 windows): step time shown, not gated.
+        self.assertRegex(out, r"step_time \(ms\) .* no +\w+\n")
+        self.assertIn("not gated: iterations detected from the communication pattern", out)
         self.assertTrue(os.path.getsize(md) > 0)
         # Both exports in one directory: four ranks, one per (file, process, GPU).
         both = os.path.join(self.tmp, "both")

@@ -27,25 +27,29 @@ def run(*args, timeout=120):
     return p.returncode, p.stdout, p.stderr
 
 
-def trace(path, overlaps_ms):
-    """One rank; iteration i's all-reduce overlaps the GEMM by overlaps_ms[i] (0..4 ms)."""
+def trace(path, overlaps_ms, period_us=20000.0, gemm_us=10000, world_size=1, rank=0, allreduces=1):
+    """One rank; iteration i's all-reduce overlaps the GEMM by overlaps_ms[i] (0..4 ms). A step
+    takes period_us (the step time), the GEMM gemm_us; `allreduces` all-reduces per step (the
+    extra ones after the GEMM, exposed)."""
     ev = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": 7, "args": {"name": "stream 7 "}},
           {"name": "thread_name", "ph": "M", "pid": 0, "tid": 20, "args": {"name": "stream 20 "}}]
     corr = 1
     for i, ov in enumerate(overlaps_ms):
-        t = 1000.0 + i * 20000.0  # µs
+        t = 1000.0 + i * period_us  # µs
         ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 3, "tid": 3,
-                   "ts": t, "dur": 20000})
-        for k, (stream, name, start, dur) in enumerate([
-                (7, "ampere_bf16_s16816gemm", t + 1000, 10000),
-                (20, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", t + 11000 - ov * 1000, 4000)]):
+                   "ts": t, "dur": period_us})
+        kernels = [(7, "ampere_bf16_s16816gemm", t + 1000, gemm_us),
+                   (20, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", t + 1000 + gemm_us - ov * 1000, 4000)]
+        kernels += [(20, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", t + 5000 + gemm_us + 1000 * k, 500)
+                    for k in range(allreduces - 1)]
+        for k, (stream, name, start, dur) in enumerate(kernels):
             ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 3, "tid": 3,
                        "ts": t + 100 + 10 * k, "dur": 5, "args": {"correlation": corr}})
             ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": round(start, 3),
                        "dur": dur, "args": {"device": 0, "stream": stream, "correlation": corr}})
             corr += 1
     with open(path, "w") as f:
-        json.dump({"distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": ev}, f)
+        json.dump({"distributedInfo": {"rank": rank, "world_size": world_size}, "traceEvents": ev}, f)
     return path
 
 
@@ -66,7 +70,8 @@ class GateTest(unittest.TestCase):
         cls.short = trace(os.path.join(d, "short.json"), [2.0, 2.0, 2.0])               # 3 iterations only
         # Bimodal iterations: the mean moves by 5 pp but the distributions overlap: too noisy.
         cls.wide_base = trace(os.path.join(d, "wide_base.json"), [0.8, 3.2] * 3)       # 20% / 80%
-        cls.wide_new = trace(os.path.join(d, "wide_new.json"), [0.6, 3.0] * 3)         # 15% / 75%
+        # 5% / 65%: 0.6 ms more exposed per step, above the 0.5 ms floor, yet not significant.
+        cls.wide_new = trace(os.path.join(d, "wide_new.json"), [0.2, 2.6] * 3)
         cls.summary = os.path.join(d, "baseline.summary.json")
         rc, _, err = run("analyze", cls.base, "--json", cls.summary)
         assert rc == 0, err
@@ -129,9 +134,16 @@ class GateTest(unittest.TestCase):
         self.assertIn("| overlap_ratio (%) | 74.91 | 49.69 | -25.22 pp |", text)
         import xml.etree.ElementTree as ET
         suite = ET.parse(xml).getroot()
-        self.assertEqual((suite.get("tests"), suite.get("failures")), ("3", "2"))
+        self.assertEqual((suite.get("tests"), suite.get("failures")), ("4", "2"))
         names = [c.get("name") for c in suite.findall("testcase")]
-        self.assertEqual(names, ["overlap_ratio", "exposed_comm_per_iter", "data_quality"])
+        self.assertEqual(names, ["step_time", "overlap_ratio", "exposed_comm_per_iter", "data_quality"])
+        self.assertTrue(open(xml).read().endswith("</testsuite>\n"))
+        # compare's Markdown names compare, not check.
+        rc, _, _ = run("compare", self.summary, self.worse, "--markdown", md)
+        self.assertEqual(rc, 0)
+        head = open(md).read().splitlines()[0]
+        self.assertIn("overlapprof compare: regressed", head)
+        self.assertNotIn("check", head)
 
     def test_compare_prints_every_metric_and_exits_0(self):
         rc, out, err = run("compare", self.summary, self.worse)
@@ -147,6 +159,71 @@ class GateTest(unittest.TestCase):
         s = json.load(open(self.summary))
         r = s["ranks"][0]
         self.assertIn(f"{100 * r['overlap_ns'] / r['comm_ns']:.2f}", out)
+
+    def test_slower_step_with_better_overlap_fails(self):
+        # The issue's case: more compute per step (10 -> 16 ms GEMM, 20 -> 26 ms steps) hides more
+        # of the all-reduce, so the overlap ratio improves, but the step is 30% slower.
+        slower = trace(os.path.join(self.tmp, "slower.json"), noisy(3.8, 12, seed=5), period_us=26000.0,
+                       gemm_us=16000)
+        rc, out, err = self.check(slower)
+        self.assertEqual(rc, 1, out + err)
+        # Means over the steady windows (the last one ends with its last kernel).
+        self.assertRegex(err, r"check failed: step_time regressed from 19\.\d\d to 25\.\d\d ms: \+30\.\d+ %")
+        self.assertRegex(out, r"overlap_ratio \(%\) .* improved")
+        self.assertNotIn("check failed: overlap_ratio", err)
+        # The reverse direction passes (faster step, the overlap drop below the floor is not it).
+        rc, out, err = run("check", self.summary, "--baseline", slower)
+        self.assertNotIn("step_time regressed", err)
+
+    def test_change_of_a_tenth_of_a_ms_passes(self):
+        # 0.1 ms less hidden per step: +2.5 pp overlap drop and +10% exposed, both over their
+        # thresholds and significant, but 0.1 ms per 20 ms step is below the 0.5 ms floor.
+        tenth = trace(os.path.join(self.tmp, "tenth.json"), [x - 0.1 for x in noisy(3.0, 12, seed=1)])
+        rc, out, err = self.check(tenth)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("below the minimum effect of 0.500 ms", out)
+        # 0.3 ms: over 1% of the step, under the 0.5 ms default; fails with the floor at 0.05 ms.
+        third = trace(os.path.join(self.tmp, "third.json"), [x - 0.3 for x in noisy(3.0, 12, seed=1)])
+        self.assertEqual(self.check(third)[0], 0)
+        rc, out, err = self.check(third, "--min-effect-ms", "0.05")
+        self.assertEqual(rc, 1, out + err)
+        # A step 0.1 ms longer passes too.
+        longer = trace(os.path.join(self.tmp, "longer.json"), noisy(3.0, 12, seed=1), period_us=20100.0)
+        rc, out, err = self.check(longer)
+        self.assertEqual(rc, 0, out + err)
+
+    def test_runs_that_are_not_comparable_exit_2(self):
+        other_world = trace(os.path.join(self.tmp, "ws2.json"), noisy(3.0, 12, seed=2), world_size=2)
+        rc, out, err = self.check(other_world)
+        self.assertEqual(rc, 2, out + err)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn("not comparable: world size 1 vs 2", err)
+        rc, out, err = self.check(other_world, "--allow-different-runs")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("note: the runs differ: world size 1 vs 2", out)
+        # One rank against another rank is said as such.
+        rank1 = trace(os.path.join(self.tmp, "rank1.json"), noisy(3.0, 12, seed=2), world_size=2, rank=1)
+        rank0 = trace(os.path.join(self.tmp, "rank0.json"), noisy(3.0, 12, seed=2), world_size=2, rank=0)
+        rc, out, err = run("compare", rank0, rank1)
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("compares rank 0 of the base with rank 1 of the new run", err)
+        # Another op mix: two all-reduces per step instead of one.
+        mix = trace(os.path.join(self.tmp, "mix.json"), noisy(3.0, 12, seed=2), allreduces=2)
+        rc, out, err = self.check(mix)
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("allreduce ops per iteration 1.0 vs 2.0", err)
+
+    def test_step_range_that_matches_nothing_exits_2(self):
+        rc, out, err = run("check", self.worse, "--baseline", self.base, "--step-range", "ProfilerStepp")
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("--step-range 'ProfilerStepp' matches no host range", err)
+
+    def test_per_op_rows_do_not_exceed_the_total(self):
+        rc, out, _ = run("compare", self.summary, self.worse)
+        rows = {l.split()[0]: l.split() for l in out.splitlines() if l.endswith(("unchanged", "regressed", "improved"))}
+        for col in (2, 3):
+            self.assertLessEqual(float(rows["exposed_allreduce_per_iter"][col]),
+                                 float(rows["exposed_comm_per_iter"][col]) + 1e-9)
 
     def test_data_loss_fails_with_4(self):
         s = json.load(open(self.summary))

@@ -236,6 +236,11 @@ class InjectorTest(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertEqual(self.files(), [])
         self.assertIn("nothing was recorded", err)
+        # Says why in plain words, how to check, and the other route; leaves no empty directory.
+        self.assertIn("gloo", err)
+        self.assertIn("/proc/<worker pid>/maps", err)
+        self.assertIn("PyTorch profiler", err)
+        self.assertFalse(os.path.exists(self.out), os.listdir(self.out) if os.path.exists(self.out) else "")
 
     def test_injector_inert_without_output_dir(self):
         # Preloaded but not under `overlapprof run` (no OVERLAPPROF_OUTPUT_DIR): no file, no output.
@@ -330,7 +335,7 @@ class InjectorTest(unittest.TestCase):
             trace = json.load(f)
         self.assertEqual(sum(1 for e in trace["traceEvents"] if e["ph"] == "X" and e.get("cat") == "kernel"),
                          written["ranks"][0]["kernels"])
-        self.assertEqual(sum(1 for e in trace["traceEvents"] if e["ph"] == "C" and e["name"] == "overlap %"), 5)
+        self.assertEqual(sum(1 for e in trace["traceEvents"] if e["ph"] == "C" and e["name"] == "overlap" and list(e["args"]) == ["%"]), 5)
         self.assertIn("overlap.perfetto.json", err)
         with open(os.path.join(self.out, "overlap.report.html")) as f:
             self.assertIn('"overlap_ratio":0.4762', f.read().replace(" ", ""))

@@ -188,12 +188,40 @@ TEST(Iterations, StepRangeNamesTheIterationAnnotation) {
   ASSERT_EQ(j["iterations"].size(), 3u);
   EXPECT_EQ(j["iterations"][1]["step"], 8);
   EXPECT_EQ(j["iterations"][1]["start_ns"], kBase + 1100000);
+  // A name that matches nothing is an error (a typo must not switch the iterations off silently).
   ao.step_range = "no_such_range";
-  j = Analyze(KinetoJson(ev), ao);
-  EXPECT_EQ(j["ranks"][0]["iterations"], 0);
-  bool noticed = false;
-  for (const Json& n : j["ranks"][0]["notices"]) noticed |= n.get<std::string>() == "no host range named 'no_such_range' in the trace";
-  EXPECT_TRUE(noticed) << j["ranks"][0]["notices"].dump();
+  TempDir dir;
+  StatusOr<Summary> s = AnalyzeFiles({dir.Write("rank0.json", KinetoJson(ev))}, ImportOptions{}, ao, 1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("--step-range 'no_such_range' matches no host range"), std::string::npos)
+      << s.status().message();
+}
+
+TEST(Iterations, SteadyStepsAtHighStepNumbersAreNotWarmup) {
+  // Steps 1009 and 1010 are steady (two all-reduces of different sizes each); the trace ends
+  // inside step 1011 (one all-reduce, a shorter window). Whatever the signatures' hash values,
+  // the partial last step is not the reference, so nothing is warm-up. Several sizes are tried
+  // so that an order-of-hash tie-break would pick the partial step in some of them.
+  for (int64_t variant = 0; variant < 6; ++variant) {
+    std::vector<Ev> ev;
+    int64_t corr = 1;
+    for (int64_t i = 0; i < 3; ++i) {
+      const int64_t t = i * 1000;
+      ev.push_back({"user_annotation", fmt::format("ProfilerStep#{}", 1009 + i), T(t), D(i < 2 ? 1000 : 400)});
+      ev.push_back({"cuda_runtime", "cudaLaunchKernel", T(t + 10), D(5), 0, corr});
+      ev.push_back({"kernel", "gemm", T(t + 100), D(i < 2 ? 500 : 200), 7, corr++});
+      for (int64_t k = 0; k < (i < 2 ? 2 : 1); ++k) {
+        ev.push_back({"cuda_runtime", "cudaLaunchKernel", T(t + 20 + k), D(1), 0, corr});
+        ev.push_back({"kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", T(t + 610 + 150 * k), D(100), 20, corr++,
+                      AllReduceArgs((1 + k) * (1000 + 37 * variant))});
+      }
+    }
+    Json j = Analyze(KinetoJson(ev));
+    ASSERT_EQ(j["iterations"].size(), 3u);
+    EXPECT_EQ(j["iterations"][0]["step"], 1009);
+    EXPECT_EQ(j["ranks"][0]["warmup_iterations"], 0) << "variant " << variant;
+  }
 }
 
 TEST(Iterations, WarmupByWallTimeAndSignature) {
