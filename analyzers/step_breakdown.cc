@@ -49,7 +49,7 @@ OverlapFigures FiguresOf(const StepSplit& s) {
 
 std::string StepVerdict(const StepSplit& s, const std::vector<std::pair<int64_t, int64_t>>& waited_for) {
   const OverlapFigures f = FiguresOf(s);
-  if (s.wall_ns <= 0) return RankVerdict(f);
+  if (s.wall_ns <= 0 || s.idle_ns >= s.wall_ns) return "no GPU activity in the trace: nothing to analyze";
   auto share = [&](int64_t ns) { return FormatPercent(static_cast<double>(ns) / static_cast<double>(s.wall_ns)); };
   auto counts = [&](int64_t ns) { return ns * 100 >= kVerdictSharePercent * s.wall_ns; };
   const int64_t exposed = s.comm_exposed_ns + s.comm_waiting_ns;
@@ -76,10 +76,17 @@ std::string StepVerdict(const StepSplit& s, const std::vector<std::pair<int64_t,
   const int64_t largest = std::max({s.idle_ns, exposed, s.memory_only_ns});
   std::string v;
   if (!counts(largest)) {
-    v = f.comm_ns > 0 ? fmt::format("well overlapped: {} of communication hidden; compute {} of the step, ",
-                                    FormatPercent(f.overlap_ratio), share(f.compute_ns))
-                      : fmt::format("the GPU is busy: compute {} of the step (no communication on the GPU timeline), ",
-                                    share(f.compute_ns));
+    // "Well overlapped" only when most communication is hidden (as RankVerdict's "well hidden").
+    if (f.comm_ns == 0)
+      v = fmt::format("the GPU is busy: compute {} of the step (no communication on the GPU timeline), ",
+                      share(f.compute_ns));
+    else if (*f.overlap_ratio >= 0.9)
+      v = fmt::format("well overlapped: {} of communication hidden; compute {} of the step, ",
+                      FormatPercent(f.overlap_ratio), share(f.compute_ns));
+    else
+      v = fmt::format("no recoverable share reaches {}% of the step ({} of communication hidden); compute {} of the "
+                      "step, ",
+                      kVerdictSharePercent, FormatPercent(f.overlap_ratio), share(f.compute_ns));
     v += fmt::format("exposed communication {}, memory only {}, GPU idle {}", share(exposed), share(s.memory_only_ns),
                      share(s.idle_ns));
     return v;
@@ -87,7 +94,8 @@ std::string StepVerdict(const StepSplit& s, const std::vector<std::pair<int64_t,
   if (s.idle_ns == largest) {
     v = fmt::format("GPU idle {} of the step: the job is input- or CPU-bound", share(s.idle_ns));
     v += f.comm_ns > 0 ? "; hidden communication is not what limits it" : " (no communication on the GPU timeline)";
-    if (counts(exposed)) v += "; then " + exposed_text() + " (" + FormatPercent(f.overlap_ratio) + " hidden)";
+    if (counts(exposed))
+      v += "; then " + exposed_text() + " (" + FormatPercent(f.overlap_ratio) + " of communication hidden)";
     if (counts(s.memory_only_ns)) v += "; then " + memory_text;
   } else if (exposed == largest) {
     v = exposed_text() + ": " + RankVerdict(f);

@@ -114,6 +114,11 @@ TEST(StepBreakdown, VerdictNamesTheLargestRecoverableShareFirst) {
   // Nothing recoverable reaches 10%.
   EXPECT_EQ(StepVerdict(Split(500, 420, 40, 0, 10, 30), {}).rfind("well overlapped: 91.3% of communication hidden", 0),
             0u);
+  // Nothing recoverable, but communication mostly exposed: not "well overlapped".
+  EXPECT_EQ(StepVerdict(Split(900, 0, 50, 0, 10, 40), {}).rfind("no recoverable share reaches 10% of the step (0.0% of", 0),
+            0u);
+  // No busy time at all.
+  EXPECT_EQ(StepVerdict(Split(0, 0, 0, 0, 0, 100), {}), "no GPU activity in the trace: nothing to analyze");
   // Memory first.
   EXPECT_EQ(StepVerdict(Split(500, 0, 0, 0, 300, 200), {}).rfind("memory copies and sets", 0), 0u);
   // No GPU activity at all.
