@@ -128,7 +128,8 @@ class StepBreakdownAnalyzer : public Analyzer {
  public:
   std::string_view name() const override { return "step_breakdown"; }
 
-  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions&, Summary& summary) override {
+  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
+                     Summary& summary) override {
     const std::shared_ptr<const RankDerived>& d = summary.current;
     if (!d || d->rank_index != rank_index || rank_index >= summary.ranks.size())
       return MakeError(StatusCode::kInternal, "step_breakdown needs the overlap analyzer's rank {}", rank_index);
@@ -138,9 +139,16 @@ class StepBreakdownAnalyzer : public Analyzer {
     in.whole = SplitOf(summary.ranks[rank_index].whole);
     const std::vector<IterationWindow>& w = d->iterations.windows;
     in.windows.reserve(w.size());
-    for (size_t i = 0; i < w.size(); ++i)
-      in.windows.push_back({static_cast<int64_t>(i), w[i].step, w[i].warmup,
-                            SplitOf(FiguresFor(d->sets, w[i].start_ns, w[i].end_ns))});
+    // The overlap analyzer's figures of these windows when it wrote them (the last w.size() rows).
+    const IterationResult* done = nullptr;
+    if (options.per_iteration && summary.iterations.size() >= w.size() && !w.empty()) {
+      const IterationResult* first = &summary.iterations[summary.iterations.size() - w.size()];
+      if (first->rank_index == rank_index && first->index == 0) done = first;
+    }
+    for (size_t i = 0; i < w.size(); ++i) {
+      const OverlapFigures f = done ? done[i].figures : FiguresFor(d->sets, w[i].start_ns, w[i].end_ns);
+      in.windows.push_back({static_cast<int64_t>(i), w[i].step, w[i].warmup, SplitOf(f)});
+    }
     return OkStatus();
   }
 

@@ -99,9 +99,9 @@ Json FindingsJson(const std::vector<Finding>& findings) {
   return out;
 }
 
-// The parts of a split, then each part as a fraction of the wall time (4 decimals; null without
-// wall time).
-void PutSplit(Json& j, const StepSplit& s) {
+// The parts of a split, then (with `fractions`) each part as a fraction of the wall time (4
+// decimals; null without wall time).
+void PutSplit(Json& j, const StepSplit& s, bool fractions = true) {
   j["wall_ns"] = s.wall_ns;
   j["compute_only_ns"] = s.compute_only_ns;
   j["comm_hidden_ns"] = s.comm_hidden_ns;
@@ -109,6 +109,7 @@ void PutSplit(Json& j, const StepSplit& s) {
   j["comm_waiting_ns"] = s.comm_waiting_ns;
   j["memory_only_ns"] = s.memory_only_ns;
   j["idle_ns"] = s.idle_ns;
+  if (!fractions) return;
   auto frac = [&](int64_t ns) -> Json {
     if (s.wall_ns <= 0) return nullptr;
     return Ratio(static_cast<double>(ns) / static_cast<double>(s.wall_ns));
@@ -162,7 +163,7 @@ Json StepBreakdownJson(const StepBreakdown& b, const Summary& s) {
     j["index"] = it.index;
     j["step"] = OptInt(it.step);
     j["warmup"] = it.warmup;
-    PutSplit(j, it.split);
+    PutSplit(j, it.split, /*fractions=*/false);  // one row per iteration: the parts only
     iters.push_back(std::move(j));
   }
   out["iterations"] = std::move(iters);
