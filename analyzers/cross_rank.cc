@@ -137,8 +137,12 @@ class CrossRankAnalyzer : public Analyzer {
     result.ranks.reserve(ranks_.size());
     for (size_t i = 0; i < ranks_.size(); ++i) {
       const RankTotals& t = f.totals[i];
-      result.ranks.push_back({ranks_[i].rank, domains.names[domains.of_slot[i]], t.collectives, t.wait_ns,
-                              t.transfer_ns, t.exposed_wait_ns, ranks_[i].exposed_comm_ns});
+      CrossRankRow row{ranks_[i].rank, domains.names[domains.of_slot[i]], t.collectives, t.wait_ns,
+                       t.transfer_ns, t.exposed_wait_ns, ranks_[i].exposed_comm_ns, t.exposed_wait_by_window, {}};
+      row.waited_for.assign(t.exposed_wait_for.begin(), t.exposed_wait_for.end());
+      std::stable_sort(row.waited_for.begin(), row.waited_for.end(),
+                       [](const auto& a, const auto& b) { return a.second > b.second; });
+      result.ranks.push_back(std::move(row));
     }
     return result;
   }

@@ -57,6 +57,7 @@ CollectiveFigures MeasureCollectives(const std::vector<RankOps>& ranks, const Cl
                                      const std::map<uint32_t, int64_t>& comm_size, int64_t matched) {
   CollectiveFigures f;
   f.totals.resize(ranks.size());
+  for (size_t s = 0; s < ranks.size(); ++s) f.totals[s].exposed_wait_by_window.assign(ranks[s].window_starts.size(), 0);
   f.skews.reserve(static_cast<size_t>(std::max<int64_t>(matched, 0)));
   TopSkewCollectives listed;
   std::vector<int64_t> starts, ends;
@@ -104,7 +105,17 @@ CollectiveFigures MeasureCollectives(const std::vector<RankOps>& ranks, const Cl
       if (ends[i] < smax) ++f.ends_before_last;
       tot.wait_ns = SatAdd(tot.wait_ns, wait);
       tot.transfer_ns = SatAdd(tot.transfer_ns, transfer);
-      tot.exposed_wait_ns = SatAdd(tot.exposed_wait_ns, ExposedWait(ranks[g[i].slot], rec, wait));
+      const int64_t exposed_wait = ExposedWait(ranks[g[i].slot], rec, wait);
+      tot.exposed_wait_ns = SatAdd(tot.exposed_wait_ns, exposed_wait);
+      if (exposed_wait > 0) {
+        const int64_t w = ranks[g[i].slot].WindowOf(rec.start_ns);
+        const RankOps& me = ranks[g[i].slot];
+        if (w >= 0) tot.exposed_wait_by_window[w] = SatAdd(tot.exposed_wait_by_window[w], exposed_wait);
+        if (me.any_steady ? w >= 0 && me.window_steady[w] : true) {
+          int64_t& waited = tot.exposed_wait_for[ranks[g[last].slot].rank];
+          waited = SatAdd(waited, exposed_wait);
+        }
+      }
       ++tot.collectives;
       if (counted) {
         ++tot.counted;

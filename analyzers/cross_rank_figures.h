@@ -21,6 +21,11 @@ struct RankTotals {
   int64_t counted = 0, last_arrivals = 0, others_wait_ns = 0;
   __int128 lateness_sum = 0;
   double fair_share_sum = 0;  // sum of 1 / ranks over the counted collectives
+  // exposed_wait_ns by the rank's iteration window (RankOps::WindowOf of the op's start; sized
+  // to its windows), and by the rank that arrived last (the one waited for) over the steady
+  // windows (every op when none is steady).
+  std::vector<int64_t> exposed_wait_by_window;
+  std::map<int64_t, int64_t> exposed_wait_for;
 };
 
 // A collective kept for the `collectives` list, with ids still interned.

@@ -87,6 +87,14 @@ RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms,
   RankOps r;
   r.rank = t.meta.rank;
   r.host = t.meta.host;
+  r.window_starts.reserve(windows.size());
+  r.window_ends.reserve(windows.size());
+  for (const IterationWindow& w : windows) {
+    r.window_starts.push_back(w.start_ns);
+    r.window_ends.push_back(w.end_ns);
+    r.window_steady.push_back(!w.warmup);
+    r.any_steady = r.any_steady || !w.warmup;
+  }
   r.ops.reserve(d.ops.size());
   std::map<std::pair<uint32_t, int64_t>, uint32_t> ordinal;  // (communicator, step) -> next ordinal
   std::map<uint32_t, int64_t> nranks;                        // communicator -> largest comm_nranks

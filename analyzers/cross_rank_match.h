@@ -104,6 +104,20 @@ struct RankOps {
   std::vector<OpRecord> ops;    // sorted by key, one per key
   std::vector<Piece> gaps;      // uncovered pieces of the ops (OpRecord::gaps, ngaps)
   std::vector<std::pair<uint32_t, int64_t>> comm_nranks;  // communicator -> largest comm_nranks seen
+  // The rank's iteration windows (its own clock, in order, partitioning the GPU timeline), for
+  // the exposed wait per iteration: an op's wait counts in the window holding its start.
+  std::vector<int64_t> window_starts, window_ends;
+  // Whether the ops of window i (and, when no window is steady, every op) count in the waiting
+  // per waited-for rank: the step breakdown's basis (steady iterations, else the whole trace).
+  std::vector<bool> window_steady;
+  bool any_steady = false;
+  // The window holding `start_ns`, or -1 when none does.
+  int64_t WindowOf(int64_t start_ns) const {
+    auto w = std::upper_bound(window_starts.begin(), window_starts.end(), start_ns);
+    if (w == window_starts.begin()) return -1;
+    const size_t i = static_cast<size_t>(w - window_starts.begin()) - 1;
+    return start_ns < window_ends[i] ? static_cast<int64_t>(i) : -1;
+  }
 };
 
 // Counts made while recording ranks, for collectives_summary.

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace overlapprof {
@@ -72,6 +73,12 @@ struct CrossRankRow {
   int64_t rank = 0;
   std::string clock_domain;
   int64_t collectives = 0, wait_ns = 0, transfer_ns = 0, exposed_wait_ns = 0, exposed_comm_ns = 0;
+  // Not rendered in `cross_rank[]`; read by the step_breakdown analyzer. exposed_wait_ns by the
+  // rank's iteration window (index into its windows; an op counts in the window holding its
+  // start), and by the rank waited for (the last to arrive; over its steady iterations, else every
+  // op), largest first. Before the step breakdown's cap at the exposed communication.
+  std::vector<int64_t> exposed_wait_by_window;
+  std::vector<std::pair<int64_t, int64_t>> waited_for;
 };
 
 struct CrossRankResult {

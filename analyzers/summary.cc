@@ -1,6 +1,9 @@
 #include "analyzers/summary.h"
 
 #include <algorithm>
+#include <map>
+#include <string_view>
+#include <tuple>
 
 namespace overlapprof {
 
@@ -42,6 +45,22 @@ void Summary::SetCrossRank(CrossRankResult result) {
 void Summary::AddFinding(std::string_view analyzer, int64_t rank, std::string_view severity, std::string message) {
   NoteSection("findings");
   findings.push_back({std::string(analyzer), rank, std::string(severity), std::move(message)});
+}
+
+std::vector<GroupedFinding> GroupFindings(const std::vector<Finding>& findings) {
+  std::vector<GroupedFinding> out;
+  // (analyzer, severity, message) -> its group; findings are few (lines a person reads).
+  std::map<std::tuple<std::string_view, std::string_view, std::string_view>, size_t> index;
+  for (const Finding& f : findings) {
+    auto [it, fresh] = index.try_emplace({f.analyzer, f.severity, f.message}, out.size());
+    if (fresh) out.push_back({&f, {}});
+    if (f.rank != kUnknown) out[it->second].ranks.push_back(f.rank);
+  }
+  for (GroupedFinding& g : out) {
+    std::sort(g.ranks.begin(), g.ranks.end());
+    g.ranks.erase(std::unique(g.ranks.begin(), g.ranks.end()), g.ranks.end());
+  }
+  return out;
 }
 
 }  // namespace overlapprof

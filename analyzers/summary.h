@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analyzers/cross_rank_result.h"
@@ -89,6 +90,64 @@ struct Finding {
   std::string message;
 };
 
+// Findings as reports show them: those with the same analyzer, severity and message are one,
+// with every rank that has it (ascending, unknown left out; empty for a run-level finding).
+struct GroupedFinding {
+  const Finding* first = nullptr;  // the first of the group, in Summary::findings order
+  std::vector<int64_t> ranks;
+};
+std::vector<GroupedFinding> GroupFindings(const std::vector<Finding>& findings);
+
+// One window's wall time split into parts that add up to it exactly (integer ns):
+//   wall = compute_only + comm_hidden + comm_exposed + comm_waiting + memory_only + idle, where
+//   compute_only = |compute \ comm|, comm_hidden = |compute ∩ comm|, comm_exposed + comm_waiting =
+//   |comm \ compute| (comm_waiting: the part the cross-rank analyzer found waiting for another rank
+//   to arrive, capped at it), memory_only = |memory \ (compute ∪ comm)|, idle = wall - |busy|.
+// analyzers/step_breakdown.h builds it; docs/summary-schema.md, `step_breakdown`.
+struct StepSplit {
+  int64_t wall_ns = 0, compute_only_ns = 0, comm_hidden_ns = 0, comm_exposed_ns = 0, comm_waiting_ns = 0,
+          memory_only_ns = 0, idle_ns = 0;
+  int64_t PartsSum() const {
+    return compute_only_ns + comm_hidden_ns + comm_exposed_ns + comm_waiting_ns + memory_only_ns + idle_ns;
+  }
+  void Add(const StepSplit& o) {
+    wall_ns += o.wall_ns;
+    compute_only_ns += o.compute_only_ns;
+    comm_hidden_ns += o.comm_hidden_ns;
+    comm_exposed_ns += o.comm_exposed_ns;
+    comm_waiting_ns += o.comm_waiting_ns;
+    memory_only_ns += o.memory_only_ns;
+    idle_ns += o.idle_ns;
+  }
+};
+
+// `step_breakdown.ranks[]`: one rank's split summed over its steady iterations (the whole trace
+// when it has none).
+struct StepBreakdownRank {
+  int64_t rank = kUnknown;
+  std::string basis;         // "steady iterations" or "whole trace"
+  int64_t iterations = 0;    // steady iterations summed (0 for the whole trace)
+  StepSplit split;
+  // The ranks this one waited for (exposed waiting time, ns), largest first.
+  std::vector<std::pair<int64_t, int64_t>> waited_for;
+};
+
+// `step_breakdown.iterations[]`: one iteration window (every one, warm-up included).
+struct StepBreakdownIteration {
+  int64_t rank = kUnknown;
+  size_t rank_index = 0;  // index into Summary::ranks
+  int64_t index = 0, step = kUnknown;
+  bool warmup = false;
+  StepSplit split;
+};
+
+struct StepBreakdown {
+  std::vector<StepBreakdownRank> ranks;            // in Summary::ranks order
+  std::vector<StepBreakdownIteration> iterations;  // when per-iteration output is on
+  StepSplit run;                                   // the ranks' splits summed
+  std::vector<std::pair<int64_t, int64_t>> run_waited_for;  // over all ranks, largest first
+};
+
 struct Summary {
   std::vector<RankResult> ranks;
   std::vector<IterationResult> iterations;
@@ -99,6 +158,7 @@ struct Summary {
   std::optional<std::vector<OpTypeRow>> op_types;  // set once the op_types analyzer saw a rank
   std::vector<Finding> findings;                   // section "findings" once there is one
   std::optional<CrossRankResult> cross_rank;       // set by the cross_rank analyzer's Finish
+  std::optional<StepBreakdown> step_breakdown;     // set by the step_breakdown analyzer's Finish
 
   // Purely presentational sections (rendered into the JSON summary as they are, read by no
   // analyzer or report), keyed by section name. Write them through Section().

@@ -83,16 +83,90 @@ Json OpTypesJson(const std::vector<OpTypeRow>& rows) {
   return out;
 }
 
+// Findings identical across ranks are one entry: `rank` the lowest of them, `ranks` all of them.
 Json FindingsJson(const std::vector<Finding>& findings) {
   Json out = Json::array();
-  for (const Finding& f : findings) {
+  for (const GroupedFinding& g : GroupFindings(findings)) {
+    const Finding& f = *g.first;
     Json j;
     j["analyzer"] = f.analyzer;
-    j["rank"] = OptInt(f.rank);
+    j["rank"] = g.ranks.empty() ? OptInt(f.rank) : Json(g.ranks.front());
+    j["ranks"] = g.ranks;
     j["severity"] = f.severity;
     j["message"] = f.message;
     out.push_back(std::move(j));
   }
+  return out;
+}
+
+// The parts of a split, then (with `fractions`) each part as a fraction of the wall time (4
+// decimals; null without wall time).
+void PutSplit(Json& j, const StepSplit& s, bool fractions = true) {
+  j["wall_ns"] = s.wall_ns;
+  j["compute_only_ns"] = s.compute_only_ns;
+  j["comm_hidden_ns"] = s.comm_hidden_ns;
+  j["comm_exposed_ns"] = s.comm_exposed_ns;
+  j["comm_waiting_ns"] = s.comm_waiting_ns;
+  j["memory_only_ns"] = s.memory_only_ns;
+  j["idle_ns"] = s.idle_ns;
+  if (!fractions) return;
+  auto frac = [&](int64_t ns) -> Json {
+    if (s.wall_ns <= 0) return nullptr;
+    return Ratio(static_cast<double>(ns) / static_cast<double>(s.wall_ns));
+  };
+  j["fractions"] = Json{{"compute_only", frac(s.compute_only_ns)}, {"comm_hidden", frac(s.comm_hidden_ns)},
+                        {"comm_exposed", frac(s.comm_exposed_ns)}, {"comm_waiting", frac(s.comm_waiting_ns)},
+                        {"memory_only", frac(s.memory_only_ns)},   {"idle", frac(s.idle_ns)}};
+}
+
+Json WaitedForJson(const std::vector<std::pair<int64_t, int64_t>>& waited) {
+  Json out = Json::array();
+  for (const auto& [rank, ns] : waited) out.push_back(Json{{"rank", rank}, {"exposed_wait_ns", ns}});
+  return out;
+}
+
+Json StepBreakdownJson(const StepBreakdown& b, const Summary& s) {
+  Json out;
+  // The step time per iteration: wall over steady iterations (null when some rank has none).
+  int64_t run_iterations = 0;
+  bool all_iterations = !b.ranks.empty();
+  for (const StepBreakdownRank& r : b.ranks) {
+    run_iterations += r.iterations;
+    all_iterations = all_iterations && r.iterations > 0;
+  }
+  Json run;
+  run["ranks"] = b.ranks.size();
+  run["iterations"] = run_iterations;
+  run["step_ns"] = all_iterations ? Json(b.run.wall_ns / run_iterations) : Json(nullptr);
+  PutSplit(run, b.run);
+  run["waited_for"] = WaitedForJson(b.run_waited_for);
+  run["verdict"] = s.verdict;
+  out["run"] = std::move(run);
+  Json ranks = Json::array();
+  for (size_t i = 0; i < b.ranks.size(); ++i) {
+    const StepBreakdownRank& r = b.ranks[i];
+    Json j;
+    j["rank"] = OptInt(r.rank);
+    j["basis"] = r.basis;
+    j["iterations"] = r.iterations;
+    j["step_ns"] = r.iterations > 0 ? Json(r.split.wall_ns / r.iterations) : Json(nullptr);
+    PutSplit(j, r.split);
+    j["waited_for"] = WaitedForJson(r.waited_for);
+    j["verdict"] = i < s.ranks.size() ? Json(s.ranks[i].verdict) : Json(nullptr);
+    ranks.push_back(std::move(j));
+  }
+  out["ranks"] = std::move(ranks);
+  Json iters = Json::array();
+  for (const StepBreakdownIteration& it : b.iterations) {
+    Json j;
+    j["rank"] = OptInt(it.rank);
+    j["index"] = it.index;
+    j["step"] = OptInt(it.step);
+    j["warmup"] = it.warmup;
+    PutSplit(j, it.split, /*fractions=*/false);  // one row per iteration: the parts only
+    iters.push_back(std::move(j));
+  }
+  out["iterations"] = std::move(iters);
   return out;
 }
 
@@ -200,6 +274,7 @@ Json CrossRankRowsJson(const std::vector<CrossRankRow>& rows) {
 Json AnalyzerSection(const Summary& s, const std::string& key) {
   if (key == "op_types") return s.op_types ? OpTypesJson(*s.op_types) : Json(nullptr);
   if (key == "findings") return FindingsJson(s.findings);
+  if (key == "step_breakdown") return s.step_breakdown ? StepBreakdownJson(*s.step_breakdown, s) : Json(nullptr);
   if (s.cross_rank) {
     const CrossRankResult& c = *s.cross_rank;
     if (key == "collectives_summary") return CollectivesSummaryJson(c.summary);

@@ -1,6 +1,7 @@
 // The terminal summary: one table row per rank, optional per-iteration table, notices,
 // data-quality counters and the verdict. Colour only when ReportOptions::color.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <map>
 
@@ -46,6 +47,32 @@ class TerminalReport : public ReportWriter {
                          FormatDuration(f.comm_ns), FormatDuration(f.overlap_ns), FormatDuration(f.exposed_comm_ns),
                          FormatPercent(f.overlap_ratio), FormatPercent(f.achievable_ratio), f.comm_ops,
                          r.iteration_count, file_col(r.source_path));
+    }
+    // Where the step time goes: one line per rank and the run (the step_breakdown analyzer).
+    if (s.step_breakdown && !s.step_breakdown->ranks.empty()) {
+      const StepBreakdown& b = *s.step_breakdown;
+      out << "\nstep time split (per rank: steady iterations, else the whole trace; % of wall time):\n";
+      out << fmt::format("{:>5}  {:>5}  {:>10}  {:>8}  {:>8}  {:>8}  {:>8}  {:>8}  {:>8}\n", "rank", "iters",
+                         "step", "compute", "hidden", "exposed", "waiting", "memory", "idle");
+      auto line = [&](const std::string& who, int64_t iters, const StepSplit& p) {
+        auto pct = [&](int64_t ns) {
+          return p.wall_ns > 0 ? FormatPercent(static_cast<double>(ns) / static_cast<double>(p.wall_ns))
+                               : std::string("n/a");
+        };
+        out << fmt::format("{:>5}  {:>5}  {:>10}  {:>8}  {:>8}  {:>8}  {:>8}  {:>8}  {:>8}\n", who,
+                           iters > 0 ? std::to_string(iters) : std::string("-"),
+                           FormatDuration(iters > 0 ? p.wall_ns / iters : p.wall_ns), pct(p.compute_only_ns),
+                           pct(p.comm_hidden_ns), pct(p.comm_exposed_ns), pct(p.comm_waiting_ns),
+                           pct(p.memory_only_ns), pct(p.idle_ns));
+      };
+      int64_t run_iters = 0;
+      bool all_iters = true;
+      for (const StepBreakdownRank& r : b.ranks) {
+        line(RankLabel(r.rank), r.iterations, r.split);
+        run_iters += r.iterations;
+        all_iters = all_iters && r.iterations > 0;
+      }
+      if (b.ranks.size() > 1) line("run", all_iters ? run_iters : 0, b.run);
     }
     // By op type, summed over ranks (the op_types analyzer's rows).
     if (s.op_types && !s.op_types->empty()) {
@@ -130,11 +157,16 @@ class TerminalReport : public ReportWriter {
       constexpr size_t kMaxFindings = 12;
       out << "\nfindings:\n";
       size_t shown = 0;
+      // Findings identical across ranks are one line naming the ranks.
+      const std::vector<GroupedFinding> grouped = GroupFindings(s.findings);
       for (const char* sev : {"error", "warning", "info"}) {
-        for (const Finding& f : s.findings) {
+        for (const GroupedFinding& g : grouped) {
+          const Finding& f = *g.first;
           if (f.severity != sev) continue;
           if (shown++ >= kMaxFindings) continue;
-          std::string who = f.rank != kUnknown ? fmt::format("rank {}", f.rank) : std::string("run");
+          std::string who = g.ranks.size() > 1   ? fmt::format("ranks {}", fmt::join(g.ranks, ", "))
+                            : g.ranks.size() == 1 ? fmt::format("rank {}", g.ranks[0])
+                                                  : std::string("run");
           std::string tag = std::string(sev) == "warning" ? paint("33", sev) : std::string(sev);
           out << fmt::format("  {} {}: {}\n", tag, who, f.message);
         }

@@ -1,3 +1,4 @@
+guarded('step time', renderStepBreakdown)();
 guarded('run summary', renderRun)();
 guarded('findings', renderFindings)();
 guarded('rank table', renderRanks)();

@@ -56,6 +56,7 @@ function renderSections() {
   var known = {};
   CORE_KEYS.forEach(function (k) { known[k] = true; });
   known.findings = true;
+  known.step_breakdown = true;  // renderStepBreakdown (step.js), first on the page
   KNOWN_SECTIONS.forEach(function (x) {
     known[x[0]] = true;
     if (Object.prototype.hasOwnProperty.call(S, x[0])) guarded('section ' + x[0], renderValue)(x[0], x[1]);

@@ -273,6 +273,7 @@ class Checks:
                 self.assertTrue(any(k.startswith(f"{key}.0") for k in keys), key)
             elif isinstance(v, dict) and v:
                 self.assertTrue(any(k.startswith(f"{key}.") for k in keys), key)
+        self.check_step_breakdown(rep, keys)
         # The cross-rank view: exactly when there is a non-empty cross_rank.
         self.assertEqual("cross-rank-view" in rep.dom.ids, bool(s.get("cross_rank")))
         # Iterations: the first rank with any has its table.
@@ -323,6 +324,47 @@ class Checks:
         if down:
             self.assertIn("timeline down-sampled", rep.dom.ids["timeline-note"]["text"])
         self.assertEqual("timeline-ranks-note" in rep.dom.ids, len(s["ranks"]) > 64)
+
+
+    STEP_PARTS = ("compute_only", "comm_hidden", "comm_exposed", "comm_waiting", "memory_only", "idle")
+
+    def check_step_breakdown(self, rep, keys):
+        """Where the step time goes: the first section of the page, the verdict, and per rank (and the run
+        with several ranks) the step time, every part's fraction (marked cells, checked above against the
+        summary) and one stacked bar whose segments are the parts in order, each its share of the bar."""
+        s = rep.summary
+        b = s["step_breakdown"]
+        first = re.search(r'<section id="([^"]+)"', rep.dom_text)
+        self.assertEqual(first.group(1), "section-step_breakdown")
+        self.assertEqual(rep.dom.ids["step-verdict"]["text"], s["verdict"])
+        self.assertIn("step-verdict", rep.dom.ids)
+        self.assertEqual(rep.dom.ids["step-verdict"]["attrs"].get("data-k"), "verdict")
+        rows = [(f"step_breakdown.ranks.{i}", r) for i, r in enumerate(b["ranks"])]
+        if len(b["ranks"]) > 1:
+            rows.append(("step_breakdown.run", b["run"]))
+        dom, text = section_dom(rep.dom_text, "section-step_breakdown")
+        bars = {a["data-path"]: [] for t, a in dom.tags if t == "svg" and "data-path" in a}
+        self.assertEqual(set(bars), {p for p, _ in rows})
+        cur = None
+        for t, a in dom.tags:
+            if t == "svg":
+                cur = a.get("data-path")
+            elif t == "rect" and cur:
+                bars[cur].append((a["data-part"], float(a["x"]), float(a["width"])))
+        for path, r in rows:
+            for k in ("iterations", "step_ns") + tuple(f"fractions.{p}" for p in self.STEP_PARTS):
+                self.assertIn(f"{path}.{k}", keys)
+            self.assertEqual(sum(r[p + "_ns"] for p in self.STEP_PARTS), r["wall_ns"], path)
+            want = [(p, r[p + "_ns"] / r["wall_ns"] * 600) for p in self.STEP_PARTS if r["wall_ns"] > 0 and r[p + "_ns"] > 0]
+            got = bars[path]
+            self.assertEqual([g[0] for g in got], [w[0] for w in want], path)
+            x = 0.0
+            for (part, gx, gw), (_, ww) in zip(got, want):
+                self.assertAlmostEqual(gx, x, delta=0.01, msg=f"{path} {part}")
+                self.assertAlmostEqual(gw, ww, delta=0.01, msg=f"{path} {part}")
+                x += gw
+            if want:
+                self.assertAlmostEqual(x, 600, delta=0.05, msg=path)
 
 
 # ------------------------------------------------------------------ the page's code

@@ -326,6 +326,17 @@ class SynthTest(unittest.TestCase):
                     for k in ("start_ns", "end_ns", "step", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns",
                               "memory_ns", "busy_ns"):
                         self.assertEqual(w[k], tw[k], f"{c.name} rank {tr['rank']} iteration {tw['index']} {k}")
+                # The step-time split of each iteration, from the truth's figures.
+                splits = [x for x in s["step_breakdown"]["iterations"] if x["rank"] == tr["rank"]]
+                self.assertEqual(len(splits), len(tr["iteration_figures"]))
+                for x, tw in zip(splits, tr["iteration_figures"]):
+                    where = f"{c.name} rank {tr['rank']} iteration {tw['index']} step_breakdown"
+                    self.assertEqual(x["wall_ns"], tw["end_ns"] - tw["start_ns"], where)
+                    self.assertEqual(x["compute_only_ns"], tw["compute_ns"] - tw["overlap_ns"], where)
+                    self.assertEqual(x["comm_hidden_ns"], tw["overlap_ns"], where)
+                    self.assertEqual(x["comm_exposed_ns"] + x["comm_waiting_ns"], tw["exposed_comm_ns"], where)
+                    self.assertEqual(x["idle_ns"], x["wall_ns"] - tw["busy_ns"], where)
+            self.check_step_identity(c, s)
             # Op types: count, bytes (nccl-tests size), kernel time, exposed time.
             rows = {o["op"]: o for o in s["op_types"] if o["rank"] == tr["rank"]}
             self.assertEqual(set(rows), set(tr["op_types"]))
@@ -333,6 +344,28 @@ class SynthTest(unittest.TestCase):
                 for k in ("count", "bytes", "time_ns", "exposed_ns"):
                     self.assertEqual(rows[op][k], o[k], f"{c.name} rank {tr['rank']} op_types {op} {k}")
         return s
+
+    PARTS = ("compute_only_ns", "comm_hidden_ns", "comm_exposed_ns", "comm_waiting_ns", "memory_only_ns", "idle_ns")
+
+    def check_step_identity(self, c, s):
+        """step_breakdown: the parts add up to the wall time exactly, none negative, for every iteration, rank
+        (its steady iterations summed) and the run (the ranks summed)."""
+        b = s["step_breakdown"]
+        rows = b["iterations"] + b["ranks"] + [b["run"]]
+        for x in rows:
+            self.assertEqual(sum(x[k] for k in self.PARTS), x["wall_ns"], f"{c.name}: {x}")
+            self.assertTrue(all(x[k] >= 0 for k in self.PARTS), f"{c.name}: {x}")
+        for i, r in enumerate(b["ranks"]):
+            steady = [x for x in b["iterations"] if x["rank"] == r["rank"] and not x["warmup"]]
+            if r["basis"] == "steady iterations":
+                self.assertEqual(r["iterations"], len(steady))
+                for k in self.PARTS + ("wall_ns",):
+                    self.assertEqual(r[k], sum(x[k] for x in steady), f"{c.name} rank {r['rank']} {k}")
+            else:
+                self.assertEqual(r["wall_ns"], s["ranks"][i]["wall_ns"])
+            self.assertEqual(r["verdict"], s["ranks"][i]["verdict"])
+        for k in self.PARTS + ("wall_ns",):
+            self.assertEqual(b["run"][k], sum(r[k] for r in b["ranks"]), f"{c.name} run {k}")
 
     def test_engine_ddp(self):
         c = self.cases["ddp"]
@@ -355,6 +388,15 @@ class SynthTest(unittest.TestCase):
         self.assertTrue(any(m.startswith("rank 5 arrived last") for m in msgs), msgs)
         applied = [d for d in s["clock_offsets"] if d["applied"]]
         self.assertTrue(applied and all(abs(d["offset_ns"] - 1500000) < 5000 for d in applied), s["clock_offsets"])
+        # The step split: the others' exposed communication is partly waiting, for rank 5; rank 5 hardly waits.
+        b = s["step_breakdown"]
+        for r in b["ranks"]:
+            if r["rank"] == 5:
+                self.assertLess(r["comm_waiting_ns"] * 10, max(1, sum(x["comm_waiting_ns"] for x in b["ranks"])))
+            else:
+                self.assertGreater(r["comm_waiting_ns"], 0, r)
+                self.assertEqual(r["waited_for"][0]["rank"], 5, r)
+        self.assertEqual(b["run"]["waited_for"][0]["rank"], 5)
 
     def test_engine_bare(self):
         """No ProfilerStep, no Seq, no phase annotations: whole-trace figures exact; the iteration
