@@ -51,10 +51,13 @@ struct Policy {
   int64_t max_data_loss = 0;                 // error-severity counter total allowed in NEW
   double alpha = 0.05;                       // significance level
   static constexpr size_t kMinSamples = 5;   // per side, for the test
+  // Classification patterns for traces (keys "comm_kernel", "not_comm": a regex or a list of
+  // them; the same as --comm-kernel / --not-comm, which add to them).
+  std::vector<std::string> comm_kernel, not_comm;
 };
 
 // Reads a policy file: JSON with any of max_overlap_drop_pp, max_exposed_comm_increase_pct,
-// max_data_loss, alpha (unknown keys are an error, so a typo does not silently gate nothing).
+// max_data_loss, alpha, comm_kernel, not_comm (unknown keys are an error, so a typo does not silently gate nothing).
 StatusOr<Policy> LoadPolicy(const std::string& path, Policy defaults);
 
 enum class Verdict { kUnchanged, kImproved, kRegressed, kInconclusive };

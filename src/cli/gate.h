@@ -1,6 +1,7 @@
 #pragma once
 // `overlapprof compare BASE NEW` and `overlapprof check TRACE --baseline BASE` (docs/ci-gate.md).
 #include <string>
+#include <vector>
 
 #include "analyzers/compare.h"
 #include "src/cli/command.h"
@@ -13,6 +14,7 @@ struct GateArgs {
   Policy policy;
   std::string markdown_path, junit_path;  // check: also write these ("-": stdout)
   std::string step_range;                 // AnalysisOptions::step_range for traces
+  std::vector<std::string> comm_kernel, not_comm;  // --comm-kernel / --not-comm (traces only)
 };
 
 CommandResult RunCompare(const GateArgs& args);

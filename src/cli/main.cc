@@ -32,6 +32,16 @@ struct Commands {
   CLI::Option *o_drop = nullptr, *o_inc = nullptr, *o_loss = nullptr;
 };
 
+// --comm-kernel / --not-comm (docs/classification.md), repeatable.
+void AddCommPatternOptions(CLI::App* app, std::vector<std::string>& comm_kernel, std::vector<std::string>& not_comm) {
+  app->add_option("--comm-kernel", comm_kernel,
+                  "REGEX: kernels whose name matches are communication (repeatable; docs/classification.md)")
+      ->allow_extra_args(false);
+  app->add_option("--not-comm", not_comm,
+                  "REGEX: kernels whose name matches are never communication, unless an NCCL record says so (repeatable)")
+      ->allow_extra_args(false);
+}
+
 // The subcommands and their options.
 void DefineCommands(CLI::App& app, Commands& c) {
   AnalyzeArgs& aa = c.aa;
@@ -54,6 +64,7 @@ void DefineCommands(CLI::App& app, Commands& c) {
       ->check(CLI::Range(1, 256));
   analyze->add_option("--step-range", aa.step_range,
                       "host annotation (NVTX or record_function) that marks an iteration, instead of ProfilerStep#N");
+  AddCommPatternOptions(analyze, aa.comm_kernel, aa.not_comm);
 
   CLI::App* import = app.add_subcommand("import", "Convert PyTorch-profiler JSON traces and Nsight Systems exports into overlapprof stores");
   import->add_option("INPUT", ia.inputs, "trace files or directories")->required();
@@ -83,12 +94,14 @@ void DefineCommands(CLI::App& app, Commands& c) {
                      "when it fits the budget, else the slowest, median and first steady iteration per rank)");
   report->add_option("--trace-budget", pa.trace_budget_mb, "Chrome trace: size budget in MB of JSON (default 100)")
       ->check(CLI::PositiveNumber);
+  AddCommPatternOptions(report, pa.comm_kernel, pa.not_comm);
 
   CLI::App* compare = app.add_subcommand("compare", "Compare two runs (traces, or JSON summaries): per metric, verdict");
   compare->add_option("BASE", ca.base, "baseline: a JSON summary, a trace, or a directory of traces")->required();
   compare->add_option("NEW", ca.next, "the run to compare with it")->required();
   compare->add_option("--markdown", ca.markdown_path, "also write a Markdown table to FILE ('-': stdout)");
   compare->add_option("--step-range", ca.step_range, "host annotation that marks an iteration (traces only)");
+  AddCommPatternOptions(compare, ca.comm_kernel, ca.not_comm);
 
   CLI::App* check = app.add_subcommand(
       "check", "CI gate: exit 0 pass, 1 regression, 3 inconclusive, 4 data lost, 2 usage (docs/ci-gate.md)");
@@ -107,6 +120,7 @@ void DefineCommands(CLI::App& app, Commands& c) {
   check->add_option("--markdown", ka.markdown_path, "write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY; '-': stdout)");
   check->add_option("--junit", ka.junit_path, "write JUnit XML (a test case per gated metric)");
   check->add_option("--step-range", ka.step_range, "host annotation that marks an iteration (traces only)");
+  AddCommPatternOptions(check, ka.comm_kernel, ka.not_comm);
   c.analyze = analyze, c.import = import, c.run = run, c.report = report, c.compare = compare, c.check = check;
   c.o_drop = o_drop, c.o_inc = o_inc, c.o_loss = o_loss;
 }
