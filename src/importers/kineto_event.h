@@ -15,16 +15,8 @@ enum class Cat : uint8_t {
   kUnknown, kKernel, kMemcpy, kMemset, kSync, kRuntime, kUserAnnotation, kGpuAnnotation, kCpuOp, kOther
 };
 
-// Categories are matched case-insensitively: the 2021 profiler wrote "Kernel", "Operator",
-// "Runtime", "Memcpy", "Memset"; today's writes "kernel", "cpu_op", "cuda_runtime", ...
-inline Cat DecodeCat(std::string_view c) {
-  char buf[20];
-  if (c.size() > sizeof buf) return Cat::kOther;
-  for (size_t i = 0; i < c.size(); ++i) {
-    char ch = c[i];
-    buf[i] = ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch;
-  }
-  std::string_view l(buf, c.size());
+// The category from its lower-case name (DecodeCat's fast path).
+inline Cat DecodeLowerCat(std::string_view l) {
   switch (l.size()) {
     case 6:
       if (l == "kernel") return Cat::kKernel;
@@ -60,7 +52,24 @@ inline Cat DecodeCat(std::string_view c) {
     default:
       break;
   }
-  return c.empty() ? Cat::kUnknown : Cat::kOther;
+  return l.empty() ? Cat::kUnknown : Cat::kOther;
+}
+
+// Categories are matched case-insensitively: the 2021 profiler wrote "Kernel", "Operator",
+// "Runtime", "Memcpy", "Memset"; today's writes "kernel", "cpu_op", "cuda_runtime", ... Called
+// for every event: a name without capitals is looked up as it is, without a copy.
+inline Cat DecodeCat(std::string_view c) {
+  Cat cat = DecodeLowerCat(c);
+  if (cat != Cat::kOther) return cat;
+  char buf[20];
+  if (c.size() > sizeof buf) return Cat::kOther;
+  bool upper = false;
+  for (size_t i = 0; i < c.size(); ++i) {
+    char ch = c[i];
+    upper |= ch >= 'A' && ch <= 'Z';
+    buf[i] = ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch;
+  }
+  return upper ? DecodeLowerCat(std::string_view(buf, c.size())) : Cat::kOther;
 }
 
 // Fields of one trace event that the importer uses. Views point into the input buffer.

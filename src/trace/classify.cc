@@ -1,6 +1,7 @@
 #include "src/trace/classify.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <set>
 #include <utility>
@@ -37,10 +38,26 @@ int CommKernelFamilyOf(std::string_view name) {
 
 bool IsCommKernelName(std::string_view name) { return CommKernelFamilyOf(name) >= 0; }
 
+// Called for every host op of a Kineto trace (the reader decides from it whether to parse the
+// op's args): most names fail on their first character ("aten::..."), without a loop.
 bool IsCommHostOpName(std::string_view op) {
+  static const std::array<bool, 256> kFirst = [] {
+    std::array<bool, 256> a{};
+    for (std::string_view p : kCommHostOpPrefixes) {
+      a[static_cast<unsigned char>(p[0])] = true;
+      a[static_cast<unsigned char>(std::toupper(static_cast<unsigned char>(p[0])))] = true;
+    }
+    return a;
+  }();
+  if (op.empty() || !kFirst[static_cast<unsigned char>(op[0])]) return false;
   for (std::string_view p : kCommHostOpPrefixes) {
     if (op.size() < p.size()) continue;
-    if (ContainsCaseInsensitive(op.substr(0, p.size()), p)) return true;
+    bool eq = true;
+    for (size_t i = 0; i < p.size() && eq; ++i) {
+      char c = op[i];
+      eq = (c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) == p[i];
+    }
+    if (eq) return true;
   }
   return false;
 }
