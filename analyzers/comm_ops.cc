@@ -55,6 +55,7 @@ std::vector<OpSpan> CommOpSpans(const RankTrace& t, const IntervalSet& compute) 
 
 std::string OpFamily(std::string_view n) {
   auto has = [&](std::string_view k) { return n.find(k) != std::string_view::npos; };
+  if (n == "p2p_copy") return "p2p_copy";  // a peer-to-peer memcpy (rule 4), shown apart from p2p kernels
   if (has("allreduce") || has("all_reduce")) return "allreduce";
   if (has("allgather") || has("all_gather")) return "allgather";
   if (has("reducescatter") || has("reduce_scatter")) return "reducescatter";

@@ -130,6 +130,19 @@ StatusOr<Policy> LoadPolicy(const std::string& path, Policy p) {
   if (j.is_discarded() || !j.is_object())
     return MakeError(StatusCode::kInvalidInput, "{}: the policy must be a JSON object", path);
   for (const auto& [key, value] : j.items()) {
+    if (key == "comm_kernel" || key == "not_comm") {
+      std::vector<std::string>& out = key == "comm_kernel" ? p.comm_kernel : p.not_comm;
+      if (value.is_string()) {
+        out.push_back(value.get<std::string>());
+        continue;
+      }
+      bool ok = value.is_array();
+      if (ok)
+        for (const auto& v : value) ok = ok && v.is_string();
+      if (!ok) return MakeError(StatusCode::kInvalidInput, "{}: {} must be a regex or a list of regexes", path, key);
+      for (const auto& v : value) out.push_back(v.get<std::string>());
+      continue;
+    }
     if (!value.is_number())
       return MakeError(StatusCode::kInvalidInput, "{}: {} must be a number", path, key);
     double x = value.get<double>();
@@ -144,7 +157,7 @@ StatusOr<Policy> LoadPolicy(const std::string& path, Policy p) {
     else
       return MakeError(StatusCode::kInvalidInput,
                        "{}: unknown or invalid key '{}' (known: max_step_time_increase_pct, max_overlap_drop_pp, "
-                       "max_exposed_comm_increase_pct, max_data_loss, min_effect_ms, op_mix_tolerance_pct, alpha in (0,1))",
+                       "max_exposed_comm_increase_pct, max_data_loss, min_effect_ms, op_mix_tolerance_pct, alpha in (0,1), comm_kernel, not_comm)",
                        path, key);
   }
   return p;

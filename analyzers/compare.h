@@ -64,10 +64,14 @@ struct Policy {
   double min_effect_ms = 0.5;                // absolute floor per iteration, ms (besides 1% of the step)
   double op_mix_tolerance_pct = 10;          // Differences: ops / bytes per iteration, %
   static constexpr size_t kMinSamples = 5;   // per side, for the test
+  // Classification patterns for traces (keys "comm_kernel", "not_comm": a regex or a list of
+  // them; the same as --comm-kernel / --not-comm, which add to them).
+  std::vector<std::string> comm_kernel, not_comm;
 };
 
 // Reads a policy file: JSON with any of max_step_time_increase_pct, max_overlap_drop_pp,
-// max_exposed_comm_increase_pct, max_data_loss, alpha, min_effect_ms, op_mix_tolerance_pct (unknown keys are an error, so a typo does not silently gate nothing).
+// max_exposed_comm_increase_pct, max_data_loss, alpha, min_effect_ms, op_mix_tolerance_pct, comm_kernel,
+// not_comm (unknown keys are an error, so a typo does not silently gate nothing).
 StatusOr<Policy> LoadPolicy(const std::string& path, Policy defaults);
 
 enum class Verdict { kUnchanged, kImproved, kRegressed, kInconclusive };

@@ -100,7 +100,7 @@ RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms,
   std::map<uint32_t, int64_t> nranks;                        // communicator -> largest comm_nranks
   std::array<Piece, kMaxGapsPerOp + 1> pieces;
   for (const OpSpan& s : d.ops) {
-    if (s.family == "p2p") {
+    if (s.family == "p2p" || s.family == "p2p_copy") {
       ++counts.p2p_skipped;
       continue;
     }

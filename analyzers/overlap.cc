@@ -7,6 +7,7 @@
 
 #include "analyzers/analyzer.h"
 #include "analyzers/iterations.h"
+#include "src/trace/classify.h"
 
 namespace overlapprof {
 
@@ -192,6 +193,20 @@ class OverlapAnalyzer : public Analyzer {
     }
     r.stats = t.stats;
     r.extra_stats = t.extra_stats;
+    for (const CommOp& op : t.comm_ops) ++r.comm_rules[std::string(CommRuleName(op.rule))];
+    // A kernel that looks like communication but that no rule classified: a new library shows
+    // up as a warning naming it, never as a silent 0 (docs/classification.md).
+    std::vector<std::string> comm_like;
+    if (int64_t n = CountCommLikeUnclassified(t, &comm_like); n > 0) {
+      r.stats.Set(Stat::comm_like_kernels_unclassified, n);
+      std::string names;
+      for (size_t i = 0; i < comm_like.size() && i < 3; ++i)
+        names += fmt::format("{}'{}'", i ? ", " : "", comm_like[i].substr(0, 120));
+      if (comm_like.size() > 3) names += fmt::format(" and {} more", comm_like.size() - 3);
+      r.notices.push_back(fmt::format("{} kernel(s) look like communication but no rule classified them (counted as "
+                                      "compute): {}; --comm-kernel REGEX counts them as communication",
+                                      n, names));
+    }
 
     auto d = std::make_shared<RankDerived>();
     d->rank = r.rank;

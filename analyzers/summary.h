@@ -3,6 +3,7 @@
 // (docs/summary-schema.md, "overlapprof.summary/1") is a direct rendering of this.
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +60,9 @@ struct RankResult {
   std::vector<ExtraStat> extra_stats;
   std::vector<std::string> notices;
   std::string verdict;
+  // Communication ops by the rule that classified them (CommRuleName -> count;
+  // docs/classification.md). Ordered, so the JSON is stable.
+  std::map<std::string, int64_t> comm_rules;
 };
 
 struct IterationResult {

@@ -47,6 +47,13 @@ static_assert(offsetof(CUpti_ActivityMemcpy6, bytes) == 8 && offsetof(CUpti_Acti
                   offsetof(CUpti_ActivityMemcpy6, streamId) == 40 &&
                   offsetof(CUpti_ActivityMemcpy6, correlationId) == 44,
               "CUpti_ActivityMemcpy prefix moved");
+static_assert(offsetof(CUpti_ActivityMemcpyPtoP4, bytes) == 8 && offsetof(CUpti_ActivityMemcpyPtoP4, start) == 16 &&
+                  offsetof(CUpti_ActivityMemcpyPtoP4, deviceId) == 32 &&
+                  offsetof(CUpti_ActivityMemcpyPtoP4, streamId) == 40 &&
+                  offsetof(CUpti_ActivityMemcpyPtoP4, srcDeviceId) == 44 &&
+                  offsetof(CUpti_ActivityMemcpyPtoP4, dstDeviceId) == 52 &&
+                  offsetof(CUpti_ActivityMemcpyPtoP4, correlationId) == 60,
+              "CUpti_ActivityMemcpyPtoP prefix moved");
 static_assert(offsetof(CUpti_ActivityMemset4, bytes) == 8 && offsetof(CUpti_ActivityMemset4, start) == 16 &&
                   offsetof(CUpti_ActivityMemset4, deviceId) == 32 &&
                   offsetof(CUpti_ActivityMemset4, streamId) == 40 &&
@@ -235,6 +242,8 @@ void Subscribe(CuptiState& c) {
     return Unavailable("cuptiActivityRegisterCallbacks failed");
   bool kernels = OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
   OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_MEMCPY));
+  // Peer-to-peer copies (between two GPUs) come as MEMCPY2 records, with both devices.
+  OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_MEMCPY2));
   OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_MEMSET));
   OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_RUNTIME));
   OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_DRIVER));
@@ -367,7 +376,9 @@ void AddActivity(RankTrace* t, ActivityKind kind, uint64_t start, uint64_t end, 
   a.name_id = name_id;
   a.kind = kind;
   a.stream = t->StreamIndex(device, stream == 0xffffffffu ? kUnknown : static_cast<int64_t>(stream));
-  a.category = Classify(kind, t->names.Get(name_id), false);
+  // A peer copy (rule 4, docs/classification.md) is communication done by the copy engines.
+  a.category = kind == ActivityKind::kMemcpy && IsPeerCopy(copy_kind) ? Category::kComm
+                                                                       : Classify(kind, t->names.Get(name_id), false);
   t->activities.push_back(a);
 }
 
@@ -384,6 +395,15 @@ void DecodeRecord(CuptiDecoder* d, RankTrace* t, const CUpti_Activity* rec) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
       AddActivity(t, ActivityKind::kMemcpy, m->start, m->end, m->deviceId, m->streamId, m->correlationId,
                   t->names.Intern(CopyKindName(m->copyKind)), static_cast<int64_t>(m->bytes), m->copyKind);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+      // Peer-to-peer: copy kind PtoP, or DtoD between two devices. Stored as copy kind PtoP
+      // (10) so every reader sees a peer copy (the store has no source/destination columns).
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(rec);
+      uint8_t kind = IsPeerCopy(m->copyKind, m->srcDeviceId, m->dstDeviceId) ? kCopyKindPeer : m->copyKind;
+      AddActivity(t, ActivityKind::kMemcpy, m->start, m->end, m->deviceId, m->streamId, m->correlationId,
+                  t->names.Intern(CopyKindName(kind)), static_cast<int64_t>(m->bytes), kind);
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {

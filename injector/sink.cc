@@ -191,6 +191,7 @@ void Sink::Take(const HookRecord& r) {
       op.host_exit_ns = r.t_exit;
       op.host_tid = r.tid;
       op.source = CommSource::kNcclHook;
+      op.rule = CommRule::kIdentity;
       op.launch_id = static_cast<int64_t>(r.launch_id);
       op.stream_handle = static_cast<int64_t>(r.stream);
       trace_.comm_ops.push_back(std::move(op));

@@ -328,6 +328,7 @@ nlohmann::ordered_json SummaryToJson(const Summary& s) {
       j["iteration_spread"] = nullptr;
     }
     j["verdict"] = r.verdict;
+    j["comm_rules"] = r.comm_rules;
     j["notices"] = r.notices;
     j["data_quality"] = DataQuality(r);
     ranks.push_back(std::move(j));

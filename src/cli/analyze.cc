@@ -56,6 +56,7 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
   ImportOptions io;
   io.kineto_time_exp = exp;
   io.store_quick_check = !a.no_verify;
+  OVERLAPPROF_ASSIGN_OR_RETURN(io.comm_patterns, MakeCommPatterns(a.comm_kernel, a.not_comm));
   AnalysisOptions ao;
   ao.step_range = a.step_range;
   // `run`: the HTML page and the Chrome trace take their data from this same pass.

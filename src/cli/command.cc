@@ -28,4 +28,10 @@ Outcome DataQualityOutcome(const Summary& summary, const char* what_it_means) {
   return Outcome::DataLost();
 }
 
+StatusOr<std::shared_ptr<const CommPatterns>> MakeCommPatterns(const std::vector<std::string>& comm_kernel,
+                                                               const std::vector<std::string>& not_comm) {
+  if (comm_kernel.empty() && not_comm.empty()) return std::shared_ptr<const CommPatterns>();
+  return CommPatterns::Make(comm_kernel, not_comm);
+}
+
 }  // namespace overlapprof

@@ -3,12 +3,14 @@
 // compare and check, run.cc), and their result: a subcommand returns a Status when it fails, or
 // an Outcome, the exit code of an ending that is not an error. ExitCodeOf (command.cc) maps both
 // to the process's exit code, in one place (docs/exit-codes.md).
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "analyzers/summary.h"
 #include "src/common/exit_codes.h"
 #include "src/common/status.h"
+#include "src/trace/classify.h"
 
 namespace overlapprof {
 
@@ -41,6 +43,11 @@ StatusOr<int> ParseTsUnit(const std::string& unit);
 // when an error-severity counter is set, else Ok.
 Outcome DataQualityOutcome(const Summary& summary, const char* what_it_means);
 
+// --comm-kernel / --not-comm: compiled once (null when both are empty); an invalid regex is
+// a usage error naming it.
+StatusOr<std::shared_ptr<const CommPatterns>> MakeCommPatterns(const std::vector<std::string>& comm_kernel,
+                                                               const std::vector<std::string>& not_comm);
+
 struct AnalyzeArgs {
   std::vector<std::string> traces;
   std::string json_path;
@@ -51,6 +58,7 @@ struct AnalyzeArgs {
   int jobs = 1;
   std::string step_range;
   std::string cache_dir;  // --cache-dir: where .nsys-rep inputs are exported (ExpandInputs)
+  std::vector<std::string> comm_kernel, not_comm;  // src/trace/classify.h CommPatterns
   // `run`: also write the reports into this directory (overlap.summary.json,
   // overlap.perfetto.json, overlap.report.html), beside the rank files.
   std::string report_dir;
@@ -64,6 +72,7 @@ struct ReportArgs {
   std::string trace_iterations;  // Chrome trace: --trace-iterations
   double trace_budget_mb = 0;    // Chrome trace: --trace-budget (0: the default)
   std::string cache_dir;         // --cache-dir (.nsys-rep exports)
+  std::vector<std::string> comm_kernel, not_comm;  // src/trace/classify.h CommPatterns
 };
 CommandResult RunReport(const ReportArgs& args);
 

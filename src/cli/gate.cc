@@ -32,7 +32,8 @@ bool IsSummaryFile(const std::string& path) {
 
 namespace {
 
-StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range) {
+StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range,
+                          const std::shared_ptr<const CommPatterns>& patterns) {
   nlohmann::json j;
   if (IsSummaryFile(path)) {
     std::ifstream f(path, std::ios::binary);
@@ -41,6 +42,7 @@ StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range
   } else {
     OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs({path}));
     ImportOptions io;
+    io.comm_patterns = patterns;
     AnalysisOptions ao;
     ao.step_range = step_range;
     OVERLAPPROF_ASSIGN_OR_RETURN(Summary s, AnalyzeFiles(files, io, ao, 1));
@@ -72,8 +74,13 @@ struct Loaded {
 StatusOr<Loaded> Load(const GateArgs& a) {
   Loaded l;
   l.policy = a.policy;
-  OVERLAPPROF_ASSIGN_OR_RETURN(l.base, LoadRun(a.base, a.step_range));
-  OVERLAPPROF_ASSIGN_OR_RETURN(l.next, LoadRun(a.next, a.step_range));
+  // The policy file's patterns, then the flags'.
+  std::vector<std::string> add = a.policy.comm_kernel, veto = a.policy.not_comm;
+  add.insert(add.end(), a.comm_kernel.begin(), a.comm_kernel.end());
+  veto.insert(veto.end(), a.not_comm.begin(), a.not_comm.end());
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::shared_ptr<const CommPatterns> patterns, MakeCommPatterns(add, veto));
+  OVERLAPPROF_ASSIGN_OR_RETURN(l.base, LoadRun(a.base, a.step_range, patterns));
+  OVERLAPPROF_ASSIGN_OR_RETURN(l.next, LoadRun(a.next, a.step_range, patterns));
   return l;
 }
 

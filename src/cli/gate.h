@@ -1,6 +1,7 @@
 #pragma once
 // `overlapprof compare BASE NEW` and `overlapprof check TRACE --baseline BASE` (docs/ci-gate.md).
 #include <string>
+#include <vector>
 
 #include "analyzers/compare.h"
 #include "src/cli/command.h"
@@ -14,6 +15,7 @@ struct GateArgs {
   std::string markdown_path, junit_path;  // check: also write these ("-": stdout)
   std::string step_range;                 // AnalysisOptions::step_range for traces
   bool allow_different_runs = false;      // compare runs that Differences() finds not comparable
+  std::vector<std::string> comm_kernel, not_comm;  // --comm-kernel / --not-comm (traces only)
 };
 
 // A JSON summary: a .json file whose beginning names the summary schema (a Chrome trace, also

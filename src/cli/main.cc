@@ -55,6 +55,18 @@ struct Commands {
   CLI::Option *o_drop = nullptr, *o_inc = nullptr, *o_loss = nullptr, *o_step = nullptr, *o_effect = nullptr;
 };
 
+// --comm-kernel / --not-comm (docs/classification.md), repeatable.
+void AddCommPatternOptions(CLI::App* app, std::vector<std::string>& comm_kernel, std::vector<std::string>& not_comm) {
+  app->add_option("--comm-kernel", comm_kernel,
+                  "kernels whose name matches REGEX are communication (repeatable; docs/classification.md)")
+      ->allow_extra_args(false)
+      ->type_name("REGEX");
+  app->add_option("--not-comm", not_comm,
+                  "kernels whose name matches REGEX are never communication, unless an NCCL record says so (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("REGEX");
+}
+
 // The subcommands and their options.
 void DefineCommands(CLI::App& app, Commands& c) {
   AnalyzeArgs& aa = c.aa;
@@ -83,6 +95,7 @@ void DefineCommands(CLI::App& app, Commands& c) {
                       "host annotation (NVTX or record_function) that marks an iteration, instead of ProfilerStep#N");
   constexpr const char* kCacheDirHelp = "directory for the SQLite exports of .nsys-rep inputs (default $TMPDIR/overlapprof-nsys-UID)";
   analyze->add_option("--cache-dir", aa.cache_dir, kCacheDirHelp)->type_name("DIR");
+  AddCommPatternOptions(analyze, aa.comm_kernel, aa.not_comm);
 
   CLI::App* import = app.add_subcommand("import", "Convert PyTorch-profiler JSON traces and Nsight Systems exports into overlapprof stores");
   import->add_option("INPUT", ia.inputs, "trace files or directories")->required();
@@ -119,6 +132,7 @@ void DefineCommands(CLI::App& app, Commands& c) {
       ->check(Quiet(CLI::PositiveNumber))
       ->type_name("MB");
   report->add_option("--cache-dir", pa.cache_dir, kCacheDirHelp)->type_name("DIR");
+  AddCommPatternOptions(report, pa.comm_kernel, pa.not_comm);
 
   CLI::App* compare = app.add_subcommand("compare", "Compare two runs (traces, or JSON summaries): per metric, verdict");
   compare->add_option("BASE", ca.base, "baseline: a JSON summary, a trace, or a directory of traces")->required();
@@ -127,6 +141,7 @@ void DefineCommands(CLI::App& app, Commands& c) {
   compare->add_option("--step-range", ca.step_range, "host annotation that marks an iteration (traces only)");
   compare->add_flag("--allow-different-runs", ca.allow_different_runs,
                     "compare runs of another world size, rank set or op mix (refused otherwise, exit 2)");
+  AddCommPatternOptions(compare, ca.comm_kernel, ca.not_comm);
 
   CLI::App* check = app.add_subcommand(
       "check", "CI gate: exit 0 pass, 1 regression, 3 inconclusive, 4 data lost, 2 usage (docs/ci-gate.md)");
@@ -162,6 +177,7 @@ void DefineCommands(CLI::App& app, Commands& c) {
   check->add_option("--markdown", ka.markdown_path, "write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY; '-': stdout)");
   check->add_option("--junit", ka.junit_path, "write JUnit XML (a test case per gated metric)");
   check->add_option("--step-range", ka.step_range, "host annotation that marks an iteration (traces only)");
+  AddCommPatternOptions(check, ka.comm_kernel, ka.not_comm);
   c.analyze = analyze, c.import = import, c.run = run, c.report = report, c.compare = compare, c.check = check;
   c.o_drop = o_drop, c.o_inc = o_inc, c.o_loss = o_loss;
 }

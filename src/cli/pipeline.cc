@@ -78,6 +78,7 @@ StatusOr<RankTrace> ImportFile(const std::string& input, const ImportOptions& op
   o.unit = unit;
   StatusOr<RankTrace> t = (*imp)->Import(path, o);
   if (!t.ok()) return t.status().WithPrefix(input);
+  if (options.comm_patterns) options.comm_patterns->Apply(*t);
   return t;
 }
 

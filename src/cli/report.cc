@@ -21,6 +21,7 @@ CommandResult RunReport(const ReportArgs& a) {
                      "report: name at least one output (--chrome-trace FILE, --json FILE, --html FILE)");
   OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs(a.traces, a.cache_dir));
   ImportOptions io;
+  OVERLAPPROF_ASSIGN_OR_RETURN(io.comm_patterns, MakeCommPatterns(a.comm_kernel, a.not_comm));
   AnalysisOptions ao;
   ao.step_range = a.step_range;
   ReportOptions ro;

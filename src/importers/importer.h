@@ -10,6 +10,7 @@
 
 #include "src/common/status.h"
 #include "src/io/input_file.h"
+#include "src/trace/classify.h"
 #include "src/trace/model.h"
 
 namespace overlapprof {
@@ -34,6 +35,9 @@ struct ImportOptions {
   ImportScratch* scratch = nullptr;  // optional; never shared between threads
   // The rank to read from a file holding several (one of Importer::Units); "" otherwise.
   std::string unit;
+  // --comm-kernel / --not-comm (src/trace/classify.h), applied after import by ImportFile
+  // (src/cli/pipeline.h), to every format; null: none. Shared, read-only.
+  std::shared_ptr<const CommPatterns> comm_patterns;
 };
 
 class Importer {

@@ -27,6 +27,7 @@
 #include "src/importers/importer.h"
 #include "src/importers/kineto_builder.h"
 #include "src/importers/kineto_event.h"
+#include "src/trace/classify.h"
 #include "src/io/input_file.h"
 
 namespace overlapprof {
@@ -346,6 +347,7 @@ class KinetoReader {
           break;
         case 11:
           if (key == "correlation") AnyInt(fv, &ev.correlation);
+          else if (key == "External id") AnyInt(fv, &ev.external_id);
           break;
         case 13:
           if (key == "In msg nelems") AnyInt(fv, &ev.in_nelems);
@@ -408,9 +410,12 @@ class KinetoReader {
           case 4:
             if (key == "name") ev.has_name = RawString(fv, &ev.name);
             else if (key == "args") {
-              // cpu_op args (shapes, call stacks) are large and unused: skip undecoded.
+              // cpu_op args (shapes, call stacks) are large and unused: skip undecoded, except
+              // for host ops that launch communication (their External id links their kernels;
+              // "name" precedes "args" in every writer seen).
               Cat c = DecodeCat(ev.cat);
-              if (c != Cat::kCpuOp && c != Cat::kOther) OVERLAPPROF_RETURN_IF_ERROR(ParseArgs(fv, ev, doc));
+              if ((c != Cat::kCpuOp && c != Cat::kOther) || (c == Cat::kCpuOp && ev.has_name && IsCommHostOpName(ev.name)))
+                OVERLAPPROF_RETURN_IF_ERROR(ParseArgs(fv, ev, doc));
             }
             break;
           default:

@@ -79,7 +79,12 @@ void TraceBuilder::AddEvent(const RawEvent& ev) {
       }
       constexpr std::string_view kStep = "ProfilerStep#";
       bool is_step = ev.name.substr(0, kStep.size()) == kStep;
-      if (cat == Cat::kCpuOp && !is_step) return;
+      if (cat == Cat::kCpuOp && !is_step) {
+        // The reader parses the args (External id) only of host ops that launch communication.
+        if (ev.external_id != kUnknown && IsCommHostOpName(ev.name))
+          comm_host_ops_.emplace_back(ev.external_id, InternRaw(ev.name));
+        return;
+      }
       Range r;
       int64_t end;
       if (!Times(ev, &r.start_ns, &end)) return;
@@ -132,20 +137,28 @@ void TraceBuilder::AddActivity(const RawEvent& ev, Cat cat) {
 
   std::string_view name = t_.names.Get(a.name_id);
   bool has_meta = !ev.coll_name.empty();
+  bool peer = false;
   if (a.kind == ActivityKind::kKernel && !has_meta) {
     // Kernel names are long and repeat: classify each distinct name once.
     if (a.name_id >= name_is_comm_.size()) name_is_comm_.resize(t_.names.size(), -1);
     int8_t& c = name_is_comm_[a.name_id];
     if (c < 0) c = IsCommKernelName(name) ? 1 : 0;
     a.category = c ? Category::kComm : Category::kCompute;
+  } else if (a.kind == ActivityKind::kMemcpy && !has_meta && IsPeerCopy(a.copy_kind)) {
+    peer = true;
+    a.category = Category::kComm;
   } else {
     a.category = Classify(a.kind, name, has_meta);
   }
+  if (!has_meta && ev.external_id != kUnknown &&
+      (a.kind == ActivityKind::kKernel || (a.kind == ActivityKind::kMemcpy && !peer)))
+    launched_by_.emplace_back(static_cast<uint32_t>(t_.activities.size()), ev.external_id);
   if (a.category == Category::kComm) {
     CommOp op;
     op.stream = a.stream;
     if (has_meta) {
       op.source = CommSource::kKinetoArgs;
+      op.rule = CommRule::kIdentity;
       op.op = NormalizeCollectiveName(Unescape(ev.coll_name));
       op.datatype = Unescape(ev.dtype);
       op.count = ev.in_nelems;
@@ -157,8 +170,15 @@ void TraceBuilder::AddActivity(const RawEvent& ev, Cat cat) {
       op.communicator = ev.pg_name.empty() ? "unknown" : Unescape(ev.pg_name);
       op.pg_desc = Unescape(ev.pg_desc);
       if (!ev.pg_ranks.empty()) pg_ranks_[t_.comm_ops.size()] = Unescape(ev.pg_ranks);
+    } else if (peer) {
+      op.source = CommSource::kKernelName;
+      op.rule = CommRule::kPeerCopy;
+      op.op = "p2p_copy";
+      op.bytes = a.bytes;
+      op.communicator = "unknown";
     } else {
       op.source = CommSource::kKernelName;
+      op.rule = CommRule::kKernelName;
       op.op = CollectiveFromKernelName(name);
       op.communicator = "unknown";
     }
@@ -166,6 +186,38 @@ void TraceBuilder::AddActivity(const RawEvent& ev, Cat cat) {
     t_.comm_ops.push_back(std::move(op));
   }
   t_.activities.push_back(a);
+}
+
+void TraceBuilder::ClassifyByHostOp() {
+  if (comm_host_ops_.empty()) return;
+  // Sorted vector and binary search: the ids come from the file (see Finish). Stable: the
+  // first host op with an id wins.
+  std::stable_sort(comm_host_ops_.begin(), comm_host_ops_.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (const auto& [index, ext] : launched_by_) {
+    auto it = std::lower_bound(comm_host_ops_.begin(), comm_host_ops_.end(), ext,
+                               [](const auto& x, int64_t v) { return x.first < v; });
+    if (it == comm_host_ops_.end() || it->first != ext) continue;
+    Activity& a = t_.activities[index];
+    std::string_view host_op = t_.names.Get(it->second);
+    if (a.comm_op != kNoIndex) {
+      // Already communication by its kernel name: the host op is the stronger evidence
+      // (rule 2 before rule 3); the kernel's own collective is kept when it names one.
+      CommOp& op = t_.comm_ops[a.comm_op];
+      op.rule = CommRule::kHostOp;
+      if (op.op == "unknown") op.op = CollectiveFromHostOp(host_op);
+      continue;
+    }
+    a.category = Category::kComm;
+    CommOp op;
+    op.stream = a.stream;
+    op.source = CommSource::kKernelName;
+    op.rule = CommRule::kHostOp;
+    op.op = CollectiveFromHostOp(host_op);
+    op.communicator = "unknown";
+    a.comm_op = static_cast<uint32_t>(t_.comm_ops.size());
+    t_.comm_ops.push_back(std::move(op));
+  }
 }
 
 Status TraceBuilder::Finish() {
@@ -183,6 +235,7 @@ Status TraceBuilder::Finish() {
       return MakeError(StatusCode::kInvalidInput,
                        "baseTimeNanoseconds + ts falls outside 0..2^62 ns (the range overlapprof accepts)");
   }
+  ClassifyByHostOp();
   for (Stream& s : t_.streams) {
     auto it = thread_names_.find({s.device, s.native_id});
     s.name = it != thread_names_.end() ? it->second : fmt::format("stream {}", s.native_id);

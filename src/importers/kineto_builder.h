@@ -49,11 +49,18 @@ class TraceBuilder {
   bool Times(const RawEvent& ev, int64_t* start, int64_t* end);
   void AddActivity(const RawEvent& ev, Cat cat);
   uint32_t InternRaw(std::string_view raw);
+  // Rule 2: kernels and memcpys launched by a communication host op become communication.
+  void ClassifyByHostOp();
 
   ImportOptions opts_;
   RankTrace t_;
   std::unordered_map<std::string_view, uint32_t> raw_intern_;
   std::vector<int8_t> name_is_comm_;  // by name id: -1 not yet classified, 0 compute, 1 comm
+  // Rule 2 (docs/classification.md): (External id, name id) of host ops that launch
+  // communication, and (activity index, External id) of kernels and memcpys without identity;
+  // resolved in Finish, whatever the order of the events in the file.
+  std::vector<std::pair<int64_t, uint32_t>> comm_host_ops_;
+  std::vector<std::pair<uint32_t, int64_t>> launched_by_;
   // Ordered containers for keys taken from the file (hash flooding, see Finish).
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;
   std::set<int64_t> steps_seen_;

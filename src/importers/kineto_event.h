@@ -15,41 +15,61 @@ enum class Cat : uint8_t {
   kUnknown, kKernel, kMemcpy, kMemset, kSync, kRuntime, kUserAnnotation, kGpuAnnotation, kCpuOp, kOther
 };
 
-inline Cat DecodeCat(std::string_view c) {
-  switch (c.size()) {
+// The category from its lower-case name (DecodeCat's fast path).
+inline Cat DecodeLowerCat(std::string_view l) {
+  switch (l.size()) {
     case 6:
-      if (c == "kernel" || c == "Kernel") return Cat::kKernel;
-      if (c == "Memcpy") return Cat::kMemcpy;
-      if (c == "Memset") return Cat::kMemset;
-      if (c == "cpu_op") return Cat::kCpuOp;
+      if (l == "kernel") return Cat::kKernel;
+      if (l == "memcpy") return Cat::kMemcpy;
+      if (l == "memset") return Cat::kMemset;
+      if (l == "cpu_op") return Cat::kCpuOp;
       break;
     case 7:
-      if (c == "Runtime") return Cat::kRuntime;
-      if (c == "Operator") return Cat::kCpuOp;
+      if (l == "runtime") return Cat::kRuntime;
+      break;
+    case 8:
+      if (l == "operator") return Cat::kCpuOp;
       break;
     case 9:
-      if (c == "cuda_sync") return Cat::kSync;
+      if (l == "cuda_sync") return Cat::kSync;
       break;
     case 10:
-      if (c == "gpu_memcpy") return Cat::kMemcpy;
-      if (c == "gpu_memset") return Cat::kMemset;
+      if (l == "gpu_memcpy") return Cat::kMemcpy;
+      if (l == "gpu_memset") return Cat::kMemset;
       break;
     case 11:
-      if (c == "cuda_driver") return Cat::kRuntime;
+      if (l == "cuda_driver") return Cat::kRuntime;
       break;
     case 12:
-      if (c == "cuda_runtime") return Cat::kRuntime;
+      if (l == "cuda_runtime") return Cat::kRuntime;
       break;
     case 15:
-      if (c == "user_annotation") return Cat::kUserAnnotation;
+      if (l == "user_annotation") return Cat::kUserAnnotation;
       break;
     case 19:
-      if (c == "gpu_user_annotation") return Cat::kGpuAnnotation;
+      if (l == "gpu_user_annotation") return Cat::kGpuAnnotation;
       break;
     default:
       break;
   }
-  return c.empty() ? Cat::kUnknown : Cat::kOther;
+  return l.empty() ? Cat::kUnknown : Cat::kOther;
+}
+
+// Categories are matched case-insensitively: the 2021 profiler wrote "Kernel", "Operator",
+// "Runtime", "Memcpy", "Memset"; today's writes "kernel", "cpu_op", "cuda_runtime", ... Called
+// for every event: a name without capitals is looked up as it is, without a copy.
+inline Cat DecodeCat(std::string_view c) {
+  Cat cat = DecodeLowerCat(c);
+  if (cat != Cat::kOther) return cat;
+  char buf[20];
+  if (c.size() > sizeof buf) return Cat::kOther;
+  bool upper = false;
+  for (size_t i = 0; i < c.size(); ++i) {
+    char ch = c[i];
+    upper |= ch >= 'A' && ch <= 'Z';
+    buf[i] = ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch;
+  }
+  return upper ? DecodeLowerCat(std::string_view(buf, c.size())) : Cat::kOther;
 }
 
 // Fields of one trace event that the importer uses. Views point into the input buffer.
@@ -62,6 +82,7 @@ struct RawEvent {
   std::string_view ts, dur;
   // args
   int64_t device = kUnknown, stream = kUnknown, correlation = kUnknown, bytes = kUnknown;
+  int64_t external_id = kUnknown;  // "External id": links a kernel to the host op that launched it
   std::string_view coll_name, dtype, pg_name, pg_desc, pg_ranks, arg_name, arg_labels;
   int64_t in_nelems = kUnknown, out_nelems = kUnknown, group_size = kUnknown, seq = kUnknown;
 };

@@ -391,10 +391,9 @@ class Export {
           if (kind < 0 || kind > 255) kind = 0;
           a.copy_kind = static_cast<uint8_t>(kind);
           a.name_id = t_.names.Intern(CopyKindName(kind));
-          // Peer-to-peer copies move data between GPUs, but the classification has no rule
-          // for them yet: memory, counted so the report says so (docs/nsys.md).
-          if (kind == kCopyKindPeerToPeer) t_.stats.Add(Stat::p2p_copies_as_memory);
-          a.category = Classify(a.kind, t_.names.Get(a.name_id), false);
+          // Peer-to-peer copies move data between GPUs: communication (rule 4,
+          // docs/classification.md), done by the copy engines.
+          a.category = kind == kCopyKindPeerToPeer ? Category::kComm : Classify(a.kind, t_.names.Get(a.name_id), false);
           break;
         }
         case ActivityKind::kMemset:
@@ -415,7 +414,14 @@ class Export {
         CommOp op;
         op.stream = a.stream;
         op.source = CommSource::kKernelName;
-        op.op = CollectiveFromKernelName(t_.names.Get(a.name_id));
+        if (a.kind == ActivityKind::kMemcpy) {
+          op.rule = CommRule::kPeerCopy;
+          op.op = "p2p_copy";
+          op.bytes = a.bytes;
+        } else {
+          op.rule = CommRule::kKernelName;
+          op.op = CollectiveFromKernelName(t_.names.Get(a.name_id));
+        }
         op.communicator = "unknown";
         a.comm_op = static_cast<uint32_t>(t_.comm_ops.size());
         t_.comm_ops.push_back(std::move(op));

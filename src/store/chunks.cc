@@ -344,6 +344,7 @@ Status DecodeCommOps(std::string_view blob, size_t count, const ChunkLimits& lim
     x.op.assign(strs[1]);
     x.datatype.assign(strs[2]);
     x.pg_desc.assign(strs[3]);
+    x.rule = DeriveCommRule(x);
     auto next = [&](int64_t* field) {
       if (!c.Varint(&v)) return false;
       *field = Unzigzag(v);

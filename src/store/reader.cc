@@ -219,6 +219,7 @@ class Reader {
       int64_t src = s.Int(15);
       if (src < 1 || src > 3) return Invalid("comm_op", expect, "unknown source");
       c.source = static_cast<CommSource>(src);
+      c.rule = DeriveCommRule(c);
       t.comm_ops.push_back(std::move(c));
     }
     return OkStatus();

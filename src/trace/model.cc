@@ -33,6 +33,17 @@ std::string_view RangeKindName(RangeKind k) {
   return "unknown";
 }
 
+std::string_view CommRuleName(CommRule r) {
+  switch (r) {
+    case CommRule::kIdentity: return "identity";
+    case CommRule::kHostOp: return "host_op";
+    case CommRule::kKernelName: return "kernel_name";
+    case CommRule::kPeerCopy: return "peer_copy";
+    case CommRule::kUserPattern: return "user_pattern";
+  }
+  return "unknown";
+}
+
 std::string_view CommSourceName(CommSource s) {
   switch (s) {
     case CommSource::kNcclHook: return "nccl_hook";

@@ -33,11 +33,21 @@ enum class CommSource : uint8_t {
   kKinetoArgs = 2,  // NCCL metadata in a PyTorch-profiler kernel's args
   kKernelName = 3,  // inferred from the kernel name only
 };
+// Which link of the classification chain made an activity communication
+// (docs/classification.md), in the order the chain tries them.
+enum class CommRule : uint8_t {
+  kIdentity = 1,     // an NCCL record (injector) or `Collective name` metadata
+  kHostOp = 2,       // the host op that launched it (External id): nccl:*, c10d::*, symm_mem::*, ...
+  kKernelName = 3,   // a kernel-name family (src/trace/classify.h kCommKernelFamilies)
+  kPeerCopy = 4,     // a peer-to-peer memcpy (op "p2p_copy")
+  kUserPattern = 5,  // --comm-kernel REGEX
+};
 
 std::string_view ActivityKindName(ActivityKind k);
 std::string_view CategoryName(Category c);
 std::string_view RangeKindName(RangeKind k);
 std::string_view CommSourceName(CommSource s);
+std::string_view CommRuleName(CommRule r);
 
 inline constexpr uint32_t kNoIndex = 0xffffffffu;
 // Every time in a trace lies in [0, kMaxTimeNs) (about the year 2116 as Unix-epoch ns), so
@@ -108,12 +118,22 @@ struct CommOp {
   int64_t host_tid = kUnknown;
   std::string pg_desc;
   CommSource source = CommSource::kKernelName;
+  // Which rule classified it. Not stored: a store reader derives it from `source` and `op`
+  // (identity for hook/args, p2p_copy for peer copies, else kernel name).
+  CommRule rule = CommRule::kKernelName;
   // Injector only: the external correlation id pushed (CUPTI) around the call that launched
   // this op's GPU work (the op itself, or the outermost ncclGroupEnd); ops of one group share
   // it. Links the op to its kernel through RankTrace::external_correlations.
   int64_t launch_id = kUnknown;
   int64_t stream_handle = kUnknown;  // the cudaStream_t value passed to NCCL (injector only)
 };
+
+// The rule of an op read back from a store, which does not keep it: identity for ops with
+// NCCL metadata (hook or Kineto args), peer copy for "p2p_copy", else kernel name.
+inline CommRule DeriveCommRule(const CommOp& c) {
+  if (c.source != CommSource::kKernelName) return CommRule::kIdentity;
+  return c.op == "p2p_copy" ? CommRule::kPeerCopy : CommRule::kKernelName;
+}
 
 // A host API call (CUDA runtime/driver) that launched GPU work.
 struct HostCall {

@@ -81,6 +81,18 @@ KERNEL_NAMES = {
                                 "[16, 1, 1]", "[512, 1, 1]", 96),
 }
 
+# --tp-comm symm_mem: the kernels and the host ops that launch them. The all-gather kernel is
+# also known by name (kernel-name family symm_mem); the reduce-scatter kernel is not, only its
+# host op makes it communication.
+KERNEL_NAMES["symm_all_gather"] = ("void c10d::symmetric_memory::multimem_all_gather_kernel<16>(char*, char*, "
+                                   "unsigned long, unsigned int**, unsigned long, unsigned long)",
+                                   "[8, 1, 1]", "[1024, 1, 1]", 26)
+KERNEL_NAMES["symm_reduce_scatter"] = ("void (anonymous namespace)::rs_lamport_kernel<c10::BFloat16, 8>(c10::BFloat16*, "
+                                       "unsigned long, unsigned int**, unsigned long)",
+                                       "[8, 1, 1]", "[1024, 1, 1]", 26)
+SYMM_MEM_KERNELS = {"allgather": "symm_all_gather", "reducescatter": "symm_reduce_scatter"}
+SYMM_MEM_HOST_OPS = {"allgather": "symm_mem::multimem_all_gather_out", "reducescatter": "symm_mem::reduce_scatter_out"}
+
 DTYPE_SIZE = {"Float": 4, "BFloat16": 2}
 
 
@@ -148,6 +160,7 @@ class Rank:
         self.mem_s, self.mem_e = array("q"), array("q")
         self.comm = []  # (start, end, family, size, iteration, tag, launch, pg, seq, phase, stream)
         self.n_kernels = self.n_comm_kernels = self.n_memcpy = self.n_memset = 0
+        self.n_p2p = 0  # --tp-comm p2p_copy: collectives run as peer-to-peer memcpys
         self.iter_first = []
         self.it_first = None
         self.last_end = None
@@ -373,10 +386,19 @@ class Rank:
             if x > st:
                 st = x
         self.h = launch + api + NCCL_POST_NS
-        self.runtime("cudaLaunchKernel", 211, launch, api, self.corr)
-        self.emit(f'{{"ph":"X","cat":"user_annotation","name":"nccl:{cname}","pid":{self.pid},'
-                  f'"tid":{self.tid_bwd if phase == "bwd" else self.tid_main},"ts":{ts(h + self.shift)},'
-                  f'"dur":{ts(self.h - h)},"args":{{"External id":{self.corr}}}}}')
+        mode = self.cfg.tp_comm
+        self.runtime("cudaMemcpyPeerAsync" if mode == "p2p_copy" else "cudaLaunchKernel", 211, launch, api, self.corr)
+        tid = self.tid_bwd if phase == "bwd" else self.tid_main
+        if mode == "nccl":
+            self.emit(f'{{"ph":"X","cat":"user_annotation","name":"nccl:{cname}","pid":{self.pid},'
+                      f'"tid":{tid},"ts":{ts(h + self.shift)},'
+                      f'"dur":{ts(self.h - h)},"args":{{"External id":{self.corr}}}}}')
+        elif mode == "symm_mem":
+            # The host op that launched the kernel, linked to it by External id (rule 2).
+            op_name = SYMM_MEM_HOST_OPS[fam]
+            self.emit(f'{{"ph":"X","cat":"cpu_op","name":"{op_name}","pid":{self.pid},"tid":{tid},'
+                      f'"ts":{ts(h + self.shift)},"dur":{ts(self.h - h)},'
+                      f'"args":{{"External id":{self.corr},"Record function id":0,"Ev Idx":{self.corr}}}}}')
         return launch, st, self.corr
 
     def coll_finish(self, op, pg, seq, launch, st, en, corr):
@@ -384,8 +406,13 @@ class Rank:
         self.sfree[pg.stream] = en
         if store is not None:
             self.keys[store] = en
-        self.n_kernels += 1
-        self.n_comm_kernels += 1
+        mode = self.cfg.tp_comm
+        if mode == "p2p_copy":
+            self.n_memcpy += 1
+            self.n_p2p += 1
+        else:
+            self.n_kernels += 1
+            self.n_comm_kernels += 1
         self.note_activity(st, en)
         for a in self.anno_open.values():
             if pg.stream == COMPUTE_STREAM:
@@ -394,9 +421,19 @@ class Rank:
                 if a[2] is None or en > a[2]:
                     a[2] = en
         self.comm.append((st, en, fam, size, self.it, tag, launch, pg.name, seq, phase, pg.stream))
-        pre, mid = self.kernel_prefix(kid, pg.stream)
         v = st + self.shift
         d = en - st
+        if mode == "p2p_copy":
+            self.emit(f'{{"ph":"X","cat":"gpu_memcpy","name":"Memcpy PtoP (Device -> Device)","pid":{self.dev},'
+                      f'"tid":{pg.stream},"ts":{ts(v)},"dur":{ts(d)},"args":{{"External id":{corr},"device":{self.dev},'
+                      f'"context":1,"stream":{pg.stream},"correlation":{corr},"bytes":{size}}}}}')
+            return
+        if mode == "symm_mem":
+            pre, mid = self.kernel_prefix(SYMM_MEM_KERNELS[fam], pg.stream)
+            self.emit(f'{pre}{v // 1000}.{v % 1000:03d},"dur":{d // 1000}.{d % 1000:03d}{mid}{corr},'
+                      f'"External id":{corr}}}}}')
+            return
+        pre, mid = self.kernel_prefix(kid, pg.stream)
         seq_arg = f',"Seq":{seq}' if self.cfg.seq else ""
         self.emit(f'{pre}{v // 1000}.{v % 1000:03d},"dur":{d // 1000}.{d % 1000:03d}{mid}{corr},"External id":{corr},'
                   f'"Collective name":"{cname}","In msg nelems":{in_n},"Out msg nelems":{out_n},'
@@ -732,6 +769,10 @@ def parse_args(argv):
     p.add_argument("--tp-overlap", choices=["on", "off"], default="on")
     p.add_argument("--tp-size", type=int, default=None, help="tensor-parallel group size (default: all ranks)")
     p.add_argument("--tp-mb", type=float, default=16.0, help="TP collective size (MB, full buffer)")
+    p.add_argument("--tp-comm", choices=["nccl", "symm_mem", "p2p_copy"], default="nccl",
+                   help="tp: how the TP collectives run: NCCL kernels with Collective args; PyTorch symmetric-memory "
+                        "kernels launched by symm_mem:: host ops (External id), no NCCL args; or peer-to-peer "
+                        "memcpys (Memcpy PtoP) on the TP stream")
     p.add_argument("--scale-events", type=int, default=None,
                    help="benchmark mode: about N GPU events in total (sets --iterations)")
     p.add_argument("--full-truth", action="store_true",
@@ -750,6 +791,8 @@ def parse_args(argv):
     a.tp_size = a.tp_size or a.ranks
     if a.scenario == "tp" and a.ranks % a.tp_size:
         p.error("--tp-size must divide --ranks")
+    if a.tp_comm != "nccl" and a.scenario != "tp":
+        p.error("--tp-comm applies to --scenario tp")
     a.prefetch = a.prefetch == "on"
     a.tp_overlap = a.tp_overlap == "on"
     a.gap_ns = int(a.gap_us * 1000)
@@ -924,12 +967,19 @@ def compute_truth(cfg, ranks, collectives, offsets, host_of, base_ns, pgs_all, i
                         "compute_ns": cn, "comm_ns": mn, "overlap_ns": on, "exposed_comm_ns": mn - on,
                         "memory_ns": Y.within(lo, hi), "busy_ns": B.within(lo, hi)})
         # Per op type.
+        # --tp-comm p2p_copy: every collective is a peer copy of `size` bytes (op p2p_copy);
+        # symm_mem: the kernels carry no sizes (bytes unknown: null).
         fams = {}
         for c in R.comm:
             st, en, fam, size = c[0], c[1], c[2], c[3]
+            if cfg.tp_comm == "p2p_copy":
+                fam = "p2p_copy"
             d = fams.setdefault(fam, {"count": 0, "bytes": 0, "time_ns": 0, "exposed_ns": 0})
             d["count"] += 1
-            d["bytes"] += size
+            if cfg.tp_comm == "symm_mem":
+                d["bytes"] = None
+            else:
+                d["bytes"] += size
             d["time_ns"] += en - st
             d["exposed_ns"] += (en - st) - C.within(st, en)
         start = first[0]
@@ -939,6 +989,7 @@ def compute_truth(cfg, ranks, collectives, offsets, host_of, base_ns, pgs_all, i
             "compute_ns": C.total(), "comm_ns": M.total(), "overlap_ns": O.total(),
             "exposed_comm_ns": M.total() - O.total(), "memory_ns": Y.total(), "busy_ns": B.total(),
             "kernels": R.n_kernels, "comm_kernels": R.n_comm_kernels, "memcpys": R.n_memcpy, "memsets": R.n_memset,
+            "comm_ops": R.n_comm_kernels + R.n_p2p, "p2p_copies": R.n_p2p,
             "speed": R.speed,
             "iterations": iters, "warmup": warm_flags, "iteration_figures": win,
             "op_types": dict(sorted(fams.items())),

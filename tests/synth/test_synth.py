@@ -101,6 +101,11 @@ class SynthTest(unittest.TestCase):
                                                "8", "--model-mb", "300", "--no-steps"]),
             "tp_bare": Case(t, "tp_bare", ["--scenario", "tp", "--ranks", "2", "--iterations", "4", "--layers", "6",
                                            "--no-steps"]),
+            # Communication that is not an NCCL kernel (docs/classification.md).
+            "tp_symm_mem": Case(t, "tp_symm_mem", ["--scenario", "tp", "--ranks", "2", "--iterations", "3",
+                                                   "--layers", "6", "--tp-overlap", "on", "--tp-comm", "symm_mem"]),
+            "tp_p2p_copy": Case(t, "tp_p2p_copy", ["--scenario", "tp", "--ranks", "2", "--iterations", "3",
+                                                   "--layers", "6", "--tp-overlap", "on", "--tp-comm", "p2p_copy"]),
             "in_dir": Case(t, "in_dir", ["--scenario", "ddp", "--ranks", "2", "--iterations", "3", "--layers", "8"],
                            truth_in_dir=True),
         }
@@ -142,7 +147,8 @@ class SynthTest(unittest.TestCase):
                         self.assertEqual(w["exposed_comm_ns"], w["comm_ns"] - w["overlap_ns"])
                         self.assertEqual(w["wall_ns"], w["end_ns"] - w["start_ns"])
                     ops = r["op_types"]
-                    self.assertEqual(sum(o["count"] for o in ops.values()), r["comm_kernels"])
+                    self.assertEqual(sum(o["count"] for o in ops.values()), r["comm_ops"])
+                    self.assertEqual(r["comm_ops"], r["comm_kernels"] + r["p2p_copies"])
                     self.assertGreaterEqual(sum(o["time_ns"] for o in ops.values()), r["comm_ns"])
                     for o in ops.values():
                         self.assertLessEqual(o["exposed_ns"], o["time_ns"])
@@ -316,8 +322,7 @@ class SynthTest(unittest.TestCase):
             self.assertEqual(sr["rank"], tr["rank"])
             for k in ("compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns", "memory_ns", "busy_ns", "start_ns",
                       "end_ns", "kernels", "comm_kernels", "memcpys", "memsets", "comm_ops"):
-                tk = "comm_kernels" if k == "comm_ops" else k
-                self.assertEqual(sr[k], tr[tk], f"{c.name} rank {tr['rank']} {k}")
+                self.assertEqual(sr[k], tr[k], f"{c.name} rank {tr['rank']} {k}")
             if steps:
                 self.assertEqual(sr["iteration_source"], "ProfilerStep")
                 self.assertEqual(sr["iterations"], tr["iterations"], f"{c.name} rank {tr['rank']} iterations")
@@ -440,6 +445,26 @@ class SynthTest(unittest.TestCase):
                     # compute, so not in `tp` (which lists the serialized ones).
                     self.assertEqual(c.summary["tp"], [])
                 self.compare_cross_rank(c)
+
+    def test_engine_symmetric_memory_tp(self):
+        """TP collectives as symmetric-memory kernels without NCCL args: communication through the
+        host op that launched them (External id of symm_mem::*), figures exact, sizes unknown."""
+        c = self.cases["tp_symm_mem"]
+        s = self.check_engine(c)
+        for tr, sr in zip(c.truth["ranks"], s["ranks"]):
+            self.assertGreater(tr["comm_ns"], 0)
+            self.assertEqual(sr["comm_rules"], {"host_op": tr["comm_ops"]})
+            self.assertEqual(sr["data_quality"], [])
+
+    def test_engine_peer_copy_tp(self):
+        """TP collectives as peer-to-peer memcpys: communication (op p2p_copy, with bytes), not memory."""
+        c = self.cases["tp_p2p_copy"]
+        s = self.check_engine(c)
+        for tr, sr in zip(c.truth["ranks"], s["ranks"]):
+            self.assertGreater(tr["p2p_copies"], 0)
+            self.assertEqual(sr["comm_kernels"], 0)
+            self.assertEqual(sr["comm_rules"], {"peer_copy": tr["p2p_copies"]})
+            self.assertEqual(set(tr["op_types"]), {"p2p_copy"})
 
     def test_engine_truth_in_dir(self):
         """With the truth written into the trace directory (--truth DIR/truth.json), the rank files are given one by one:

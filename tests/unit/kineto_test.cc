@@ -79,6 +79,37 @@ TEST(KinetoImport, FieldOrderDoesNotMatter) {
   EXPECT_EQ(t->comm_ops[0].source, CommSource::kKernelName);
 }
 
+// docs/classification.md rule 2: a kernel launched by a communication host op (External id) is
+// communication, whichever comes first in the file; a compute op's kernel is not. Rule 4: a
+// peer-to-peer memcpy is communication (p2p_copy). Capitalised 2021 categories are read.
+TEST(KinetoImport, HostOpAndPeerCopyRules) {
+  std::string json = R"J({"traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "rs_lamport_kernel<bf16>", "pid": 0, "tid": 7, "ts": 10, "dur": 5, "args": {"External id": 41, "correlation": 2}},
+    {"ph": "X", "cat": "Kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 20, "dur": 5, "args": {"External id": 42, "correlation": 3}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy PtoP (Device -> Device)", "pid": 0, "tid": 9, "ts": 30, "dur": 4, "args": {"External id": 43, "correlation": 4, "bytes": 4096}},
+    {"ph": "X", "cat": "Memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 9, "ts": 40, "dur": 4, "args": {"correlation": 5, "bytes": 64}},
+    {"ph": "X", "cat": "cpu_op", "name": "symm_mem::reduce_scatter_out", "pid": 1, "tid": 1, "ts": 5, "dur": 3, "args": {"External id": 41}},
+    {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 15, "dur": 3, "args": {"External id": 42}},
+    {"ph": "X", "cat": "Operator", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 1, "dur": 60}
+  ]})J";
+  StatusOr<RankTrace> t = ParseJsonText(json);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->activities.size(), 4u);
+  EXPECT_EQ(t->activities[0].category, Category::kComm);
+  ASSERT_NE(t->activities[0].comm_op, kNoIndex);
+  EXPECT_EQ(t->comm_ops[t->activities[0].comm_op].rule, CommRule::kHostOp);
+  EXPECT_EQ(t->comm_ops[t->activities[0].comm_op].op, "reducescatter");
+  EXPECT_EQ(t->activities[1].category, Category::kCompute);
+  EXPECT_EQ(t->activities[2].category, Category::kComm);
+  EXPECT_EQ(t->comm_ops[t->activities[2].comm_op].rule, CommRule::kPeerCopy);
+  EXPECT_EQ(t->comm_ops[t->activities[2].comm_op].op, "p2p_copy");
+  EXPECT_EQ(t->comm_ops[t->activities[2].comm_op].bytes, 4096);
+  EXPECT_EQ(t->activities[3].category, Category::kMemory);  // DtoD on one device
+  ASSERT_EQ(t->ranges.size(), 1u);
+  EXPECT_EQ(t->ranges[0].kind, RangeKind::kStep);
+  EXPECT_EQ(t->ranges[0].step, 3);
+}
+
 TEST(KinetoImport, BadEventsAreCountedNotFatal) {
   std::string json = R"J({"traceEvents": [
     {"ph": "X", "cat": "kernel", "name": "no_ts", "dur": 1},

@@ -113,10 +113,12 @@ TEST(NsysImporter, ExactFiguresWithOverlappingStreams) {
   ASSERT_EQ(s->ranks.size(), 3u);
   const OverlapFigures& a = s->ranks[0].whole;  // pid 100, GPU 0
   EXPECT_EQ(a.compute_ns, 1500);                // [1000, 2500)
-  EXPECT_EQ(a.comm_ns, 1200);                   // [1800, 3000)
-  EXPECT_EQ(a.overlap_ns, 700);                 // [1800, 2500)
-  EXPECT_EQ(a.exposed_comm_ns, 500);
-  EXPECT_EQ(a.memory_ns, 600);  // the peer-to-peer copy (memory for now) and the memset
+  // [1800, 3000) of NCCL and the 500 ns peer-to-peer copy, communication by rule 4
+  // (docs/classification.md): it overlaps no compute.
+  EXPECT_EQ(a.comm_ns, 1700);
+  EXPECT_EQ(a.overlap_ns, 700);  // [1800, 2500)
+  EXPECT_EQ(a.exposed_comm_ns, 1000);
+  EXPECT_EQ(a.memory_ns, 100);  // the memset
   const OverlapFigures& b = s->ranks[1].whole;  // pid 100, GPU 1
   EXPECT_EQ(b.compute_ns, 100);
   EXPECT_EQ(b.comm_ns, 0);
@@ -148,10 +150,13 @@ TEST(NsysImporter, ActivitiesLaunchesRangesAndCounters) {
   const Activity& p2p = t->activities[3];
   EXPECT_EQ(p2p.kind, ActivityKind::kMemcpy);
   EXPECT_EQ(p2p.copy_kind, 10);
-  EXPECT_EQ(p2p.category, Category::kMemory);
+  EXPECT_EQ(p2p.category, Category::kComm);  // rule 4: peer copies are communication
   EXPECT_EQ(p2p.bytes, 4096);
   EXPECT_EQ(t->names.Get(p2p.name_id), "Memcpy PtoP");
-  EXPECT_EQ(t->stats.Get(Stat::p2p_copies_as_memory), 1);
+  ASSERT_NE(p2p.comm_op, kNoIndex);
+  EXPECT_EQ(t->comm_ops[p2p.comm_op].rule, CommRule::kPeerCopy);
+  EXPECT_EQ(t->comm_ops[p2p.comm_op].op, "p2p_copy");
+  EXPECT_EQ(t->comm_ops[p2p.comm_op].bytes, 4096);
   EXPECT_EQ(t->activities[4].kind, ActivityKind::kMemset);
   EXPECT_EQ(t->activities[4].bytes, 64);
   EXPECT_EQ(t->stats.Get(Stat::correlations_unmatched), 0);
