@@ -341,11 +341,16 @@ class KinetoReader {
           else if (key == "stream") AnyInt(fv, &ev.stream);
           else if (key == "labels") RawString(fv, &ev.arg_labels);
           break;
+        case 8:
+          if (key == "Src Rank") AnyInt(fv, &ev.src_rank);
+          else if (key == "Dst Rank") AnyInt(fv, &ev.dst_rank);
+          break;
         case 10:
           if (key == "Group size") AnyInt(fv, &ev.group_size);
           break;
         case 11:
           if (key == "correlation") AnyInt(fv, &ev.correlation);
+          else if (key == "External id") AnyInt(fv, &ev.external_id);
           break;
         case 13:
           if (key == "In msg nelems") AnyInt(fv, &ev.in_nelems);
@@ -408,9 +413,12 @@ class KinetoReader {
           case 4:
             if (key == "name") ev.has_name = RawString(fv, &ev.name);
             else if (key == "args") {
-              // cpu_op args (shapes, call stacks) are large and unused: skip undecoded.
+              // cpu_op args (shapes, call stacks) are large and unused: skip undecoded, but for
+              // the communication host ops that name point-to-point kernels (when "name" came
+              // first, as Kineto writes it).
               Cat c = DecodeCat(ev.cat);
-              if (c != Cat::kCpuOp && c != Cat::kOther) OVERLAPPROF_RETURN_IF_ERROR(ParseArgs(fv, ev, doc));
+              if ((c != Cat::kCpuOp && c != Cat::kOther) || (c == Cat::kCpuOp && ev.has_name && kineto::IsCommHostOpName(ev.name)))
+                OVERLAPPROF_RETURN_IF_ERROR(ParseArgs(fv, ev, doc));
             }
             break;
           default:

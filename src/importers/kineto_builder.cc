@@ -79,6 +79,7 @@ void TraceBuilder::AddEvent(const RawEvent& ev) {
       }
       constexpr std::string_view kStep = "ProfilerStep#";
       bool is_step = ev.name.substr(0, kStep.size()) == kStep;
+      if (!is_step && cat != Cat::kGpuAnnotation) MaybeAddHostCommOp(ev);
       if (cat == Cat::kCpuOp && !is_step) return;
       Range r;
       int64_t end;
@@ -145,27 +146,124 @@ void TraceBuilder::AddActivity(const RawEvent& ev, Cat cat) {
     CommOp op;
     op.stream = a.stream;
     if (has_meta) {
-      op.source = CommSource::kKinetoArgs;
-      op.op = NormalizeCollectiveName(Unescape(ev.coll_name));
-      op.datatype = Unescape(ev.dtype);
-      op.count = ev.in_nelems;
-      int64_t sz = DtypeSize(op.datatype);
-      int64_t bytes;
-      if (sz > 0 && op.count >= 0 && !__builtin_mul_overflow(op.count, sz, &bytes)) op.bytes = bytes;
-      op.comm_nranks = ev.group_size;
-      op.seq = ev.seq;
-      op.communicator = ev.pg_name.empty() ? "unknown" : Unescape(ev.pg_name);
-      op.pg_desc = Unescape(ev.pg_desc);
+      FillFromMeta(ev, op);
       if (!ev.pg_ranks.empty()) pg_ranks_[t_.comm_ops.size()] = Unescape(ev.pg_ranks);
+      if (ev.src_rank != kUnknown || ev.dst_rank != kUnknown)
+        p2p_ranks_[t_.comm_ops.size()] = {ev.src_rank, ev.dst_rank};
     } else {
       op.source = CommSource::kKernelName;
       op.op = CollectiveFromKernelName(name);
       op.communicator = "unknown";
+      // NCCL runs all-to-all and send/recv as one SendRecv kernel: its host op names it (Finish).
+      if (op.op == "sendrecv") unnamed_p2p_.emplace_back(t_.comm_ops.size(), ev.external_id);
     }
     a.comm_op = static_cast<uint32_t>(t_.comm_ops.size());
     t_.comm_ops.push_back(std::move(op));
   }
   t_.activities.push_back(a);
+}
+
+void TraceBuilder::FillFromMeta(const RawEvent& ev, CommOp& op) {
+  op.source = CommSource::kKinetoArgs;
+  op.op = NormalizeCollectiveName(Unescape(ev.coll_name));
+  op.datatype = Unescape(ev.dtype);
+  op.count = ev.in_nelems;
+  int64_t sz = DtypeSize(op.datatype);
+  int64_t bytes;
+  if (sz > 0 && op.count >= 0 && !__builtin_mul_overflow(op.count, sz, &bytes)) op.bytes = bytes;
+  op.comm_nranks = ev.group_size;
+  op.seq = ev.seq;
+  op.communicator = ev.pg_name.empty() ? "unknown" : Unescape(ev.pg_name);
+  op.pg_desc = Unescape(ev.pg_desc);
+}
+
+void TraceBuilder::MaybeAddHostCommOp(const RawEvent& ev) {
+  // Cheap test first: most host ops are neither.
+  std::string_view n = ev.name;
+  if (!IsCommHostOpName(n) && ev.coll_name.empty()) return;
+  HostCommOp h;
+  if (!ev.coll_name.empty()) {
+    FillFromMeta(ev, h.meta);
+    h.has_meta = true;
+    h.pg_ranks = Unescape(ev.pg_ranks);
+    h.src_rank = ev.src_rank;
+    h.dst_rank = ev.dst_rank;
+  } else {
+    // "nccl:all_to_all", "c10d::alltoall_base_", "nccl:send 0->1": the op's name after the prefix.
+    if (size_t c = n.rfind(':'); c != std::string_view::npos) n.remove_prefix(c + 1);
+    n = n.substr(0, n.find(' '));
+    while (!n.empty() && n.back() == '_') n.remove_suffix(1);
+    h.meta.op = NormalizeCollectiveName(n);
+  }
+  static constexpr std::string_view kOps[] = {"alltoall", "send",      "recv",      "allreduce",
+                                              "allgather", "reducescatter", "broadcast", "reduce"};
+  if (std::find(std::begin(kOps), std::end(kOps), h.meta.op) == std::end(kOps)) return;
+  // Times quietly (the range itself, if kept, counts a bad one).
+  int64_t ts, dur, end;
+  if (!ParseScaledDecimal(ev.ts, opts_.kineto_time_exp, &ts) || !ParseScaledDecimal(ev.dur, opts_.kineto_time_exp, &dur) ||
+      dur < 0 || __builtin_add_overflow(ts, dur, &end))
+    return;
+  h.start_ns = ts;  // baseTimeNanoseconds (which may come after the events) is added in NameFromHostOps
+  h.end_ns = end;
+  h.tid = ev.tid;
+  h.external_id = ev.external_id;
+  host_comm_ops_.push_back(std::move(h));
+}
+
+void TraceBuilder::NameFromHostOps() {
+  if (unnamed_p2p_.empty() || host_comm_ops_.empty()) return;
+  std::erase_if(host_comm_ops_, [&](HostCommOp& h) {
+    return __builtin_add_overflow(h.start_ns, base_ns_, &h.start_ns) ||
+           __builtin_add_overflow(h.end_ns, base_ns_, &h.end_ns);
+  });
+  // By External id (a record_param_comms with arguments before a bare nccl:* of the same id).
+  std::vector<std::pair<int64_t, size_t>> by_ext;
+  for (size_t i = 0; i < host_comm_ops_.size(); ++i)
+    if (host_comm_ops_[i].external_id != kUnknown) by_ext.emplace_back(host_comm_ops_[i].external_id, i);
+  std::sort(by_ext.begin(), by_ext.end(), [&](const auto& x, const auto& y) {
+    if (x.first != y.first) return x.first < y.first;
+    return host_comm_ops_[x.second].has_meta > host_comm_ops_[y.second].has_meta;
+  });
+  // By the launching thread and time: (tid, start) order.
+  std::vector<size_t> by_time(host_comm_ops_.size());
+  for (size_t i = 0; i < by_time.size(); ++i) by_time[i] = i;
+  auto tkey = [&](size_t i) { return std::pair(host_comm_ops_[i].tid, host_comm_ops_[i].start_ns); };
+  std::sort(by_time.begin(), by_time.end(), [&](size_t x, size_t y) { return tkey(x) < tkey(y); });
+  for (const auto& [idx, ext] : unnamed_p2p_) {
+    CommOp& op = t_.comm_ops[idx];
+    const HostCommOp* h = nullptr;
+    if (ext != kUnknown) {
+      auto it = std::lower_bound(by_ext.begin(), by_ext.end(), ext, [](const auto& x, int64_t v) { return x.first < v; });
+      if (it != by_ext.end() && it->first == ext) h = &host_comm_ops_[it->second];
+    }
+    if (!h && op.host_enter_ns != kUnknown) {
+      // The innermost host op open at the launch: the latest start at or before it that still runs.
+      const std::pair<int64_t, int64_t> at{op.host_tid, op.host_enter_ns};
+      auto it = std::upper_bound(by_time.begin(), by_time.end(), at, [&](const auto& v, size_t i) { return v < tkey(i); });
+      for (int k = 0; k < 8 && it != by_time.begin(); ++k) {
+        const HostCommOp& c = host_comm_ops_[*--it];
+        if (c.tid != op.host_tid) break;
+        if (c.end_ns >= op.host_enter_ns) {
+          h = &c;
+          break;
+        }
+      }
+    }
+    if (!h) continue;
+    if (h->has_meta) {
+      const uint32_t stream = op.stream;
+      const int64_t enter = op.host_enter_ns, exit = op.host_exit_ns, tid = op.host_tid;
+      op = h->meta;
+      op.stream = stream;
+      op.host_enter_ns = enter;
+      op.host_exit_ns = exit;
+      op.host_tid = tid;
+      if (!h->pg_ranks.empty()) pg_ranks_[idx] = h->pg_ranks;
+      if (h->src_rank != kUnknown || h->dst_rank != kUnknown) p2p_ranks_[idx] = {h->src_rank, h->dst_rank};
+    } else {
+      op.op = h->meta.op;
+    }
+  }
 }
 
 Status TraceBuilder::Finish() {
@@ -213,24 +311,42 @@ Status TraceBuilder::Finish() {
       op.host_tid = h.tid;
     }
   }
+  NameFromHostOps();
   // This rank's index in its process group, from "Process Group Ranks" ("[0, 1]").
+  auto position = [](const std::string& ranks, int64_t rank) -> int64_t {
+    int64_t pos = 0;
+    const char* p = ranks.c_str();
+    while (*p) {
+      while (*p && !(*p >= '0' && *p <= '9') && *p != '-') ++p;
+      if (!*p) break;
+      char* endp;
+      long long r = std::strtoll(p, &endp, 10);
+      if (endp == p) break;
+      if (r == rank) return pos;
+      ++pos;
+      p = endp;
+    }
+    return kUnknown;
+  };
   if (t_.meta.rank != kUnknown) {
     for (const auto& [idx, ranks] : pg_ranks_) {
-      int64_t pos = 0;
-      const char* p = ranks.c_str();
-      while (*p) {
-        while (*p && !(*p >= '0' && *p <= '9') && *p != '-') ++p;
-        if (!*p) break;
-        char* endp;
-        long long r = std::strtoll(p, &endp, 10);
-        if (endp == p) break;
-        if (r == t_.meta.rank) {
-          t_.comm_ops[idx].comm_rank = pos;
-          break;
-        }
-        ++pos;
-        p = endp;
-      }
+      const int64_t pos = position(ranks, t_.meta.rank);
+      if (pos != kUnknown) t_.comm_ops[idx].comm_rank = pos;
+    }
+  }
+  // Send/recv peers: "Src Rank"/"Dst Rank" are global ranks; CommOp::root_peer is the peer's rank
+  // in the process group (its position in "Process Group Ranks"; the global rank without them, as
+  // is this rank's own comm_rank then).
+  for (const auto& [idx, sd] : p2p_ranks_) {
+    CommOp& op = t_.comm_ops[idx];
+    const int64_t peer = op.op == "send" ? sd.second : op.op == "recv" ? sd.first : kUnknown;
+    if (peer == kUnknown) continue;
+    auto pr = pg_ranks_.find(idx);
+    if (pr != pg_ranks_.end()) {
+      op.root_peer = position(pr->second, peer);
+    } else {
+      op.root_peer = peer;
+      if (op.comm_rank == kUnknown) op.comm_rank = t_.meta.rank;
     }
   }
   t_.Finalize();

@@ -48,6 +48,15 @@ class TraceBuilder {
   // Start and end (ns) of a complete event; false (counted) when missing, malformed or out of range.
   bool Times(const RawEvent& ev, int64_t* start, int64_t* end);
   void AddActivity(const RawEvent& ev, Cat cat);
+  // A cpu_op / user annotation that names a collective, send or recv (nccl:*, c10d::*,
+  // record_param_comms with "Collective name"): kept to name SendRecv kernels (NCCL runs
+  // all-to-all, and in some builds every collective, as one).
+  void MaybeAddHostCommOp(const RawEvent& ev);
+  // Fills a comm op from "Collective name" and the other NCCL arguments of `ev`.
+  static void FillFromMeta(const RawEvent& ev, CommOp& op);
+  // Names the SendRecv kernels' ops from their host ops (External id, else the innermost host
+  // op around the launch on the launching thread); then peers of send/recv ops.
+  void NameFromHostOps();
   uint32_t InternRaw(std::string_view raw);
 
   ImportOptions opts_;
@@ -58,6 +67,18 @@ class TraceBuilder {
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;
   std::set<int64_t> steps_seen_;
   std::unordered_map<size_t, std::string> pg_ranks_;
+  struct HostCommOp {
+    int64_t tid = kUnknown, start_ns = 0, end_ns = 0, external_id = kUnknown;
+    CommOp meta;            // op (normalized: alltoall, send, recv, allreduce...) and, with has_meta, the NCCL arguments
+    std::string pg_ranks;   // "Process Group Ranks"
+    int64_t src_rank = kUnknown, dst_rank = kUnknown;
+    bool has_meta = false;  // it carries "Collective name"
+  };
+  std::vector<HostCommOp> host_comm_ops_;
+  // Comm ops named only by a SendRecv kernel: (comm op index, the kernel's External id).
+  std::vector<std::pair<size_t, int64_t>> unnamed_p2p_;
+  // Send/recv ops: comm op index -> (Src Rank, Dst Rank), global ranks; turned into peers in Finish.
+  std::map<size_t, std::pair<int64_t, int64_t>> p2p_ranks_;
   int64_t base_ns_ = 0;
   bool have_base_ = false, have_rank_ = false, overflow_ = false;
 };

@@ -64,7 +64,16 @@ struct RawEvent {
   int64_t device = kUnknown, stream = kUnknown, correlation = kUnknown, bytes = kUnknown;
   std::string_view coll_name, dtype, pg_name, pg_desc, pg_ranks, arg_name, arg_labels;
   int64_t in_nelems = kUnknown, out_nelems = kUnknown, group_size = kUnknown, seq = kUnknown;
+  int64_t external_id = kUnknown;                   // "External id": links a kernel to its host op
+  int64_t src_rank = kUnknown, dst_rank = kUnknown;  // "Src Rank"/"Dst Rank" of a send/recv (global ranks)
 };
+
+// A host op that may name a communication op: record_param_comms, nccl:*, c10d::*, alltoall*,
+// all_to_all* (raw name). Cheap: called for every cpu_op.
+inline bool IsCommHostOpName(std::string_view n) {
+  return n == "record_param_comms" || n.rfind("nccl:", 0) == 0 || n.rfind("c10d::", 0) == 0 ||
+         n.rfind("alltoall", 0) == 0 || n.rfind("all_to_all", 0) == 0;
+}
 
 // CUPTI_ACTIVITY_MEMCPY_KIND_* from a memcpy's name ("Memcpy HtoD (Pageable -> Device)"); 0 unknown.
 uint8_t CopyKindFromName(std::string_view name);
