@@ -350,7 +350,7 @@ class KinetoReader {
           break;
         case 11:
           if (key == "correlation") AnyInt(fv, &ev.correlation);
-          else if (key == "External id") AnyInt(fv, &ev.external_id);
+          else if (key == "External id") ev.external_id = fv.raw_json_token();
           break;
         case 13:
           if (key == "In msg nelems") AnyInt(fv, &ev.in_nelems);
@@ -414,10 +414,10 @@ class KinetoReader {
             if (key == "name") ev.has_name = RawString(fv, &ev.name);
             else if (key == "args") {
               // cpu_op args (shapes, call stacks) are large and unused: skip undecoded, but for
-              // the communication host ops that name point-to-point kernels (when "name" came
+              // record_param_comms, whose NCCL arguments name SendRecv kernels (when "name" came
               // first, as Kineto writes it).
               Cat c = DecodeCat(ev.cat);
-              if ((c != Cat::kCpuOp && c != Cat::kOther) || (c == Cat::kCpuOp && ev.has_name && kineto::IsCommHostOpName(ev.name)))
+              if ((c != Cat::kCpuOp && c != Cat::kOther) || (c == Cat::kCpuOp && ev.has_name && ev.name == "record_param_comms"))
                 OVERLAPPROF_RETURN_IF_ERROR(ParseArgs(fv, ev, doc));
             }
             break;

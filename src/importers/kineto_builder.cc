@@ -155,7 +155,7 @@ void TraceBuilder::AddActivity(const RawEvent& ev, Cat cat) {
       op.op = CollectiveFromKernelName(name);
       op.communicator = "unknown";
       // NCCL runs all-to-all and send/recv as one SendRecv kernel: its host op names it (Finish).
-      if (op.op == "sendrecv") unnamed_p2p_.emplace_back(t_.comm_ops.size(), ev.external_id);
+      if (op.op == "sendrecv") unnamed_p2p_.emplace_back(t_.comm_ops.size(), IdFromToken(ev.external_id));
     }
     a.comm_op = static_cast<uint32_t>(t_.comm_ops.size());
     t_.comm_ops.push_back(std::move(op));
@@ -178,51 +178,66 @@ void TraceBuilder::FillFromMeta(const RawEvent& ev, CommOp& op) {
 }
 
 void TraceBuilder::MaybeAddHostCommOp(const RawEvent& ev) {
-  // Cheap test first: most host ops are neither.
-  std::string_view n = ev.name;
-  if (!IsCommHostOpName(n) && ev.coll_name.empty()) return;
+  if (ev.coll_name.empty() && !IsCommHostOpName(ev.name)) return;  // most host ops
   HostCommOp h;
-  if (!ev.coll_name.empty()) {
-    FillFromMeta(ev, h.meta);
-    h.has_meta = true;
-    h.pg_ranks = Unescape(ev.pg_ranks);
-    h.src_rank = ev.src_rank;
-    h.dst_rank = ev.dst_rank;
+  h.name = ev.name;
+  h.ts = ev.ts;
+  h.dur = ev.dur;
+  h.coll_name = ev.coll_name;
+  h.dtype = ev.dtype;
+  h.pg_name = ev.pg_name;
+  h.pg_desc = ev.pg_desc;
+  h.pg_ranks = ev.pg_ranks;
+  h.tid = ev.tid;
+  h.external_id = IdFromToken(ev.external_id);
+  h.in_nelems = ev.in_nelems;
+  h.group_size = ev.group_size;
+  h.seq = ev.seq;
+  h.src_rank = ev.src_rank;
+  h.dst_rank = ev.dst_rank;
+  host_comm_ops_.push_back(h);
+}
+
+bool TraceBuilder::HostOpNames(const HostCommOp& h, CommOp& op) {
+  if (!h.coll_name.empty()) {
+    RawEvent ev;
+    ev.coll_name = h.coll_name;
+    ev.dtype = h.dtype;
+    ev.pg_name = h.pg_name;
+    ev.pg_desc = h.pg_desc;
+    ev.in_nelems = h.in_nelems;
+    ev.group_size = h.group_size;
+    ev.seq = h.seq;
+    FillFromMeta(ev, op);
   } else {
     // "nccl:all_to_all", "c10d::alltoall_base_", "nccl:send 0->1": the op's name after the prefix.
+    std::string_view n = h.name;
     if (size_t c = n.rfind(':'); c != std::string_view::npos) n.remove_prefix(c + 1);
     n = n.substr(0, n.find(' '));
     while (!n.empty() && n.back() == '_') n.remove_suffix(1);
-    h.meta.op = NormalizeCollectiveName(n);
+    op.op = NormalizeCollectiveName(n);
   }
-  static constexpr std::string_view kOps[] = {"alltoall", "send",      "recv",      "allreduce",
-                                              "allgather", "reducescatter", "broadcast", "reduce"};
-  if (std::find(std::begin(kOps), std::end(kOps), h.meta.op) == std::end(kOps)) return;
-  // Times quietly (the range itself, if kept, counts a bad one).
-  int64_t ts, dur, end;
-  if (!ParseScaledDecimal(ev.ts, opts_.kineto_time_exp, &ts) || !ParseScaledDecimal(ev.dur, opts_.kineto_time_exp, &dur) ||
-      dur < 0 || __builtin_add_overflow(ts, dur, &end))
-    return;
-  h.start_ns = ts;  // baseTimeNanoseconds (which may come after the events) is added in NameFromHostOps
-  h.end_ns = end;
-  h.tid = ev.tid;
-  h.external_id = ev.external_id;
-  host_comm_ops_.push_back(std::move(h));
+  static constexpr std::string_view kOps[] = {"alltoall",      "send",      "recv",  "allreduce", "allgather",
+                                              "reducescatter", "broadcast", "reduce"};
+  return std::find(std::begin(kOps), std::end(kOps), op.op) != std::end(kOps);
 }
 
 void TraceBuilder::NameFromHostOps() {
   if (unnamed_p2p_.empty() || host_comm_ops_.empty()) return;
+  // Times, quietly (a bad one is counted where the range itself is kept), on the activities' clock.
   std::erase_if(host_comm_ops_, [&](HostCommOp& h) {
-    return __builtin_add_overflow(h.start_ns, base_ns_, &h.start_ns) ||
-           __builtin_add_overflow(h.end_ns, base_ns_, &h.end_ns);
+    int64_t ts, dur;
+    return !ParseScaledDecimal(h.ts, opts_.kineto_time_exp, &ts) ||
+           !ParseScaledDecimal(h.dur, opts_.kineto_time_exp, &dur) || dur < 0 ||
+           __builtin_add_overflow(ts, base_ns_, &h.start_ns) || __builtin_add_overflow(h.start_ns, dur, &h.end_ns);
   });
-  // By External id (a record_param_comms with arguments before a bare nccl:* of the same id).
+  // By External id (one with "Collective name" first).
   std::vector<std::pair<int64_t, size_t>> by_ext;
   for (size_t i = 0; i < host_comm_ops_.size(); ++i)
     if (host_comm_ops_[i].external_id != kUnknown) by_ext.emplace_back(host_comm_ops_[i].external_id, i);
   std::sort(by_ext.begin(), by_ext.end(), [&](const auto& x, const auto& y) {
     if (x.first != y.first) return x.first < y.first;
-    return host_comm_ops_[x.second].has_meta > host_comm_ops_[y.second].has_meta;
+    return host_comm_ops_[x.second].coll_name.size() > host_comm_ops_[y.second].coll_name.size();
   });
   // By the launching thread and time: (tid, start) order.
   std::vector<size_t> by_time(host_comm_ops_.size());
@@ -232,36 +247,36 @@ void TraceBuilder::NameFromHostOps() {
   for (const auto& [idx, ext] : unnamed_p2p_) {
     CommOp& op = t_.comm_ops[idx];
     const HostCommOp* h = nullptr;
+    CommOp named;
     if (ext != kUnknown) {
       auto it = std::lower_bound(by_ext.begin(), by_ext.end(), ext, [](const auto& x, int64_t v) { return x.first < v; });
-      if (it != by_ext.end() && it->first == ext) h = &host_comm_ops_[it->second];
+      for (; !h && it != by_ext.end() && it->first == ext; ++it) {
+        named = CommOp{};
+        if (HostOpNames(host_comm_ops_[it->second], named)) h = &host_comm_ops_[it->second];
+      }
     }
     if (!h && op.host_enter_ns != kUnknown) {
       // The innermost host op open at the launch: the latest start at or before it that still runs.
       const std::pair<int64_t, int64_t> at{op.host_tid, op.host_enter_ns};
       auto it = std::upper_bound(by_time.begin(), by_time.end(), at, [&](const auto& v, size_t i) { return v < tkey(i); });
-      for (int k = 0; k < 8 && it != by_time.begin(); ++k) {
+      for (int k = 0; k < 8 && !h && it != by_time.begin(); ++k) {
         const HostCommOp& c = host_comm_ops_[*--it];
         if (c.tid != op.host_tid) break;
-        if (c.end_ns >= op.host_enter_ns) {
-          h = &c;
-          break;
-        }
+        named = CommOp{};
+        if (c.end_ns >= op.host_enter_ns && HostOpNames(c, named)) h = &c;
       }
     }
     if (!h) continue;
-    if (h->has_meta) {
-      const uint32_t stream = op.stream;
-      const int64_t enter = op.host_enter_ns, exit = op.host_exit_ns, tid = op.host_tid;
-      op = h->meta;
-      op.stream = stream;
-      op.host_enter_ns = enter;
-      op.host_exit_ns = exit;
-      op.host_tid = tid;
-      if (!h->pg_ranks.empty()) pg_ranks_[idx] = h->pg_ranks;
+    if (!h->coll_name.empty()) {
+      named.stream = op.stream;
+      named.host_enter_ns = op.host_enter_ns;
+      named.host_exit_ns = op.host_exit_ns;
+      named.host_tid = op.host_tid;
+      op = std::move(named);
+      if (!h->pg_ranks.empty()) pg_ranks_[idx] = Unescape(h->pg_ranks);
       if (h->src_rank != kUnknown || h->dst_rank != kUnknown) p2p_ranks_[idx] = {h->src_rank, h->dst_rank};
     } else {
-      op.op = h->meta.op;
+      op.op = std::move(named.op);
     }
   }
 }

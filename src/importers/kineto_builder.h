@@ -67,13 +67,17 @@ class TraceBuilder {
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;
   std::set<int64_t> steps_seen_;
   std::unordered_map<size_t, std::string> pg_ranks_;
+  // Kept as views into the input (alive until Finish returns) and decoded only when a SendRecv
+  // kernel needs a name: most traces have none, and copying every host op would cost.
   struct HostCommOp {
-    int64_t tid = kUnknown, start_ns = 0, end_ns = 0, external_id = kUnknown;
-    CommOp meta;            // op (normalized: alltoall, send, recv, allreduce...) and, with has_meta, the NCCL arguments
-    std::string pg_ranks;   // "Process Group Ranks"
-    int64_t src_rank = kUnknown, dst_rank = kUnknown;
-    bool has_meta = false;  // it carries "Collective name"
+    std::string_view name, ts, dur, coll_name, dtype, pg_name, pg_desc, pg_ranks;
+    int64_t tid = kUnknown, external_id = kUnknown, in_nelems = kUnknown, group_size = kUnknown, seq = kUnknown,
+            src_rank = kUnknown, dst_rank = kUnknown;
+    int64_t start_ns = 0, end_ns = 0;  // decoded in NameFromHostOps
   };
+  // The op a host op names (normalized; with its NCCL arguments when it has "Collective name"),
+  // or false when it names none of the ops a SendRecv kernel can be.
+  static bool HostOpNames(const HostCommOp& h, CommOp& op);
   std::vector<HostCommOp> host_comm_ops_;
   // Comm ops named only by a SendRecv kernel: (comm op index, the kernel's External id).
   std::vector<std::pair<size_t, int64_t>> unnamed_p2p_;

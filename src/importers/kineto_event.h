@@ -64,9 +64,13 @@ struct RawEvent {
   int64_t device = kUnknown, stream = kUnknown, correlation = kUnknown, bytes = kUnknown;
   std::string_view coll_name, dtype, pg_name, pg_desc, pg_ranks, arg_name, arg_labels;
   int64_t in_nelems = kUnknown, out_nelems = kUnknown, group_size = kUnknown, seq = kUnknown;
-  int64_t external_id = kUnknown;                   // "External id": links a kernel to its host op
+  std::string_view external_id;                     // "External id" (raw JSON token): links a kernel to its host op
   int64_t src_rank = kUnknown, dst_rank = kUnknown;  // "Src Rank"/"Dst Rank" of a send/recv (global ranks)
 };
+
+// An integer id from its raw JSON token (a number, or a decimal string), kUnknown when it is neither.
+// Decoded only where needed: most events' "External id" is never used.
+int64_t IdFromToken(std::string_view tok);
 
 // A host op that may name a communication op: record_param_comms, nccl:*, c10d::*, alltoall*,
 // all_to_all* (raw name). Cheap: called for every cpu_op.

@@ -206,7 +206,7 @@ TEST(KinetoBuilder, SendRecvKernelsAreNamedFromTheirHostOps) {
     l.correlation = corr;
     return l;
   };
-  auto sendrecv = [](std::string_view ts, int64_t corr, int64_t ext) {
+  auto sendrecv = [](std::string_view ts, int64_t corr, std::string_view ext) {
     RawEvent k = X("kernel", "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", ts, "10.000");
     k.device = 0;
     k.stream = 20;
@@ -216,7 +216,7 @@ TEST(KinetoBuilder, SendRecvKernelsAreNamedFromTheirHostOps) {
   };
   // 1: all-to-all by External id, with record_param_comms' arguments.
   RawEvent a2a = X("cpu_op", "record_param_comms", "99.000", "8.000");
-  a2a.external_id = 5;
+  a2a.external_id = "5";
   a2a.coll_name = "all_to_allv";
   a2a.dtype = "BFloat16";
   a2a.in_nelems = 1000;
@@ -229,16 +229,16 @@ TEST(KinetoBuilder, SendRecvKernelsAreNamedFromTheirHostOps) {
   other_thread.tid = 8;
   // 3: a send to global rank 0, rank 2 being position 1 of [0, 2].
   RawEvent send = X("cpu_op", "record_param_comms", "299.000", "8.000");
-  send.external_id = 9;
+  send.external_id = "\"9\"";  // a decimal string, as some writers give ids
   send.coll_name = "send";
   send.pg_name = "pp";
   send.pg_ranks = "[0, 2]";
   send.src_rank = 2;
   send.dst_rank = 0;
   // 4: nothing names it.
-  RankTrace t = Build({a2a, launch("100.000", 1), sendrecv("110.000", 1, 5), ar, other_thread, launch("200.000", 2),
-                       sendrecv("210.000", 2, kUnknown), send, launch("300.000", 3), sendrecv("310.000", 3, 9),
-                       launch("400.000", 4), sendrecv("410.000", 4, 77)},
+  RankTrace t = Build({a2a, launch("100.000", 1), sendrecv("110.000", 1, "5"), ar, other_thread, launch("200.000", 2),
+                       sendrecv("210.000", 2, ""), send, launch("300.000", 3), sendrecv("310.000", 3, "9 "),
+                       launch("400.000", 4), sendrecv("410.000", 4, "77")},
                       /*rank=*/2);
   ASSERT_EQ(t.comm_ops.size(), 4u);
   EXPECT_EQ(t.comm_ops[0].op, "alltoall");
