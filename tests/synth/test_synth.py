@@ -578,6 +578,12 @@ class CommScenarioTest(unittest.TestCase):
         cs = s["collectives_summary"]
         self.assertEqual(cs["p2p_skipped"], 2 * t["pairs"])
         self.assertEqual(cs["matched"], 0)
+        # The terminal's line.
+        out = subprocess.run([CLI, "analyze", c.dir], capture_output=True, text=True, timeout=120).stdout
+        line = [x for x in out.splitlines() if x.startswith("point-to-point:")]
+        self.assertEqual(len(line), 1, out)
+        self.assertIn(f"{t['pairs']} send/recv pairs", line[0])
+        self.assertIn(f"the stage everyone waits on: rank {t['slow_stage']}", line[0])
 
 
 if __name__ == "__main__":
