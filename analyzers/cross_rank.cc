@@ -13,6 +13,7 @@
 #include "analyzers/cross_rank_clocks.h"
 #include "analyzers/cross_rank_figures.h"
 #include "analyzers/cross_rank_match.h"
+#include "analyzers/cross_rank_p2p.h"
 #include "analyzers/cross_rank_stragglers.h"
 #include "analyzers/iterations.h"
 #include "analyzers/overlap.h"
@@ -75,9 +76,12 @@ class CrossRankAnalyzer : public Analyzer {
     const std::map<uint32_t, int64_t> comm_size = CommunicatorSizes(ranks_);
     const CollectiveFigures figures = MeasureCollectives(ranks_, domains, comm_size, counts.matched);  // pass 2
     const std::vector<size_t> order = StragglerOrder(figures.totals);
-    summary.SetCrossRank(BuildResult(domains, counts, comm_size, figures, order));
-    if (counts.matched == 0) return OkStatus();
-    AddFindings(domains, counts, figures, order, summary);
+    CrossRankResult result = BuildResult(domains, counts, comm_size, figures, order);
+    result.point_to_point = PairPointToPoint(ranks_, domains, record_counts_, comms_);  // offsets applied
+    const std::optional<PointToPoint> p2p = result.point_to_point;
+    summary.SetCrossRank(std::move(result));
+    if (counts.matched > 0) AddFindings(domains, counts, figures, order, summary);
+    if (p2p) AddPointToPointFindings(*p2p, summary);
     return OkStatus();
   }
 
@@ -117,6 +121,41 @@ class CrossRankAnalyzer : public Analyzer {
                                           : "a single rank: nothing to match across ranks");
     else if (counts.matched == 0)
       cs.notices.push_back("no communication op was found on two or more ranks under the same communicator and key");
+    if (ranks_.size() >= 2 && counts.unmatched > 0) {
+      // Why collectives were found on one rank only: a communicator no other rank has, or keys
+      // the others lack. Ops are sorted by communicator first: one linear pass per rank.
+      std::map<uint32_t, std::pair<int64_t, int64_t>> per_comm;  // communicator -> (ranks holding it, last rank)
+      std::map<uint32_t, int64_t> ops_on;                         // communicator -> ops (all ranks)
+      for (const RankOps& r : ranks_)
+        for (size_t i = 0; i < r.ops.size();) {
+          size_t j = i;
+          while (j < r.ops.size() && r.ops[j].comm == r.ops[i].comm) ++j;
+          auto& pc = per_comm[r.ops[i].comm];
+          ++pc.first;
+          pc.second = r.rank;
+          ops_on[r.ops[i].comm] += static_cast<int64_t>(j - i);
+          i = j;
+        }
+      int64_t lone = 0;
+      for (const auto& [c, pc] : per_comm) {
+        if (pc.first != 1) continue;
+        lone += ops_on[c];
+        if (cs.notices.size() < 20)
+          cs.notices.push_back(fmt::format("{} ops on communicator {} were not matched: only rank {} has that "
+                                           "communicator (the other members' traces are missing, or name it differently)",
+                                           ops_on[c], comms_.Name(c), pc.second));
+      }
+      if (counts.unmatched > lone)
+        cs.notices.push_back(fmt::format("{} ops were not matched: their key (seq, step and ordinal, or ordinal) is on "
+                                         "one rank only although other ranks share the communicator (profiling windows "
+                                         "or op sequences that differ across ranks)",
+                                         counts.unmatched - lone));
+    }
+    if (record_counts_.p2p_skipped > 0)
+      cs.notices.push_back(fmt::format("{} point-to-point ops (send, recv, unnamed SendRecv kernels) are not "
+                                       "collectives: sends are paired with recvs in point_to_point, which says why "
+                                       "any were not",
+                                       record_counts_.p2p_skipped));
     if (f.over_full > 0)
       cs.notices.push_back(fmt::format("{} collectives had more ranks than their communicator's size: different "
                                        "groups may share a communicator name, and were matched together",

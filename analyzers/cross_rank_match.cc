@@ -99,12 +99,42 @@ RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms,
   std::map<std::pair<uint32_t, int64_t>, uint32_t> ordinal;  // (communicator, step) -> next ordinal
   std::map<uint32_t, int64_t> nranks;                        // communicator -> largest comm_nranks
   std::array<Piece, kMaxGapsPerOp + 1> pieces;
+  // The step of the iteration window holding `start` (kUnknown: outside every window).
+  auto step_of = [&](int64_t start) {
+    // Windows partition the GPU timeline in order: the last starting at or before the op.
+    auto w = std::upper_bound(windows.begin(), windows.end(), start,
+                              [](int64_t v, const IterationWindow& x) { return v < x.start_ns; });
+    if (w == windows.begin()) return kUnknown;
+    --w;
+    if (start < w->end_ns || (w + 1 == windows.end() && start <= w->end_ns)) return w->step;
+    return kUnknown;
+  };
   for (const OpSpan& s : d.ops) {
-    if (s.family == "p2p" || s.family == "p2p_copy") {
+    const CommOp* op = s.op != kNoIndex && s.op < t.comm_ops.size() ? &t.comm_ops[s.op] : nullptr;
+    if (s.family == "p2p_copy") {  // copy-engine copies between GPUs: no send/recv to pair
       ++counts.p2p_skipped;
       continue;
     }
-    const CommOp* op = s.op != kNoIndex && s.op < t.comm_ops.size() ? &t.comm_ops[s.op] : nullptr;
+    if (s.family == "p2p") {
+      ++counts.p2p_skipped;
+      const bool send = s.op_name == "send";
+      if (!send && s.op_name != "recv") {
+        ++counts.p2p_unnamed;
+      } else if (!op || op->comm_rank == kUnknown || op->root_peer == kUnknown || op->comm_rank == op->root_peer) {
+        ++counts.p2p_no_peer;
+      } else {
+        P2pRecord p;
+        p.start_ns = s.start_ns;
+        p.end_ns = std::max(s.end_ns, s.start_ns);
+        p.step = windows.empty() ? kUnknown : step_of(s.start_ns);
+        p.self = op->comm_rank;
+        p.peer = op->root_peer;
+        p.comm = comms.Intern(op->communicator.empty() ? std::string("unknown") : op->communicator);
+        p.send = send;
+        r.p2p.push_back(p);
+      }
+      continue;
+    }
     OpRecord rec;
     rec.start_ns = s.start_ns;
     rec.end_ns = std::max(s.end_ns, s.start_ns);
@@ -121,14 +151,7 @@ RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms,
       rec.key_kind = kKeyOrdinal;
       if (steps) {
         rec.key_kind = kKeyStepOrdinal;
-        step = kUnknown;
-        // Windows partition the GPU timeline in order: the last starting at or before the op.
-        auto w = std::upper_bound(windows.begin(), windows.end(), s.start_ns,
-                                  [](int64_t v, const IterationWindow& x) { return v < x.start_ns; });
-        if (w != windows.begin()) {
-          --w;
-          if (s.start_ns < w->end_ns || (w + 1 == windows.end() && s.start_ns <= w->end_ns)) step = w->step;
-        }
+        step = step_of(s.start_ns);
       }
       rec.key_major = step;
       rec.key_minor = ordinal[{rec.comm, step}]++;

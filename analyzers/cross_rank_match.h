@@ -96,6 +96,15 @@ class Interner {
   std::map<std::string, uint32_t> ids_;
 };
 
+// One send or recv of one rank, kept for pairing (docs/cross-rank.md, "Point-to-point").
+struct P2pRecord {
+  int64_t start_ns = 0, end_ns = 0;  // the rank's clock
+  int64_t step = kUnknown;           // the step of the iteration window holding its start
+  int64_t self = 0, peer = 0;        // this rank's and the peer's rank in the communicator
+  uint32_t comm = 0;                 // interned communicator
+  bool send = false;
+};
+
 // What one rank contributes: its ops, sorted by key, one per key.
 struct RankOps {
   int64_t rank = kUnknown;
@@ -104,6 +113,7 @@ struct RankOps {
   std::vector<OpRecord> ops;    // sorted by key, one per key
   std::vector<Piece> gaps;      // uncovered pieces of the ops (OpRecord::gaps, ngaps)
   std::vector<std::pair<uint32_t, int64_t>> comm_nranks;  // communicator -> largest comm_nranks seen
+  std::vector<P2pRecord> p2p;   // its sends and recvs with known peers, by start
   // The rank's iteration windows (its own clock, in order, partitioning the GPU timeline), for
   // the exposed wait per iteration: an op's wait counts in the window holding its start.
   std::vector<int64_t> window_starts, window_ends;
@@ -123,6 +133,9 @@ struct RankOps {
 // Counts made while recording ranks, for collectives_summary.
 struct RecordCounts {
   int64_t p2p_skipped = 0, duplicate_keys = 0;
+  // Of p2p_skipped: SendRecv kernels that neither a host op nor an injector group named (all-to-all,
+  // send or recv), and sends/recvs whose own or peer rank in the communicator is unknown.
+  int64_t p2p_unnamed = 0, p2p_no_peer = 0;
 };
 
 // The uncovered pieces of [s, e) against `compute` (at most kMaxGapsPerOp; see Piece). Returns
@@ -134,7 +147,8 @@ int64_t ExposedWait(const RankOps& r, const OpRecord& rec, int64_t wait);
 
 // One rank's records: every communication op of `derived` but point-to-point ones, keyed
 // (sequence number, else step and ordinal when `derived` has step markers, else ordinal),
-// sorted by key, duplicates of a key dropped (the earliest kept).
+// sorted by key, duplicates of a key dropped (the earliest kept). Sends and recvs with a known
+// own and peer rank go to RankOps::p2p (an all-to-all, named so by the importer, is a collective).
 RankOps RecordRankOps(const RankTrace& trace, const RankDerived& derived, Interner& comms, Interner& op_names,
                       RecordCounts& counts);
 

@@ -81,6 +81,34 @@ struct CrossRankRow {
   std::vector<std::pair<int64_t, int64_t>> waited_for;
 };
 
+// `point_to_point.ranks[]`: one rank's sends and recvs paired across ranks.
+struct P2pRankRow {
+  int64_t rank = 0;
+  int64_t sends = 0, recvs = 0;  // paired ones
+  int64_t recv_wait_ns = 0;      // its recvs' time waiting for the peers' sends
+  int64_t waited_on_ns = 0;      // the other ranks' recvs' time waiting for its sends
+};
+
+// `point_to_point.iterations[]`: one rank's recv wait in one iteration (step).
+struct P2pStepRow {
+  int64_t rank = 0;
+  std::optional<int64_t> step;  // none: outside every iteration window
+  int64_t recvs = 0, recv_wait_ns = 0;
+  std::optional<int64_t> waited_most_on;  // the peer (global rank) its recvs waited longest for; none when no wait
+};
+
+// `point_to_point`: sends matched to recvs across ranks (communicator, source, destination, order
+// per pair); present when any rank has a send or recv.
+struct PointToPoint {
+  int64_t pairs = 0, unpaired_sends = 0, unpaired_recvs = 0;
+  int64_t recv_wait_ns = 0;             // over all pairs
+  std::optional<int64_t> bottleneck_rank;  // the stage everyone waits on; none when no one waits
+  int64_t bottleneck_waited_on_ns = 0;
+  std::vector<P2pRankRow> ranks;        // by rank
+  std::vector<P2pStepRow> iterations;   // by rank, then step
+  std::vector<std::string> notices;     // why ops were not paired
+};
+
 struct CrossRankResult {
   CollectivesSummary summary;
   // The rest is filled (and rendered) only when at least one collective matched.
@@ -89,6 +117,7 @@ struct CrossRankResult {
   std::vector<StragglerRow> stragglers;       // by others_wait_ns descending, then last_arrivals
   std::vector<ClockDomainRow> clock_offsets;
   std::vector<CrossRankRow> ranks;            // by rank
+  std::optional<PointToPoint> point_to_point;  // rendered whether or not a collective matched
 };
 
 }  // namespace overlapprof

@@ -39,6 +39,7 @@ void Summary::SetCrossRank(CrossRankResult result) {
   NoteSection("collectives_summary");
   if (result.any_matched)
     for (std::string_view k : {"collectives", "stragglers", "clock_offsets", "cross_rank"}) NoteSection(k);
+  if (result.point_to_point) NoteSection("point_to_point");
   cross_rank = std::move(result);
 }
 

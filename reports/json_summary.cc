@@ -269,6 +269,34 @@ Json CrossRankRowsJson(const std::vector<CrossRankRow>& rows) {
   return out;
 }
 
+Json PointToPointJson(const PointToPoint& p) {
+  Json j;
+  j["pairs"] = p.pairs;
+  j["unpaired_sends"] = p.unpaired_sends;
+  j["unpaired_recvs"] = p.unpaired_recvs;
+  j["recv_wait_ns"] = p.recv_wait_ns;
+  j["bottleneck_rank"] = Opt(p.bottleneck_rank);
+  j["bottleneck_waited_on_ns"] = p.bottleneck_waited_on_ns;
+  Json ranks = Json::array();
+  for (const P2pRankRow& r : p.ranks)
+    ranks.push_back(Json{{"rank", r.rank},
+                         {"sends", r.sends},
+                         {"recvs", r.recvs},
+                         {"recv_wait_ns", r.recv_wait_ns},
+                         {"waited_on_ns", r.waited_on_ns}});
+  j["ranks"] = std::move(ranks);
+  Json its = Json::array();
+  for (const P2pStepRow& r : p.iterations)
+    its.push_back(Json{{"rank", r.rank},
+                       {"step", Opt(r.step)},
+                       {"recvs", r.recvs},
+                       {"recv_wait_ns", r.recv_wait_ns},
+                       {"waited_most_on", Opt(r.waited_most_on)}});
+  j["iterations"] = std::move(its);
+  j["notices"] = p.notices;
+  return j;
+}
+
 // The analyzer section `key`: from the typed results, else the presentational sections.
 // Null when neither has it.
 Json AnalyzerSection(const Summary& s, const std::string& key) {
@@ -282,6 +310,7 @@ Json AnalyzerSection(const Summary& s, const std::string& key) {
     if (key == "stragglers") return StragglersJson(c.stragglers);
     if (key == "clock_offsets") return ClockOffsetsJson(c.clock_offsets);
     if (key == "cross_rank") return CrossRankRowsJson(c.ranks);
+    if (key == "point_to_point") return c.point_to_point ? PointToPointJson(*c.point_to_point) : Json(nullptr);
   }
   auto it = s.sections.find(key);
   return it != s.sections.end() ? *it : Json(nullptr);

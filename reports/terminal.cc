@@ -111,6 +111,16 @@ class TerminalReport : public ReportWriter {
                            r.last_arrivals, r.collectives_counted, FormatDuration(r.others_wait_ns));
       }
     }
+    // Point-to-point: the recv wait (pipeline bubble) and the stage everyone waits on.
+    if (s.cross_rank && s.cross_rank->point_to_point && s.cross_rank->point_to_point->pairs > 0) {
+      const PointToPoint& p = *s.cross_rank->point_to_point;
+      out << fmt::format("\npoint-to-point: {} send/recv pairs, recvs waited {} for their peers' sends", p.pairs,
+                         FormatDuration(p.recv_wait_ns));
+      if (p.bottleneck_rank)
+        out << fmt::format("; the stage everyone waits on: rank {} ({} of that)", *p.bottleneck_rank,
+                           FormatDuration(p.bottleneck_waited_on_ns));
+      out << "\n";
+    }
     if (o.per_iteration && !s.iterations.empty()) {
       out << "\nper iteration (window on the GPU timeline; w = warm-up, left out of spreads and the CI gate):\n";
       out << fmt::format("{:>5}  {:>5}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}  {:>6}{}\n", "rank", "iter",

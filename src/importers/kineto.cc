@@ -342,12 +342,16 @@ class KinetoReader {
           else if (key == "stream") AnyInt(fv, &ev.stream);
           else if (key == "labels") RawString(fv, &ev.arg_labels);
           break;
+        case 8:
+          if (key == "Src Rank") AnyInt(fv, &ev.src_rank);
+          else if (key == "Dst Rank") AnyInt(fv, &ev.dst_rank);
+          break;
         case 10:
           if (key == "Group size") AnyInt(fv, &ev.group_size);
           break;
         case 11:
           if (key == "correlation") AnyInt(fv, &ev.correlation);
-          else if (key == "External id") AnyInt(fv, &ev.external_id);
+          else if (key == "External id") ev.external_id = fv.raw_json_token();
           break;
         case 13:
           if (key == "In msg nelems") AnyInt(fv, &ev.in_nelems);
@@ -411,10 +415,12 @@ class KinetoReader {
             if (key == "name") ev.has_name = RawString(fv, &ev.name);
             else if (key == "args") {
               // cpu_op args (shapes, call stacks) are large and unused: skip undecoded, except
-              // for host ops that launch communication (their External id links their kernels;
-              // "name" precedes "args" in every writer seen).
+              // for host ops that launch communication (their External id links their kernels,
+              // rule 2) and record_param_comms, whose NCCL arguments name SendRecv kernels
+              // ("name" precedes "args" in every writer seen).
               Cat c = DecodeCat(ev.cat);
-              if ((c != Cat::kCpuOp && c != Cat::kOther) || (c == Cat::kCpuOp && ev.has_name && IsCommHostOpName(ev.name)))
+              if ((c != Cat::kCpuOp && c != Cat::kOther) ||
+                  (c == Cat::kCpuOp && ev.has_name && (ev.name == "record_param_comms" || IsCommHostOpName(ev.name))))
                 OVERLAPPROF_RETURN_IF_ERROR(ParseArgs(fv, ev, doc));
             }
             break;

@@ -79,10 +79,12 @@ void TraceBuilder::AddEvent(const RawEvent& ev) {
       }
       constexpr std::string_view kStep = "ProfilerStep#";
       bool is_step = ev.name.substr(0, kStep.size()) == kStep;
+      if (!is_step && cat != Cat::kGpuAnnotation) MaybeAddHostCommOp(ev);
       if (cat == Cat::kCpuOp && !is_step) {
-        // The reader parses the args (External id) only of host ops that launch communication.
-        if (ev.external_id != kUnknown && IsCommHostOpName(ev.name))
-          comm_host_ops_.emplace_back(ev.external_id, InternRaw(ev.name));
+        // Rule 2: the reader parses the args (External id) of host ops that launch communication.
+        if (!ev.external_id.empty() && overlapprof::IsCommHostOpName(ev.name))
+          if (int64_t ext = IdFromToken(ev.external_id); ext != kUnknown)
+            comm_host_ops_.emplace_back(ext, InternRaw(ev.name));
         return;
       }
       Range r;
@@ -150,26 +152,19 @@ void TraceBuilder::AddActivity(const RawEvent& ev, Cat cat) {
   } else {
     a.category = Classify(a.kind, name, has_meta);
   }
-  if (!has_meta && ev.external_id != kUnknown &&
+  if (!has_meta && !ev.external_id.empty() &&
       (a.kind == ActivityKind::kKernel || (a.kind == ActivityKind::kMemcpy && !peer)))
-    launched_by_.emplace_back(static_cast<uint32_t>(t_.activities.size()), ev.external_id);
+    if (int64_t ext = IdFromToken(ev.external_id); ext != kUnknown)
+      launched_by_.emplace_back(static_cast<uint32_t>(t_.activities.size()), ext);
   if (a.category == Category::kComm) {
     CommOp op;
     op.stream = a.stream;
     if (has_meta) {
-      op.source = CommSource::kKinetoArgs;
+      FillFromMeta(ev, op);
       op.rule = CommRule::kIdentity;
-      op.op = NormalizeCollectiveName(Unescape(ev.coll_name));
-      op.datatype = Unescape(ev.dtype);
-      op.count = ev.in_nelems;
-      int64_t sz = DtypeSize(op.datatype);
-      int64_t bytes;
-      if (sz > 0 && op.count >= 0 && !__builtin_mul_overflow(op.count, sz, &bytes)) op.bytes = bytes;
-      op.comm_nranks = ev.group_size;
-      op.seq = ev.seq;
-      op.communicator = ev.pg_name.empty() ? "unknown" : Unescape(ev.pg_name);
-      op.pg_desc = Unescape(ev.pg_desc);
       if (!ev.pg_ranks.empty()) pg_ranks_[t_.comm_ops.size()] = Unescape(ev.pg_ranks);
+      if (ev.src_rank != kUnknown || ev.dst_rank != kUnknown)
+        p2p_ranks_[t_.comm_ops.size()] = {ev.src_rank, ev.dst_rank};
     } else if (peer) {
       op.source = CommSource::kKernelName;
       op.rule = CommRule::kPeerCopy;
@@ -181,6 +176,8 @@ void TraceBuilder::AddActivity(const RawEvent& ev, Cat cat) {
       op.rule = CommRule::kKernelName;
       op.op = CollectiveFromKernelName(name);
       op.communicator = "unknown";
+      // NCCL runs all-to-all and send/recv as one SendRecv kernel: its host op names it (Finish).
+      if (op.op == "sendrecv") unnamed_p2p_.emplace_back(t_.comm_ops.size(), IdFromToken(ev.external_id));
     }
     a.comm_op = static_cast<uint32_t>(t_.comm_ops.size());
     t_.comm_ops.push_back(std::move(op));
@@ -217,6 +214,126 @@ void TraceBuilder::ClassifyByHostOp() {
     op.communicator = "unknown";
     a.comm_op = static_cast<uint32_t>(t_.comm_ops.size());
     t_.comm_ops.push_back(std::move(op));
+  }
+}
+
+void TraceBuilder::FillFromMeta(const RawEvent& ev, CommOp& op) {
+  op.source = CommSource::kKinetoArgs;
+  op.op = NormalizeCollectiveName(Unescape(ev.coll_name));
+  op.datatype = Unescape(ev.dtype);
+  op.count = ev.in_nelems;
+  int64_t sz = DtypeSize(op.datatype);
+  int64_t bytes;
+  if (sz > 0 && op.count >= 0 && !__builtin_mul_overflow(op.count, sz, &bytes)) op.bytes = bytes;
+  op.comm_nranks = ev.group_size;
+  op.seq = ev.seq;
+  op.communicator = ev.pg_name.empty() ? "unknown" : Unescape(ev.pg_name);
+  op.pg_desc = Unescape(ev.pg_desc);
+}
+
+void TraceBuilder::MaybeAddHostCommOp(const RawEvent& ev) {
+  if (ev.coll_name.empty() && !IsNamingHostOp(ev.name)) return;  // most host ops
+  HostCommOp h;
+  h.name = ev.name;
+  h.ts = ev.ts;
+  h.dur = ev.dur;
+  h.coll_name = ev.coll_name;
+  h.dtype = ev.dtype;
+  h.pg_name = ev.pg_name;
+  h.pg_desc = ev.pg_desc;
+  h.pg_ranks = ev.pg_ranks;
+  h.tid = ev.tid;
+  h.external_id = IdFromToken(ev.external_id);
+  h.in_nelems = ev.in_nelems;
+  h.group_size = ev.group_size;
+  h.seq = ev.seq;
+  h.src_rank = ev.src_rank;
+  h.dst_rank = ev.dst_rank;
+  host_comm_ops_.push_back(h);
+}
+
+bool TraceBuilder::HostOpNames(const HostCommOp& h, CommOp& op) {
+  if (!h.coll_name.empty()) {
+    RawEvent ev;
+    ev.coll_name = h.coll_name;
+    ev.dtype = h.dtype;
+    ev.pg_name = h.pg_name;
+    ev.pg_desc = h.pg_desc;
+    ev.in_nelems = h.in_nelems;
+    ev.group_size = h.group_size;
+    ev.seq = h.seq;
+    FillFromMeta(ev, op);
+  } else {
+    // "nccl:all_to_all", "c10d::alltoall_base_", "nccl:send 0->1": the op's name after the prefix.
+    std::string_view n = h.name;
+    if (size_t c = n.rfind(':'); c != std::string_view::npos) n.remove_prefix(c + 1);
+    n = n.substr(0, n.find(' '));
+    while (!n.empty() && n.back() == '_') n.remove_suffix(1);
+    op.op = NormalizeCollectiveName(n);
+  }
+  static constexpr std::string_view kOps[] = {"alltoall",      "send",      "recv",  "allreduce", "allgather",
+                                              "reducescatter", "broadcast", "reduce"};
+  return std::find(std::begin(kOps), std::end(kOps), op.op) != std::end(kOps);
+}
+
+void TraceBuilder::NameFromHostOps() {
+  if (unnamed_p2p_.empty() || host_comm_ops_.empty()) return;
+  // Times, quietly (a bad one is counted where the range itself is kept), on the activities' clock.
+  std::erase_if(host_comm_ops_, [&](HostCommOp& h) {
+    int64_t ts, dur;
+    return !ParseScaledDecimal(h.ts, opts_.kineto_time_exp, &ts) ||
+           !ParseScaledDecimal(h.dur, opts_.kineto_time_exp, &dur) || dur < 0 ||
+           __builtin_add_overflow(ts, base_ns_, &h.start_ns) || __builtin_add_overflow(h.start_ns, dur, &h.end_ns);
+  });
+  // By External id (one with "Collective name" first).
+  std::vector<std::pair<int64_t, size_t>> by_ext;
+  for (size_t i = 0; i < host_comm_ops_.size(); ++i)
+    if (host_comm_ops_[i].external_id != kUnknown) by_ext.emplace_back(host_comm_ops_[i].external_id, i);
+  std::sort(by_ext.begin(), by_ext.end(), [&](const auto& x, const auto& y) {
+    if (x.first != y.first) return x.first < y.first;
+    return host_comm_ops_[x.second].coll_name.size() > host_comm_ops_[y.second].coll_name.size();
+  });
+  // By the launching thread and time: (tid, start) order.
+  std::vector<size_t> by_time(host_comm_ops_.size());
+  for (size_t i = 0; i < by_time.size(); ++i) by_time[i] = i;
+  auto tkey = [&](size_t i) { return std::pair(host_comm_ops_[i].tid, host_comm_ops_[i].start_ns); };
+  std::sort(by_time.begin(), by_time.end(), [&](size_t x, size_t y) { return tkey(x) < tkey(y); });
+  for (const auto& [idx, ext] : unnamed_p2p_) {
+    CommOp& op = t_.comm_ops[idx];
+    const HostCommOp* h = nullptr;
+    CommOp named;
+    if (ext != kUnknown) {
+      auto it = std::lower_bound(by_ext.begin(), by_ext.end(), ext, [](const auto& x, int64_t v) { return x.first < v; });
+      for (; !h && it != by_ext.end() && it->first == ext; ++it) {
+        named = CommOp{};
+        if (HostOpNames(host_comm_ops_[it->second], named)) h = &host_comm_ops_[it->second];
+      }
+    }
+    if (!h && op.host_enter_ns != kUnknown) {
+      // The innermost host op open at the launch: the latest start at or before it that still runs.
+      const std::pair<int64_t, int64_t> at{op.host_tid, op.host_enter_ns};
+      auto it = std::upper_bound(by_time.begin(), by_time.end(), at, [&](const auto& v, size_t i) { return v < tkey(i); });
+      for (int k = 0; k < 8 && !h && it != by_time.begin(); ++k) {
+        const HostCommOp& c = host_comm_ops_[*--it];
+        if (c.tid != op.host_tid) break;
+        named = CommOp{};
+        if (c.end_ns >= op.host_enter_ns && HostOpNames(c, named)) h = &c;
+      }
+    }
+    if (!h) continue;
+    if (!h->coll_name.empty()) {
+      named.stream = op.stream;
+      named.host_enter_ns = op.host_enter_ns;
+      named.host_exit_ns = op.host_exit_ns;
+      named.host_tid = op.host_tid;
+      op = std::move(named);
+      op.rule = CommRule::kIdentity;  // "Collective name" of the host op that launched it
+      if (!h->pg_ranks.empty()) pg_ranks_[idx] = Unescape(h->pg_ranks);
+      if (h->src_rank != kUnknown || h->dst_rank != kUnknown) p2p_ranks_[idx] = {h->src_rank, h->dst_rank};
+    } else {
+      op.op = std::move(named.op);
+      op.rule = CommRule::kHostOp;
+    }
   }
 }
 
@@ -266,24 +383,42 @@ Status TraceBuilder::Finish() {
       op.host_tid = h.tid;
     }
   }
+  NameFromHostOps();
   // This rank's index in its process group, from "Process Group Ranks" ("[0, 1]").
+  auto position = [](const std::string& ranks, int64_t rank) -> int64_t {
+    int64_t pos = 0;
+    const char* p = ranks.c_str();
+    while (*p) {
+      while (*p && !(*p >= '0' && *p <= '9') && *p != '-') ++p;
+      if (!*p) break;
+      char* endp;
+      long long r = std::strtoll(p, &endp, 10);
+      if (endp == p) break;
+      if (r == rank) return pos;
+      ++pos;
+      p = endp;
+    }
+    return kUnknown;
+  };
   if (t_.meta.rank != kUnknown) {
     for (const auto& [idx, ranks] : pg_ranks_) {
-      int64_t pos = 0;
-      const char* p = ranks.c_str();
-      while (*p) {
-        while (*p && !(*p >= '0' && *p <= '9') && *p != '-') ++p;
-        if (!*p) break;
-        char* endp;
-        long long r = std::strtoll(p, &endp, 10);
-        if (endp == p) break;
-        if (r == t_.meta.rank) {
-          t_.comm_ops[idx].comm_rank = pos;
-          break;
-        }
-        ++pos;
-        p = endp;
-      }
+      const int64_t pos = position(ranks, t_.meta.rank);
+      if (pos != kUnknown) t_.comm_ops[idx].comm_rank = pos;
+    }
+  }
+  // Send/recv peers: "Src Rank"/"Dst Rank" are global ranks; CommOp::root_peer is the peer's rank
+  // in the process group (its position in "Process Group Ranks"; the global rank without them, as
+  // is this rank's own comm_rank then).
+  for (const auto& [idx, sd] : p2p_ranks_) {
+    CommOp& op = t_.comm_ops[idx];
+    const int64_t peer = op.op == "send" ? sd.second : op.op == "recv" ? sd.first : kUnknown;
+    if (peer == kUnknown) continue;
+    auto pr = pg_ranks_.find(idx);
+    if (pr != pg_ranks_.end()) {
+      op.root_peer = position(pr->second, peer);
+    } else {
+      op.root_peer = peer;
+      if (op.comm_rank == kUnknown) op.comm_rank = t_.meta.rank;
     }
   }
   t_.Finalize();

@@ -48,6 +48,15 @@ class TraceBuilder {
   // Start and end (ns) of a complete event; false (counted) when missing, malformed or out of range.
   bool Times(const RawEvent& ev, int64_t* start, int64_t* end);
   void AddActivity(const RawEvent& ev, Cat cat);
+  // A cpu_op / user annotation that names a collective, send or recv (nccl:*, c10d::*,
+  // record_param_comms with "Collective name"): kept to name SendRecv kernels (NCCL runs
+  // all-to-all, and in some builds every collective, as one).
+  void MaybeAddHostCommOp(const RawEvent& ev);
+  // Fills a comm op from "Collective name" and the other NCCL arguments of `ev`.
+  static void FillFromMeta(const RawEvent& ev, CommOp& op);
+  // Names the SendRecv kernels' ops from their host ops (External id, else the innermost host
+  // op around the launch on the launching thread); then peers of send/recv ops.
+  void NameFromHostOps();
   uint32_t InternRaw(std::string_view raw);
   // Rule 2: kernels and memcpys launched by a communication host op become communication.
   void ClassifyByHostOp();
@@ -65,6 +74,22 @@ class TraceBuilder {
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;
   std::set<int64_t> steps_seen_;
   std::unordered_map<size_t, std::string> pg_ranks_;
+  // Kept as views into the input (alive until Finish returns) and decoded only when a SendRecv
+  // kernel needs a name: most traces have none, and copying every host op would cost.
+  struct HostCommOp {
+    std::string_view name, ts, dur, coll_name, dtype, pg_name, pg_desc, pg_ranks;
+    int64_t tid = kUnknown, external_id = kUnknown, in_nelems = kUnknown, group_size = kUnknown, seq = kUnknown,
+            src_rank = kUnknown, dst_rank = kUnknown;
+    int64_t start_ns = 0, end_ns = 0;  // decoded in NameFromHostOps
+  };
+  // The op a host op names (normalized; with its NCCL arguments when it has "Collective name"),
+  // or false when it names none of the ops a SendRecv kernel can be.
+  static bool HostOpNames(const HostCommOp& h, CommOp& op);
+  std::vector<HostCommOp> host_comm_ops_;
+  // Comm ops named only by a SendRecv kernel: (comm op index, the kernel's External id).
+  std::vector<std::pair<size_t, int64_t>> unnamed_p2p_;
+  // Send/recv ops: comm op index -> (Src Rank, Dst Rank), global ranks; turned into peers in Finish.
+  std::map<size_t, std::pair<int64_t, int64_t>> p2p_ranks_;
   int64_t base_ns_ = 0;
   bool have_base_ = false, have_rank_ = false, overflow_ = false;
 };

@@ -1,9 +1,20 @@
 // Kineto event helpers shared by the reader and the builder.
 #include "src/importers/kineto_event.h"
 
+#include "src/importers/importer.h"
+
 #include <utility>
 
 namespace overlapprof::kineto {
+
+int64_t IdFromToken(std::string_view tok) {
+  while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' || tok.back() == '\t'))
+    tok.remove_suffix(1);
+  if (tok.size() >= 2 && tok.front() == '"') tok = tok.substr(1, tok.size() - 2);
+  int64_t v;
+  if (tok.empty() || !ParseScaledDecimal(tok, 0, &v)) return kUnknown;
+  return v;
+}
 
 uint8_t CopyKindFromName(std::string_view name) {
   // CUPTI_ACTIVITY_MEMCPY_KIND_*: HTOD=1 DTOH=2 HTOA=3 ATOH=4 ATOA=5 ATOD=6 DTOA=7 DTOD=8 HTOH=9 PTOP=10

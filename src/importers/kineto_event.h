@@ -82,10 +82,23 @@ struct RawEvent {
   std::string_view ts, dur;
   // args
   int64_t device = kUnknown, stream = kUnknown, correlation = kUnknown, bytes = kUnknown;
-  int64_t external_id = kUnknown;  // "External id": links a kernel to the host op that launched it
   std::string_view coll_name, dtype, pg_name, pg_desc, pg_ranks, arg_name, arg_labels;
   int64_t in_nelems = kUnknown, out_nelems = kUnknown, group_size = kUnknown, seq = kUnknown;
+  std::string_view external_id;                     // "External id" (raw JSON token): links a kernel to its host op
+  int64_t src_rank = kUnknown, dst_rank = kUnknown;  // "Src Rank"/"Dst Rank" of a send/recv (global ranks)
 };
+
+// An integer id from its raw JSON token (a number, or a decimal string), kUnknown when it is neither.
+// Decoded only where needed: most events' "External id" is never used.
+int64_t IdFromToken(std::string_view tok);
+
+// A host op that may name a SendRecv kernel's op: record_param_comms, nccl:*, c10d::*, alltoall*,
+// all_to_all* (raw name). Cheap: called for every cpu_op. (Which host ops make a kernel
+// communication at all is overlapprof::IsCommHostOpName, src/trace/classify.h: rule 2.)
+inline bool IsNamingHostOp(std::string_view n) {
+  return n == "record_param_comms" || n.rfind("nccl:", 0) == 0 || n.rfind("c10d::", 0) == 0 ||
+         n.rfind("alltoall", 0) == 0 || n.rfind("all_to_all", 0) == 0;
+}
 
 // CUPTI_ACTIVITY_MEMCPY_KIND_* from a memcpy's name ("Memcpy HtoD (Pageable -> Device)"); 0 unknown.
 uint8_t CopyKindFromName(std::string_view name);

@@ -6,7 +6,51 @@
 
 namespace overlapprof {
 
+void NameGroupedAllToAll(RankTrace& t) {
+  // Ops by launch id (ops of one NCCL group share it), in record order.
+  std::vector<std::pair<int64_t, uint32_t>> by_launch;
+  for (size_t i = 0; i < t.comm_ops.size(); ++i)
+    if (t.comm_ops[i].launch_id != kUnknown) by_launch.emplace_back(t.comm_ops[i].launch_id, static_cast<uint32_t>(i));
+  std::stable_sort(by_launch.begin(), by_launch.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<bool> to, from;
+  for (size_t b = 0; b < by_launch.size();) {
+    size_t e = b;
+    while (e < by_launch.size() && by_launch[e].first == by_launch[b].first) ++e;
+    const CommOp& first = t.comm_ops[by_launch[b].second];
+    const int64_t n = first.comm_nranks;
+    bool all = e - b >= 2 && n >= 2 && n <= 1 << 20 && first.comm_rank >= 0 && first.comm_rank < n;
+    int64_t bytes = 0;
+    bool bytes_known = true;
+    if (all) {
+      to.assign(static_cast<size_t>(n), false);
+      from.assign(static_cast<size_t>(n), false);
+    }
+    for (size_t k = b; all && k < e; ++k) {
+      const CommOp& c = t.comm_ops[by_launch[k].second];
+      const bool send = c.op == "send", recv = c.op == "recv";
+      if ((!send && !recv) || c.communicator != first.communicator || c.comm_rank != first.comm_rank ||
+          c.root_peer < 0 || c.root_peer >= n) {
+        all = false;
+        break;
+      }
+      (send ? to : from)[static_cast<size_t>(c.root_peer)] = true;
+      if (send) {
+        if (c.bytes == kUnknown || __builtin_add_overflow(bytes, c.bytes, &bytes)) bytes_known = false;
+      }
+    }
+    for (int64_t p = 0; all && p < n; ++p)
+      if (p != first.comm_rank && !(to[static_cast<size_t>(p)] && from[static_cast<size_t>(p)])) all = false;
+    if (all) {
+      for (size_t k = b; k < e; ++k) t.comm_ops[by_launch[k].second].op = "alltoall";
+      // The group's first op carries its kernel (LinkInjectorRecords): the bytes it sends in all.
+      t.comm_ops[by_launch[b].second].bytes = bytes_known ? bytes : kUnknown;
+    }
+    b = e;
+  }
+}
+
 void LinkInjectorRecords(RankTrace& t) {
+  NameGroupedAllToAll(t);
   std::unordered_map<int64_t, int64_t> launch_of;  // correlation id -> host call start
   launch_of.reserve(t.host_calls.size());
   for (const HostCall& h : t.host_calls)

@@ -15,6 +15,13 @@
 
 namespace overlapprof {
 
+// NCCL runs an all-to-all as a group of sends and recvs: a group (ops sharing a launch id) of
+// sends and recvs only, on one communicator, with a send to and a recv from every other rank of
+// it, is an all-to-all. Its ops are renamed "alltoall", and the first (which carries the group's
+// kernel) gets the bytes of all its sends (kUnknown when one is unknown). Called first by
+// LinkInjectorRecords.
+void NameGroupedAllToAll(RankTrace& t);
+
 void LinkInjectorRecords(RankTrace& t);
 
 }  // namespace overlapprof

@@ -735,7 +735,8 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", help="output directory (created)")
-    p.add_argument("--scenario", choices=["ddp", "fsdp", "tp"], default="ddp")
+    p.add_argument("--scenario", choices=["ddp", "fsdp", "tp", "moe", "pp"], default="ddp",
+                   help="moe and pp: synth_comm.py, with its own options")
     p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--iterations", type=int, default=4, help="iterations, the warm-up one included")
     p.add_argument("--seed", type=int, default=1)
@@ -801,7 +802,15 @@ def parse_args(argv):
 
 def main(argv=None):
     t_begin = time.time()
-    cfg = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--scenario")
+    if pre.parse_known_args(argv)[0].scenario in ("moe", "pp"):
+        # All-to-all (MoE) and pipeline-parallel scenarios: synth_comm.py (README.md, "moe" and "pp").
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import synth_comm
+        return synth_comm.main(argv)
+    cfg = parse_args(argv)
     N = cfg.ranks
     cfg_rng = random.Random(cfg.seed)
     if cfg.scenario in ("ddp", "fsdp"):

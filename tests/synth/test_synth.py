@@ -546,6 +546,113 @@ class SynthTest(unittest.TestCase):
                           f"(applied {d['applied']}), truth {want}")
 
 
+class CommScenarioTest(unittest.TestCase):
+    """All-to-all (MoE) and pipeline-parallel (1F1B) scenarios (synth_comm.py): exact figures."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="synth-comm-")
+        specs = {
+            "moe": ["--scenario", "moe"],
+            "moe_minimal": ["--scenario", "moe", "--host-ops", "minimal"],
+            "moe_2hosts": ["--scenario", "moe", "--hosts", "2", "--clock-offset-us", "1500"],
+            "moe_2hosts_minimal": ["--scenario", "moe", "--hosts", "2", "--clock-offset-us", "1500",
+                                   "--host-ops", "minimal"],
+            "pp": ["--scenario", "pp"],
+        }
+        cls.cases = {}
+        for name, args in specs.items():
+            c = Case(cls.tmp, name, args)
+            c.analyze()
+            cls.cases[name] = c
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def check_moe(self, c, one_clock):
+        s, t = c.summary, c.truth
+        cs = s["collectives_summary"]
+        # 5 all-to-alls (SendRecv kernels named from their host op) and 3 all-reduces, all matched.
+        self.assertEqual(cs["matched"], t["matched"])
+        self.assertEqual(cs["unmatched"], 0)
+        self.assertEqual(cs["p2p_skipped"], 0)
+        self.assertEqual(cs["matched_by"][t["matched_by"]], t["matched"], cs["matched_by"])
+        for r in range(t["ranks_n"]):
+            ops = {x["op"]: x for x in s["op_types"] if x["rank"] == r}
+            self.assertEqual(ops["alltoall"]["count"], t["alltoalls_per_rank"])
+            self.assertEqual(ops["allreduce"]["count"], t["allreduces_per_rank"])
+            want_bytes = None if t["alltoall_bytes"] is None else t["alltoall_bytes"] * t["alltoalls_per_rank"]
+            self.assertEqual(ops["alltoall"]["bytes"], want_bytes)
+        # Stragglers: rank 5 last at 4 of the 5 all-to-alls, rank 2 at the other; the others lost
+        # over 26 ms in the first one.
+        self.assertGreater(t["first_alltoall_others_wait_ns"], 26_000_000)
+        strag = {x["rank"]: x for x in s["stragglers"]}
+        self.assertEqual(s["stragglers"][0]["rank"], 5)
+        for x in t["stragglers"]:
+            e = strag[x["rank"]]
+            self.assertEqual(e["last_arrivals"], x["last_arrivals"], x)
+            self.assertEqual(e["collectives_counted"], x["collectives_counted"], x)
+            if one_clock:
+                self.assertEqual(e["others_wait_ns"], x["others_wait_ns"], x)
+            else:  # the estimated offset is exact to about a microsecond per collective
+                self.assertLessEqual(abs(e["others_wait_ns"] - x["others_wait_ns"]), 5 * 7 * 3000, x)
+        self.assertEqual(sum(1 for x in s["stragglers"] if x["last_arrivals"] > 0), len(t["stragglers"]))
+        per = {x["rank"]: x for x in s["cross_rank"]}
+        for x in t["cross_rank"]:
+            e = per[x["rank"]]
+            self.assertEqual(e["collectives"], x["collectives"])
+            if one_clock:
+                self.assertEqual((e["wait_ns"], e["transfer_ns"]), (x["wait_ns"], x["transfer_ns"]), x["rank"])
+            else:
+                self.assertLessEqual(abs(e["wait_ns"] - x["wait_ns"]), 8 * 3000, x["rank"])
+        offsets = {int(k): v for k, v in t["clock_offsets_ns"].items()}
+        if not one_clock:
+            # Aligned from the 8 shared collectives (the 3 all-reduces alone are too few).
+            doms = [d for d in s["clock_offsets"] if not d["reference"]]
+            self.assertEqual(len(doms), 1)
+            d = doms[0]
+            self.assertTrue(d["applied"], d)
+            self.assertEqual(d["samples"], t["matched"])
+            self.assertLessEqual(abs(d["offset_ns"] - (offsets[d["ranks"][0]] - offsets[0])), 2000, d)
+        self.assertNotIn("point_to_point", s)
+
+    def test_moe(self):
+        self.check_moe(self.cases["moe"], True)
+
+    def test_moe_named_by_the_annotation_around_the_launch(self):
+        self.check_moe(self.cases["moe_minimal"], True)
+
+    def test_moe_clocks_aligned_with_the_alltoalls_counted(self):
+        self.check_moe(self.cases["moe_2hosts"], False)
+        self.check_moe(self.cases["moe_2hosts_minimal"], False)
+
+    def test_pp(self):
+        c = self.cases["pp"]
+        s, t = c.summary, c.truth
+        p = s["point_to_point"]
+        self.assertEqual(p["pairs"], t["pairs"])
+        self.assertEqual((p["unpaired_sends"], p["unpaired_recvs"]), (0, 0))
+        self.assertEqual(p["notices"], [])
+        self.assertEqual(p["recv_wait_ns"], t["recv_wait_ns"])
+        self.assertEqual(p["ranks"], t["ranks"])
+        self.assertEqual(p["iterations"], t["iterations_rows"])
+        # The slow stage is the one everyone waits on.
+        self.assertEqual(t["bottleneck_rank"], t["slow_stage"])
+        self.assertEqual(p["bottleneck_rank"], t["slow_stage"])
+        waits = [f for f in s["findings"] if "pipeline stage the others wait on" in f["message"]]
+        self.assertEqual([f["rank"] for f in waits], [t["slow_stage"]])
+        cs = s["collectives_summary"]
+        self.assertEqual(cs["p2p_skipped"], 2 * t["pairs"])
+        self.assertEqual(cs["matched"], 0)
+        # The terminal's line.
+        out = subprocess.run([CLI, "analyze", c.dir], capture_output=True, text=True, timeout=120).stdout
+        line = [x for x in out.splitlines() if x.startswith("point-to-point:")]
+        self.assertEqual(len(line), 1, out)
+        self.assertIn(f"{t['pairs']} send/recv pairs", line[0])
+        self.assertIn(f"the stage everyone waits on: rank {t['slow_stage']}", line[0])
+
+
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit("usage: test_synth.py PATH_TO_OVERLAPPROF")

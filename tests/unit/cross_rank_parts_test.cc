@@ -11,6 +11,7 @@
 #include "analyzers/cross_rank_clocks.h"
 #include "analyzers/cross_rank_figures.h"
 #include "analyzers/cross_rank_match.h"
+#include "analyzers/cross_rank_p2p.h"
 #include "analyzers/cross_rank_stragglers.h"
 #include "analyzers/summary.h"
 #include "reports/report.h"
@@ -404,6 +405,93 @@ TEST(CrossRankResultJson, NothingMatchedWritesOnlyTheSummary) {
   EXPECT_FALSE(j.contains("collectives"));
   EXPECT_FALSE(j.contains("cross_rank"));
   EXPECT_FALSE(j.contains("findings"));
+}
+
+// ---------------------------------------------------------------- point-to-point
+
+P2pRecord P2p(bool send, int64_t self, int64_t peer, int64_t start, int64_t end, int64_t step = 1) {
+  P2pRecord p;
+  p.send = send;
+  p.self = self;
+  p.peer = peer;
+  p.start_ns = start;
+  p.end_ns = end;
+  p.step = step;
+  return p;
+}
+
+TEST(CrossRankP2p, NothingWithoutSendsOrRecvs) {
+  std::vector<RankOps> ranks = {Rank(0, "h", {}), Rank(1, "h", {})};
+  ClockDomains d = AssignClockDomains(ranks);
+  Interner comms;
+  comms.Intern("pp");
+  EXPECT_FALSE(PairPointToPoint(ranks, d, RecordCounts{}, comms).has_value());
+}
+
+// Three stages; rank 2's clock reads 1000 ns ahead (its domain's offset applied). Recv waits:
+// rank 1 waits 50 then 0 for rank 0; rank 2 waits 200 for rank 1. Rank 1 is waited on 200 and
+// waits 50 itself: the stage everyone waits on.
+TEST(CrossRankP2p, PairsInOrderPerPairWithClockOffsetsAndSaysWhyTheRestWasNot) {
+  std::vector<RankOps> ranks = {Rank(0, "h", {}), Rank(1, "h", {}), Rank(2, "g", {})};
+  ranks[0].p2p = {P2p(true, 0, 1, 100, 200), P2p(true, 0, 1, 500, 700), P2p(true, 0, 5, 800, 900)};
+  ranks[1].p2p = {P2p(false, 1, 0, 50, 200), P2p(false, 1, 0, 600, 700), P2p(true, 1, 2, 400, 500)};
+  ranks[2].p2p = {P2p(false, 2, 1, 1200, 1500, 2), P2p(true, 2, 1, 1600, 1700, 2)};
+  ClockDomains d = AssignClockDomains(ranks);
+  d.clocks[d.of_slot[2]].offset_ns = 1000;
+  d.clocks[d.of_slot[2]].applied = true;
+  Interner comms;
+  comms.Intern("pp");
+  RecordCounts counts;
+  counts.p2p_unnamed = 3;
+  std::optional<PointToPoint> p = PairPointToPoint(ranks, d, counts, comms);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->pairs, 3);
+  EXPECT_EQ(p->recv_wait_ns, 250);
+  EXPECT_EQ(p->unpaired_sends, 2);  // rank 2 -> 1 (no recv on rank 1), rank 0 -> 5 (no trace)
+  EXPECT_EQ(p->unpaired_recvs, 0);
+  ASSERT_TRUE(p->bottleneck_rank.has_value());
+  EXPECT_EQ(*p->bottleneck_rank, 1);
+  EXPECT_EQ(p->bottleneck_waited_on_ns, 200);
+  ASSERT_EQ(p->ranks.size(), 3u);
+  auto row = [](const P2pRankRow& r) { return std::vector<int64_t>{r.rank, r.sends, r.recvs, r.recv_wait_ns, r.waited_on_ns}; };
+  EXPECT_EQ(row(p->ranks[0]), (std::vector<int64_t>{0, 2, 0, 0, 50}));
+  EXPECT_EQ(row(p->ranks[1]), (std::vector<int64_t>{1, 1, 2, 50, 200}));
+  EXPECT_EQ(row(p->ranks[2]), (std::vector<int64_t>{2, 0, 1, 200, 0}));
+  ASSERT_EQ(p->iterations.size(), 2u);
+  EXPECT_EQ(p->iterations[0].rank, 1);
+  EXPECT_EQ(p->iterations[0].step, 1);
+  EXPECT_EQ(p->iterations[0].recvs, 2);
+  EXPECT_EQ(p->iterations[0].recv_wait_ns, 50);
+  EXPECT_EQ(p->iterations[0].waited_most_on, 0);
+  EXPECT_EQ(p->iterations[1].rank, 2);
+  EXPECT_EQ(p->iterations[1].step, 2);
+  EXPECT_EQ(p->iterations[1].recv_wait_ns, 200);
+  EXPECT_EQ(p->iterations[1].waited_most_on, 1);
+  ASSERT_EQ(p->notices.size(), 2u);
+  EXPECT_NE(p->notices[0].find("3 point-to-point kernels (SendRecv)"), std::string::npos) << p->notices[0];
+  EXPECT_NE(p->notices[1].find("2 sends and 0 recvs whose peer has no matching op"), std::string::npos) << p->notices[1];
+  Summary s;
+  AddPointToPointFindings(*p, s);
+  ASSERT_EQ(s.findings.size(), 1u);
+  EXPECT_EQ(s.findings[0].rank, 1);
+  EXPECT_NE(s.findings[0].message.find("rank 1 is the pipeline stage the others wait on"), std::string::npos);
+}
+
+// A recv posted after its send waits nothing; the wait is capped at the recv's own duration.
+TEST(CrossRankP2p, WaitIsCappedAtTheRecvAndNeverNegative) {
+  std::vector<RankOps> ranks = {Rank(0, "h", {}), Rank(1, "h", {})};
+  ranks[0].p2p = {P2p(true, 0, 1, 100, 200), P2p(true, 0, 1, 5000, 5100)};
+  ranks[1].p2p = {P2p(false, 1, 0, 300, 400), P2p(false, 1, 0, 1000, 1100), P2p(false, 1, 0, 6000, 6100)};
+  ClockDomains d = AssignClockDomains(ranks);
+  Interner comms;
+  comms.Intern("pp");
+  std::optional<PointToPoint> p = PairPointToPoint(ranks, d, RecordCounts{}, comms);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->pairs, 2);
+  EXPECT_EQ(p->recv_wait_ns, 100);  // 0 (posted after the send), then min(4000, 100)
+  EXPECT_EQ(p->unpaired_recvs, 1);
+  ASSERT_EQ(p->notices.size(), 1u);
+  EXPECT_NE(p->notices[0].find("0 sends and 1 recvs left over after pairing in order"), std::string::npos);
 }
 
 }  // namespace

@@ -128,6 +128,9 @@ TEST(CrossRank, SkewWaitTransferExactBySeq) {
   const Json& cs = s.json["collectives_summary"];
   EXPECT_EQ(cs["matched"], 2);
   EXPECT_EQ(cs["unmatched"], 1);
+  EXPECT_EQ(cs["notices"], Json::array({"1 ops were not matched: their key (seq, step and ordinal, or ordinal) is on one "
+                                         "rank only although other ranks share the communicator (profiling windows or "
+                                         "op sequences that differ across ranks)"}));
   EXPECT_EQ(cs["mismatched"], 0);
   EXPECT_EQ(cs["matched_by"]["seq"], 2);
   EXPECT_EQ(cs["skew_ns"]["max"], 150 * kUs);
@@ -445,6 +448,20 @@ TEST(CrossRank, HugeAndRepeatedSeqValues) {
   EXPECT_EQ(cols[0]["skew_ns"], 5 * kUs);
   EXPECT_EQ(cols[1]["seq"], 5);
   EXPECT_EQ(cols[1]["skew_ns"], 10 * kUs);
+}
+
+// A communicator only one rank has: its ops are unmatched, and the notice names it and the rank.
+TEST(CrossRank, UnmatchedOnACommunicatorOfOneRankOnlySaysSo) {
+  const int w = 2;
+  Coll lone{500 * kUs, 600 * kUs, 1};
+  lone.pg = "7";
+  Analyzed s = Analyze({RankJson(0, w, "h", Colls({{0, 100 * kUs, 1}, lone}, w)),
+                        RankJson(1, w, "h", Colls({{0, 100 * kUs, 1}}, w))});
+  const Json& cs = s.json["collectives_summary"];
+  EXPECT_EQ(cs["matched"], 1);
+  EXPECT_EQ(cs["unmatched"], 1);
+  EXPECT_EQ(cs["notices"], Json::array({"1 ops on communicator 7 were not matched: only rank 0 has that communicator "
+                                         "(the other members' traces are missing, or name it differently)"}));
 }
 
 // One rank: only a short collectives_summary, matched 0.

@@ -6,6 +6,8 @@
 //     change, regenerate with OVERLAPPROF_UPDATE_GOLDEN=1 and review the diff.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -84,12 +86,18 @@ TEST(GoldenRealTraces, CommOpsCarryNcclMetadataWhereTheTraceHasIt) {
   // The first all-reduce: 6637568 floats.
   EXPECT_EQ(t->comm_ops[0].count, 6637568);
   EXPECT_EQ(t->comm_ops[0].bytes, 6637568 * 4);
-  // Without metadata (16-rank trace) the op comes from the kernel name.
+  // Without metadata (16-rank trace: every NCCL op ran as ncclKernel_SendRecv) the op comes from
+  // the host op around the launch (c10d::* / nccl:*), else from the kernel name: 5 kernels have
+  // no launching runtime call in the trace.
   StatusOr<RankTrace> u = ImportFile(testing::DataFile("kineto/a100_16rank_rank0.json.gz"), {});
   ASSERT_TRUE(u.ok());
   ASSERT_EQ(u->comm_ops.size(), 80u);
-  EXPECT_EQ(u->comm_ops[0].op, "sendrecv");
+  EXPECT_EQ(u->comm_ops[0].op, "reducescatter");
   EXPECT_EQ(u->comm_ops[0].source, CommSource::kKernelName);
+  std::map<std::string, int> ops;
+  for (const CommOp& op : u->comm_ops) ++ops[op.op];
+  EXPECT_EQ(ops, (std::map<std::string, int>{{"allgather", 10}, {"allreduce", 10}, {"alltoall", 45},
+                                              {"reducescatter", 10}, {"sendrecv", 5}}));
 }
 
 TEST(GoldenRealTraces, IterationsPartitionTheGpuTimeline) {

@@ -193,3 +193,67 @@ TEST(KinetoBuilder, MalformedElementsAndMetadataFromTheReader) {
 
 }  // namespace
 }  // namespace overlapprof::kineto
+
+namespace overlapprof::kineto {
+namespace {
+
+// NCCL runs all-to-all and send/recv as one SendRecv kernel without metadata: the host op names it
+// (External id first, else the innermost host op around the launch on the launching thread), and
+// "Src Rank"/"Dst Rank" become the peer in the process group.
+TEST(KinetoBuilder, SendRecvKernelsAreNamedFromTheirHostOps) {
+  auto launch = [](std::string_view ts, int64_t corr) {
+    RawEvent l = X("cuda_runtime", "cudaLaunchKernel", ts, "2.000");
+    l.correlation = corr;
+    return l;
+  };
+  auto sendrecv = [](std::string_view ts, int64_t corr, std::string_view ext) {
+    RawEvent k = X("kernel", "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", ts, "10.000");
+    k.device = 0;
+    k.stream = 20;
+    k.correlation = corr;
+    k.external_id = ext;
+    return k;
+  };
+  // 1: all-to-all by External id, with record_param_comms' arguments.
+  RawEvent a2a = X("cpu_op", "record_param_comms", "99.000", "8.000");
+  a2a.external_id = "5";
+  a2a.coll_name = "all_to_allv";
+  a2a.dtype = "BFloat16";
+  a2a.in_nelems = 1000;
+  a2a.group_size = 4;
+  a2a.seq = 3;
+  a2a.pg_name = "0";
+  // 2: no External id: the c10d op around the launch (on tid 7) names it.
+  RawEvent ar = X("cpu_op", "c10d::allreduce_", "199.000", "8.000");
+  RawEvent other_thread = X("cpu_op", "c10d::alltoall_base_", "199.500", "8.000");
+  other_thread.tid = 8;
+  // 3: a send to global rank 0, rank 2 being position 1 of [0, 2].
+  RawEvent send = X("cpu_op", "record_param_comms", "299.000", "8.000");
+  send.external_id = "\"9\"";  // a decimal string, as some writers give ids
+  send.coll_name = "send";
+  send.pg_name = "pp";
+  send.pg_ranks = "[0, 2]";
+  send.src_rank = 2;
+  send.dst_rank = 0;
+  // 4: nothing names it.
+  RankTrace t = Build({a2a, launch("100.000", 1), sendrecv("110.000", 1, "5"), ar, other_thread, launch("200.000", 2),
+                       sendrecv("210.000", 2, ""), send, launch("300.000", 3), sendrecv("310.000", 3, "9 "),
+                       launch("400.000", 4), sendrecv("410.000", 4, "77")},
+                      /*rank=*/2);
+  ASSERT_EQ(t.comm_ops.size(), 4u);
+  EXPECT_EQ(t.comm_ops[0].op, "alltoall");
+  EXPECT_EQ(t.comm_ops[0].bytes, 2000);
+  EXPECT_EQ(t.comm_ops[0].seq, 3);
+  EXPECT_EQ(t.comm_ops[0].communicator, "0");
+  EXPECT_EQ(t.comm_ops[0].host_enter_ns, 100000);  // the kernel's own launch kept
+  EXPECT_EQ(t.comm_ops[0].stream, t.activities[0].stream);
+  EXPECT_EQ(t.comm_ops[1].op, "allreduce");
+  EXPECT_EQ(t.comm_ops[1].source, CommSource::kKernelName);
+  EXPECT_EQ(t.comm_ops[2].op, "send");
+  EXPECT_EQ(t.comm_ops[2].comm_rank, 1);
+  EXPECT_EQ(t.comm_ops[2].root_peer, 0);
+  EXPECT_EQ(t.comm_ops[3].op, "sendrecv");
+}
+
+}  // namespace
+}  // namespace overlapprof::kineto

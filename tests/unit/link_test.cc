@@ -149,5 +149,38 @@ TEST(Link, OutOfRangeCommOpIndexIsIgnored) {
   EXPECT_EQ(t.stats.Get(Stat::comm_ops_without_gpu_activity), 1);
 }
 
+// A group of sends and recvs to and from every other rank of one communicator is an all-to-all;
+// its first op (which carries the kernel) gets the bytes of all its sends.
+TEST(Link, GroupOfSendsAndRecvsToEveryPeerIsAnAllToAll) {
+  auto p2p = [](std::string op, int64_t launch, int64_t peer, int64_t bytes = 100) {
+    CommOp c;
+    c.op = std::move(op);
+    c.launch_id = launch;
+    c.communicator = "w";
+    c.comm_rank = 1;
+    c.comm_nranks = 3;
+    c.root_peer = peer;
+    c.bytes = bytes;
+    return c;
+  };
+  RankTrace t;
+  t.comm_ops = {p2p("send", 1, 0), p2p("recv", 1, 0), p2p("send", 1, 2, 50), p2p("recv", 1, 2),  // all-to-all
+                p2p("send", 2, 0), p2p("recv", 2, 2),                                            // a pipeline step
+                p2p("send", 3, 0), p2p("recv", 3, 0), p2p("send", 3, 2)};                        // no recv from 2
+  t.comm_ops.push_back(p2p("send", 4, 0, kUnknown));
+  t.comm_ops.push_back(p2p("recv", 4, 0));
+  t.comm_ops.push_back(p2p("send", 4, 2));
+  t.comm_ops.push_back(p2p("recv", 4, 2));  // an all-to-all with a send of unknown size
+  NameGroupedAllToAll(t);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(t.comm_ops[i].op, "alltoall") << i;
+  EXPECT_EQ(t.comm_ops[0].bytes, 150);
+  EXPECT_EQ(t.comm_ops[4].op, "send");
+  EXPECT_EQ(t.comm_ops[5].op, "recv");
+  EXPECT_EQ(t.comm_ops[6].op, "send");
+  EXPECT_EQ(t.comm_ops[8].op, "send");
+  EXPECT_EQ(t.comm_ops[9].op, "alltoall");
+  EXPECT_EQ(t.comm_ops[9].bytes, kUnknown);
+}
+
 }  // namespace
 }  // namespace overlapprof
