@@ -6,11 +6,22 @@
 //
 // Threading: any number of producers (training threads calling NCCL/NVTX), one consumer
 // (the injector's writer thread).
+//
+// Memory: the slots come from an anonymous mmap and are never written at construction. A
+// slot stores its sequence number relative to its index (`seq - index`), so the kernel's
+// zero pages already hold Vyukov's initial state (seq == index): a page is touched only when
+// the ring first reaches it, construction costs one mmap whatever the capacity, and a
+// process that records little pays little (issue 14: `new Slot[c]` wrote 24 MiB by default,
+// 3 GiB with the largest ring, at activation). The storage is never unmapped (the recorder
+// owns its ring for the life of the process).
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <type_traits>
 
 namespace overlapprof::inject {
 
@@ -22,13 +33,22 @@ class Ring {
     size_t c = 2;
     while (c < capacity) c <<= 1;
     mask_ = c - 1;
-    slots_.reset(new (std::nothrow) Slot[c]);
-    if (!slots_) {
+    // MAP_NORESERVE: untouched pages are not charged against overcommit either.
+    void* p = ::mmap(nullptr, c * sizeof(Slot), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+    if (p == MAP_FAILED) {
       mask_ = 0;
       return;
     }
-    for (size_t i = 0; i < c; ++i) slots_[i].seq.store(i, std::memory_order_relaxed);
+    // Zero bytes are a valid Slot (an atomic size_t 0, a T of zero bytes): only trivially
+    // copyable records whose all-zero bytes are a value.
+    slots_ = static_cast<Slot*>(p);
   }
+  ~Ring() {
+    if (slots_) ::munmap(slots_, (mask_ + 1) * sizeof(Slot));
+  }
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
   bool ok() const { return slots_ != nullptr; }
   size_t capacity() const { return slots_ ? mask_ + 1 : 0; }
 
@@ -37,13 +57,14 @@ class Ring {
     if (!slots_) return false;
     size_t pos = tail_.load(std::memory_order_relaxed);
     for (;;) {
-      Slot& s = slots_[pos & mask_];
-      size_t seq = s.seq.load(std::memory_order_acquire);
+      size_t idx = pos & mask_;
+      Slot& s = slots_[idx];
+      size_t seq = s.seq.load(std::memory_order_acquire) + idx;
       intptr_t diff = static_cast<intptr_t>(seq) - static_cast<intptr_t>(pos);
       if (diff == 0) {
         if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
           s.value = value;
-          s.seq.store(pos + 1, std::memory_order_release);
+          s.seq.store(pos + 1 - idx, std::memory_order_release);
           return true;
         }
       } else if (diff < 0) {
@@ -58,21 +79,23 @@ class Ring {
   // but not yet written: the consumer simply picks it up on its next pass).
   bool TryPop(T* out) {
     if (!slots_) return false;
-    Slot& s = slots_[head_ & mask_];
-    size_t seq = s.seq.load(std::memory_order_acquire);
+    size_t idx = head_ & mask_;
+    Slot& s = slots_[idx];
+    size_t seq = s.seq.load(std::memory_order_acquire) + idx;
     if (static_cast<intptr_t>(seq) - static_cast<intptr_t>(head_ + 1) < 0) return false;
     *out = s.value;
-    s.seq.store(head_ + mask_ + 1, std::memory_order_release);
+    s.seq.store(head_ + mask_ + 1 - idx, std::memory_order_release);
     ++head_;
     return true;
   }
 
  private:
+  static_assert(std::is_trivially_copyable_v<T>, "slots are raw zeroed memory");
   struct alignas(64) Slot {
-    std::atomic<size_t> seq{0};
-    T value{};
+    std::atomic<size_t> seq;  // seq - index (see the top of this file)
+    T value;
   };
-  std::unique_ptr<Slot[]> slots_;
+  Slot* slots_ = nullptr;
   size_t mask_ = 0;
   alignas(64) std::atomic<size_t> tail_{0};
   alignas(64) size_t head_ = 0;  // consumer only
