@@ -305,7 +305,9 @@ class InjectorTest(unittest.TestCase):
         self.assertIn("checkpoint", names)
         self.assertIn("marker", names)
         self.assertIn("a-range-name-that-is-much-longer-than-forty-sev", names)
-        self.assertEqual(s.stat("nvtx_names_truncated"), 1)
+        # Truncated on a UTF-8 boundary (issue 14): not half of the euro sign.
+        self.assertIn("utf8-cut-" + "x" * 36, names)
+        self.assertEqual(s.stat("nvtx_names_truncated"), 2)
         self.assertTrue(all(a <= b for _, _, _, a, b in rows))
         # Each step range encloses its all-reduce.
         ops = s.ops()

@@ -203,6 +203,9 @@ int Nvtx() {
   nvtxMarkA("marker");
   nvtxRangePushA("a-range-name-that-is-much-longer-than-forty-seven-bytes-in-total");
   nvtxRangePop();
+  // 45 ASCII bytes, then "€" (3 bytes) across the 47-byte cut: stored as the 45 bytes only.
+  nvtxRangePushA("utf8-cut-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\xe2\x82\xac-tail");
+  nvtxRangePop();
   nvtxRangeEnd(id);
   NCCL_CHECK(ncclCommDestroy(comm));
   return 0;
