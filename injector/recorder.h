@@ -270,8 +270,11 @@ class Recorder {
   void OnLoad() noexcept;       // the preload constructor: reads the environment only
   void OnForkChild() noexcept;  // pthread_atfork child handler
   void OnSignal(int sig, siginfo_t* info, void* ctx) noexcept;
-  void OnExit() noexcept;  // atexit: the final flush, bounded to flush_ms + kExitGraceMs
+  // atexit: the final flush, left after flush_ms + kExitGraceMs without writer progress
+  // (a stall), or kExitCapMs in all.
+  void OnExit() noexcept;
   static constexpr int kExitGraceMs = 2000;
+  static constexpr int kExitCapMs = 20000;
 
   // ---- The writer thread's side (sink.cc) ---------------------------------------------
   Ring<HookRecord>* ring() const noexcept { return ring_.load(std::memory_order_acquire); }
@@ -283,6 +286,8 @@ class Recorder {
   int TakeFlushRequests() noexcept { return flush_requests_.exchange(0, std::memory_order_acq_rel); }
   // Tells a signal handler waiting in WaitForFlush/WaitForFinish that a flush is done.
   void SignalFlushDone() noexcept;
+  // The writer took records or committed (OnExit tells a stall from a long final flush).
+  void WriterProgress() noexcept { writer_progress_.fetch_add(1, std::memory_order_relaxed); }
   // The store cannot be written: nothing more is recorded (kActive → kFinished).
   void WriterFailed() noexcept;
   // The writer thread is done with the file: → kFinished (release).
@@ -290,6 +295,7 @@ class Recorder {
   // One of our descriptors was closed or reused by the host: counts recorder_descriptor_lost
   // (once per descriptor use refused), logs once, and stops recording (→ kFinished).
   void DescriptorLost(const char* what) noexcept;
+  bool DescriptorWasLost() const noexcept { return descriptor_lost_logged_.load(std::memory_order_relaxed); }
   // The wake eventfd when it is still ours, else -1 (and DescriptorLost).
   int CheckedWakeFd() noexcept;
   // The SQLite files of the store (writer thread only; sink.cc's VFS system-call overrides).
@@ -317,6 +323,7 @@ class Recorder {
   OwnedFd store_fds_[kStoreFds];                  // the store's SQLite files (writer thread)
   StoreSyscalls store_syscalls_;                  // writer thread
   std::atomic<bool> descriptor_lost_logged_{false};
+  std::atomic<uint64_t> writer_progress_{0};      // see WriterProgress
   SinkConfig* cfg_ = nullptr;                     // handed to the writer by pthread_create
   int flush_ms_ = 1000;                           // commit period, ms (>= 10)
   pthread_t thread_{};                            // the writer thread

@@ -242,18 +242,33 @@ void Recorder::OnExit() noexcept {
     return;
   // Stop recording first, so hooks called from later exit handlers do nothing.
   if (!BeginFinalFlush()) return;
-  // Never hang the exit: the final flush gets one flush period plus a short grace
-  // (kExitGraceMs). Past that we leave: the file keeps recording_state "recording", which
-  // `overlapprof run` marks incomplete (recording_incomplete), with what was committed.
-  struct timespec deadline;
-  ::clock_gettime(CLOCK_REALTIME, &deadline);
-  int64_t ns = deadline.tv_nsec + (int64_t{flush_ms_} + kExitGraceMs) * 1000000;
-  deadline.tv_sec += ns / 1000000000;
-  deadline.tv_nsec = ns % 1000000000;
-  if (::pthread_timedjoin_np(thread_, nullptr, &deadline) != 0)
-    Log("the final flush did not finish within %d ms; leaving: the file holds what was committed before and is "
-        "marked incomplete",
-        flush_ms_ + kExitGraceMs);
+  // Never hang the exit on a stall: the final flush may take as long as it makes progress
+  // (a full ring takes seconds to write), but once the writer made none for one flush period
+  // plus a short grace (kExitGraceMs), or after kExitCapMs in all, we leave. The file then
+  // keeps recording_state "recording", which `overlapprof run` marks incomplete.
+  const int64_t stall_ns = (int64_t{flush_ms_} + kExitGraceMs) * 1000000;
+  int64_t start = NowNs(), last_progress_at = start;
+  uint64_t last = writer_progress_.load(std::memory_order_relaxed);
+  for (;;) {
+    struct timespec deadline;
+    ::clock_gettime(CLOCK_REALTIME, &deadline);
+    int64_t ns = deadline.tv_nsec + 100 * 1000000;
+    deadline.tv_sec += ns / 1000000000;
+    deadline.tv_nsec = ns % 1000000000;
+    if (::pthread_timedjoin_np(thread_, nullptr, &deadline) == 0) break;
+    int64_t now = NowNs();
+    uint64_t p = writer_progress_.load(std::memory_order_relaxed);
+    if (p != last) {
+      last = p;
+      last_progress_at = now;
+    }
+    if (now - last_progress_at >= stall_ns || now - start >= int64_t{kExitCapMs} * 1000000) {
+      Log("the final flush made no progress for %d ms; leaving: the file holds what was committed before and is "
+          "marked incomplete",
+          flush_ms_ + kExitGraceMs);
+      break;
+    }
+  }
   writer_started_.store(false, std::memory_order_relaxed);
 }
 

@@ -109,8 +109,9 @@ size_t Sink::DrainRing(Ring<HookRecord>* ring) {
   size_t n = 0;
   while (ring->TryPop(&r)) {
     Take(r);
-    ++n;
+    if ((++n & 4095) == 0) g_recorder.WriterProgress();
   }
+  if (n) g_recorder.WriterProgress();
   return n;
 }
 
@@ -299,6 +300,7 @@ class WriterLoop {
   // Passes until a stop request; each pass drains the ring and commits when the policy says.
   void Run() {
     size_t last_drained = 0;
+    ring_->Prefault(size_t{1} << 16);
     for (;;) {
       // A wake eventfd the host closed or reused is not polled (fd -1: the poll is a plain
       // sleep) nor read: never a spin on someone else's file, never a read from it.
@@ -309,6 +311,9 @@ class WriterLoop {
       bool stopping = rec_->StopRequested();
       int requests = rec_->TakeFlushRequests();
       last_drained = sink_.DrainRing(ring_);
+      // Keep the ring's pages populated ahead of the producers (ring.h, Prefault): twice
+      // what the last pass drained, at least 64 Ki records (12 MiB).
+      ring_->Prefault(std::max<size_t>(size_t{1} << 16, 2 * last_drained));
       int64_t now = NowNs();
       if (!policy_.ShouldCommit(now, sink_.Pending(), requests, stopping)) continue;
       policy_.Committed(now);
@@ -324,7 +329,9 @@ class WriterLoop {
   void Finish() {
     sink_.DrainCuptiFinal();
     sink_.DrainRing(ring_);
-    if (!failed_) {
+    if (rec_->DescriptorWasLost()) {
+      // Neither finished nor aborted: both would go through descriptors that are not ours.
+    } else if (!failed_) {
       if (Status st = sink_.Finish(); !st.ok()) Log("finishing %s failed: %s", cfg_.path.c_str(), st.message().c_str());
     } else {
       sink_.Abort();
@@ -335,7 +342,15 @@ class WriterLoop {
  private:
   void Commit() {
     if (failed_) return;
-    if (Status st = sink_.Commit(); !st.ok()) {
+    if (rec_->DescriptorWasLost()) {
+      // Our SQLite descriptors may be the host's now: no more SQLite calls at all (each
+      // would fail, and WAL reads retry with sleeps); RunWriter never closes this store.
+      failed_ = true;
+      return;
+    }
+    Status st = sink_.Commit();
+    rec_->WriterProgress();
+    if (!st.ok()) {
       Log("writing %s failed: %s; recording stops here", cfg_.path.c_str(), st.message().c_str());
       failed_ = true;
       rec_->WriterFailed();
@@ -469,11 +484,14 @@ void RunWriter(Recorder* rec) noexcept {
       rec->WriterFinished();
       return;
     }
-    WriterLoop loop(rec);
-    if (loop.Open()) {
-      loop.Run();
-      loop.Finish();
+    // On the heap: after a lost descriptor it is never destroyed (its SQLite connection
+    // refers to descriptors that are not ours; closing it would only retry against them).
+    auto* loop = new WriterLoop(rec);
+    if (loop->Open()) {
+      loop->Run();
+      loop->Finish();
     }
+    if (!rec->DescriptorWasLost()) delete loop;
   } catch (const std::exception& e) {
     Log("writer thread stopped: %s", e.what());
   } catch (...) {

@@ -493,7 +493,7 @@ class InjectorTest(unittest.TestCase):
         elapsed = time.monotonic() - t0
         self.assertEqual(rc, 0, err)
         self.assertLess(elapsed, 8, err)
-        self.assertIn("did not finish within 2200 ms", err)
+        self.assertIn("made no progress for 2200 ms", err)
         s = self.only_store()
         self.assertEqual(s.meta("recording_state"), "incomplete")
         self.assertEqual(s.stat("recording_incomplete"), 1)
