@@ -20,6 +20,9 @@ void FillName(HookRecord* r, const char* s) {
   size_t n = strnlen(s, kInlineNameBytes);
   if (n >= static_cast<size_t>(kInlineNameBytes)) {
     n = kInlineNameBytes - 1;
+    // Cut on a UTF-8 character boundary: while the first byte left out is a continuation
+    // byte (10xxxxxx), the cut is inside a character; leave out its leading bytes too.
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
     r->flags |= kFlagTruncated;
     Count(Stat::nvtx_names_truncated);
   }

@@ -19,7 +19,14 @@
 //   kFlushing ── the writer thread committed and closed the file ─────────────► kFinished
 //   fork(): the child of a process that activated starts kInert (pthread_atfork) and never
 //           touches the parent's file or descriptors. A child forked before activation never
-//           saw an activated recorder: it is kUndecided and records on its own.
+//           saw an activated recorder: it is kUndecided and records on its own. A child
+//           forked while another thread was activating inherits kActivating with no thread
+//           to finish it: the activation is claimed with the activator's pid
+//           (activator_pid_, CAS from 0), so such a child sees a pid not its own and turns
+//           itself kInert instead of waiting.
+//   A descriptor of ours closed or reused by the host (OwnedFd::Owned fails): nothing is
+//           written through it; recorder_descriptor_lost is counted and recording stops
+//           (kActive → kFinished).
 //
 // Who may do what, by thread:
 //  - Hooks (application threads, CUPTI's threads): Recording(), Push(), stats(), comms(), the
@@ -43,6 +50,7 @@
 #include <cupti.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -80,6 +88,44 @@ class AtomicStats {
 
  private:
   std::atomic<int64_t> v_[kStatCount] = {};
+};
+
+// A descriptor the recorder opened (eventfds, the store's SQLite files), moved to a high
+// number (F_DUPFD_CLOEXEC from kHighFdBase, below the RLIMIT_NOFILE soft limit) so a host
+// that closes every fd >= 3 and opens its own files does not get ours back, and its identity
+// (st_dev, st_ino) at open. Every use checks Owned() first: fstat is async-signal-safe, so
+// signal handlers check too. A host could still close ours and open a file under the same
+// number between the check and the use; the high number makes that a deliberate act.
+struct OwnedFd {
+  std::atomic<int> fd{-1};               // published with release after dev/ino
+  std::atomic<uint64_t> dev{0}, ino{0};  // identity at open
+  // Takes `fd` (moves it high, closes the original): false (and `fd` closed) on failure.
+  bool Adopt(int fd) noexcept;
+  // The descriptor is still the one we opened (-1: never adopted, or not ours any more).
+  bool Owned() const noexcept;
+  int get() const noexcept { return fd.load(std::memory_order_acquire); }
+};
+inline constexpr int kHighFdBase = 1000;  // lower when RLIMIT_NOFILE is lower
+
+// The unix VFS system calls of the injector's own SQLite that sink.cc overrides (each
+// override checks the descriptor is one of store_fds() first): the real ones. Written once
+// by the writer thread before it opens the store; used only by it.
+struct StoreSyscalls {
+  int (*open)(const char*, int, int) = nullptr;
+  int (*close)(int) = nullptr;
+  int (*fstat)(int, struct stat*) = nullptr;
+  int (*ftruncate)(int, off_t) = nullptr;
+  int (*fcntl)(int, int, ...) = nullptr;
+  ssize_t (*read)(int, void*, size_t) = nullptr;
+  ssize_t (*pread)(int, void*, size_t, off_t) = nullptr;
+  ssize_t (*pread64)(int, void*, size_t, off64_t) = nullptr;
+  ssize_t (*write)(int, const void*, size_t) = nullptr;
+  ssize_t (*pwrite)(int, const void*, size_t, off_t) = nullptr;
+  ssize_t (*pwrite64)(int, const void*, size_t, off64_t) = nullptr;
+  int (*fchmod)(int, mode_t) = nullptr;
+  int (*fallocate)(int, off_t, off_t) = nullptr;
+  int (*fchown)(int, uid_t, gid_t) = nullptr;
+  void* (*mmap)(void*, size_t, int, int, int, off_t) = nullptr;
 };
 
 // ---- Communicators (nccl_hooks.cc) ------------------------------------------------------
@@ -224,11 +270,15 @@ class Recorder {
   void OnLoad() noexcept;       // the preload constructor: reads the environment only
   void OnForkChild() noexcept;  // pthread_atfork child handler
   void OnSignal(int sig, siginfo_t* info, void* ctx) noexcept;
-  void OnExit() noexcept;  // atexit: the final flush, bounded to 20 s
+  // atexit: the final flush, left after flush_ms + kExitGraceMs without writer progress
+  // (a stall), or kExitCapMs in all.
+  void OnExit() noexcept;
+  static constexpr int kExitGraceMs = 2000;
+  static constexpr int kExitCapMs = 20000;
 
   // ---- The writer thread's side (sink.cc) ---------------------------------------------
   Ring<HookRecord>* ring() const noexcept { return ring_.load(std::memory_order_acquire); }
-  int wake_fd() const noexcept { return wake_fd_.load(std::memory_order_relaxed); }
+  int wake_fd() const noexcept { return wake_fd_.get(); }
   int flush_ms() const noexcept { return flush_ms_; }
   const SinkConfig& config() const noexcept { return *cfg_; }
   bool StopRequested() const noexcept { return stop_.load(std::memory_order_acquire); }
@@ -236,10 +286,22 @@ class Recorder {
   int TakeFlushRequests() noexcept { return flush_requests_.exchange(0, std::memory_order_acq_rel); }
   // Tells a signal handler waiting in WaitForFlush/WaitForFinish that a flush is done.
   void SignalFlushDone() noexcept;
+  // The writer took records or committed (OnExit tells a stall from a long final flush).
+  void WriterProgress() noexcept { writer_progress_.fetch_add(1, std::memory_order_relaxed); }
   // The store cannot be written: nothing more is recorded (kActive → kFinished).
   void WriterFailed() noexcept;
   // The writer thread is done with the file: → kFinished (release).
   void WriterFinished() noexcept;
+  // One of our descriptors was closed or reused by the host: counts recorder_descriptor_lost
+  // (once per descriptor use refused), logs once, and stops recording (→ kFinished).
+  void DescriptorLost(const char* what) noexcept;
+  bool DescriptorWasLost() const noexcept { return descriptor_lost_logged_.load(std::memory_order_relaxed); }
+  // The wake eventfd when it is still ours, else -1 (and DescriptorLost).
+  int CheckedWakeFd() noexcept;
+  // The SQLite files of the store (writer thread only; sink.cc's VFS system-call overrides).
+  static constexpr size_t kStoreFds = 16;
+  OwnedFd* store_fds() noexcept { return store_fds_; }
+  StoreSyscalls& store_syscalls() noexcept { return store_syscalls_; }
 
  private:
   bool DoActivate();
@@ -253,10 +315,15 @@ class Recorder {
   AtomicStats stats_;
 
   // Set up by DoActivate (on the activating thread) before state_ becomes kActive.
+  std::atomic<pid_t> activator_pid_{0};           // who claimed activation (CAS from 0; see above)
   std::atomic<pid_t> owner_pid_{0};                // the process that activated (forks differ)
   std::atomic<Ring<HookRecord>*> ring_{nullptr};  // published with release
-  std::atomic<int> wake_fd_{-1};                  // eventfd: wakes the writer
-  std::atomic<int> done_fd_{-1};                  // eventfd: the writer finished a requested flush
+  OwnedFd wake_fd_;                               // eventfd: wakes the writer
+  OwnedFd done_fd_;                               // eventfd: the writer finished a requested flush
+  OwnedFd store_fds_[kStoreFds];                  // the store's SQLite files (writer thread)
+  StoreSyscalls store_syscalls_;                  // writer thread
+  std::atomic<bool> descriptor_lost_logged_{false};
+  std::atomic<uint64_t> writer_progress_{0};      // see WriterProgress
   SinkConfig* cfg_ = nullptr;                     // handed to the writer by pthread_create
   int flush_ms_ = 1000;                           // commit period, ms (>= 10)
   pthread_t thread_{};                            // the writer thread

@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -48,11 +49,9 @@ int64_t EnvInt(const char* const* names, int64_t fallback) {
 }
 
 // Async-signal-safe: restores the previous disposition's behaviour.
+// SIG_DFL/SIG_IGN are tested first whatever the flags: the kernel keeps SA_SIGINFO in the
+// flags of a disposition reset to SIG_DFL (SA_RESETHAND), where sa_sigaction is not callable.
 void Chain(int sig, siginfo_t* info, void* ctx, const struct sigaction& prev) {
-  if (prev.sa_flags & SA_SIGINFO) {
-    if (prev.sa_sigaction) prev.sa_sigaction(sig, info, ctx);
-    return;
-  }
   if (prev.sa_handler == SIG_IGN) return;
   if (prev.sa_handler == SIG_DFL) {
     // Restore the default and re-raise: it is delivered when this handler returns.
@@ -64,7 +63,10 @@ void Chain(int sig, siginfo_t* info, void* ctx, const struct sigaction& prev) {
     ::raise(sig);
     return;
   }
-  prev.sa_handler(sig);
+  if (prev.sa_flags & SA_SIGINFO)
+    prev.sa_sigaction(sig, info, ctx);
+  else
+    prev.sa_handler(sig);
 }
 
 // C entry points for pthread/sigaction/atexit: they forward to the recorder.
@@ -82,14 +84,73 @@ std::string Sanitize(std::string s) {
   return s;
 }
 
-void WriteOne(int fd) {
+// Writes 1 to one of our eventfds, only while it is still ours (async-signal-safe).
+bool WriteOne(OwnedFd& fd, const char* what) {
+  if (fd.get() < 0) return false;
+  if (!fd.Owned()) {
+    g_recorder.DescriptorLost(what);
+    return false;
+  }
   uint64_t one = 1;
-  if (fd >= 0 && ::write(fd, &one, sizeof one) < 0) return;
+  return ::write(fd.get(), &one, sizeof one) >= 0;
 }
 
 __attribute__((constructor)) void OnLoad() { g_recorder.OnLoad(); }
 
 }  // namespace
+
+// ---- Descriptors ---------------------------------------------------------------------------
+
+bool OwnedFd::Adopt(int raw) noexcept {
+  if (raw < 0) return false;
+  int base = kHighFdBase;
+  struct rlimit lim;
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+      lim.rlim_cur < static_cast<rlim_t>(base) + 64)
+    base = lim.rlim_cur > 128 ? static_cast<int>(lim.rlim_cur) - 64 : 3;
+  int high = ::fcntl(raw, F_DUPFD_CLOEXEC, base);
+  if (high >= 0) {
+    ::close(raw);
+  } else {
+    high = raw;  // no room up there: keep the number, the identity check still guards it
+  }
+  struct stat st;
+  if (::fstat(high, &st) != 0) {
+    ::close(high);
+    return false;
+  }
+  dev.store(static_cast<uint64_t>(st.st_dev), std::memory_order_relaxed);
+  ino.store(static_cast<uint64_t>(st.st_ino), std::memory_order_relaxed);
+  fd.store(high, std::memory_order_release);
+  return true;
+}
+
+bool OwnedFd::Owned() const noexcept {
+  int f = fd.load(std::memory_order_acquire);
+  if (f < 0) return false;
+  struct stat st;
+  return ::fstat(f, &st) == 0 && static_cast<uint64_t>(st.st_dev) == dev.load(std::memory_order_relaxed) &&
+         static_cast<uint64_t>(st.st_ino) == ino.load(std::memory_order_relaxed);
+}
+
+void Recorder::DescriptorLost(const char* what) noexcept {
+  stats_.Add(Stat::recorder_descriptor_lost);
+  if (!descriptor_lost_logged_.exchange(true, std::memory_order_relaxed)) {
+    // Async-signal-safe: a fixed message through write(2).
+    static const char kMsg[] = "overlapprof: the process closed or reused a descriptor of the recorder; recording stops here (recorder_descriptor_lost)\n";
+    ssize_t w = ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+    (void)w;
+    (void)what;
+  }
+  WriterFailed();
+}
+
+int Recorder::CheckedWakeFd() noexcept {
+  if (wake_fd_.get() < 0) return -1;
+  if (wake_fd_.Owned()) return wake_fd_.get();
+  DescriptorLost("wake eventfd");
+  return -1;
+}
 
 // ---- Process events -----------------------------------------------------------------------
 
@@ -108,9 +169,8 @@ void Recorder::OnForkChild() noexcept {
 void Recorder::WaitForFlush(int timeout_ms) noexcept {
   // Async-signal-safe: the writer does the work; we wait on an eventfd with a bound.
   flush_requests_.fetch_add(1, std::memory_order_acq_rel);
-  uint64_t one = 1;
-  if (::write(wake_fd(), &one, sizeof one) < 0) return;
-  struct pollfd p = {done_fd_.load(std::memory_order_relaxed), POLLIN, 0};
+  if (!WriteOne(wake_fd_, "wake eventfd") || !done_fd_.Owned()) return;
+  struct pollfd p = {done_fd_.get(), POLLIN, 0};
   if (::poll(&p, 1, timeout_ms) > 0) {
     uint64_t v;
     if (::read(p.fd, &v, sizeof v) < 0) return;
@@ -123,15 +183,17 @@ bool Recorder::BeginFinalFlush() noexcept {
   int expected = static_cast<int>(State::kActive);
   state_.compare_exchange_strong(expected, static_cast<int>(State::kFlushing), std::memory_order_acq_rel);
   stop_.store(true, std::memory_order_release);
-  uint64_t one = 1;
-  return ::write(wake_fd(), &one, sizeof one) >= 0;
+  // A lost wake eventfd is no reason to stop waiting: the writer polls with a timeout and
+  // sees stop_ on its next pass.
+  WriteOne(wake_fd_, "wake eventfd");
+  return writer_started_.load(std::memory_order_acquire);
 }
 
 // Asks the writer for its final flush and close, and waits (bounded) until it is done.
 void Recorder::WaitForFinish(int timeout_ms) noexcept {
   if (!BeginFinalFlush()) return;
-  struct pollfd p = {done_fd_.load(std::memory_order_relaxed), POLLIN, 0};
-  for (int waited = 0; waited < timeout_ms && state() != State::kFinished; waited += 50) ::poll(&p, 1, 50);
+  // Sleeps in 50 ms steps (poll with no descriptor) until the writer reports kFinished.
+  for (int waited = 0; waited < timeout_ms && state() != State::kFinished; waited += 50) ::poll(nullptr, 0, 50);
 }
 
 void Recorder::OnSignal(int sig, siginfo_t* info, void* ctx) noexcept {
@@ -142,7 +204,7 @@ void Recorder::OnSignal(int sig, siginfo_t* info, void* ctx) noexcept {
     // torchrun sends SIGTERM, then SIGKILL 30 s later. When the signal will end the process
     // (default disposition), finish the file now; when the application handles it and may
     // go on, flush what we have and keep recording.
-    bool fatal = !(prev.sa_flags & SA_SIGINFO) && prev.sa_handler == SIG_DFL;
+    bool fatal = prev.sa_handler == SIG_DFL;
     if (fatal)
       WaitForFinish(10000);
     else
@@ -153,14 +215,26 @@ void Recorder::OnSignal(int sig, siginfo_t* info, void* ctx) noexcept {
   errno = saved_errno;
 }
 
+// Our handler takes the previous disposition's flags and mask, so the program's semantics
+// do not change: no SA_RESTART it did not ask for (CPython installs SIGINT without it, and a
+// read must still be interrupted), SA_RESETHAND (the kernel resets to SIG_DFL on delivery;
+// we chain to the program's handler once), SA_ONSTACK, SA_NODEFER and sa_mask as given. An
+// ignored signal stays ignored (and stays ignored across exec): we install nothing.
 void Recorder::InstallSignalHandlers() noexcept {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = SignalTrampoline;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, &prev_term_);
-  ::sigaction(SIGINT, &sa, &prev_int_);
+  for (int sig : {SIGTERM, SIGINT}) {
+    struct sigaction& prev = sig == SIGTERM ? prev_term_ : prev_int_;
+    struct sigaction cur;
+    if (::sigaction(sig, nullptr, &cur) != 0) continue;
+    if (cur.sa_handler == SIG_IGN) continue;  // (the kernel keeps flags with SIG_IGN/SIG_DFL)
+    prev = cur;  // written before our handler can run (it reads prev)
+    struct sigaction sa = cur;
+    sa.sa_sigaction = SignalTrampoline;
+    sa.sa_flags = cur.sa_flags | SA_SIGINFO;
+    struct sigaction replaced;
+    ::sigaction(sig, &sa, &replaced);
+    // Another thread changed it in between to "ignore": put that back.
+    if (replaced.sa_handler == SIG_IGN) ::sigaction(sig, &replaced, nullptr);
+  }
 }
 
 void Recorder::OnExit() noexcept {
@@ -168,12 +242,33 @@ void Recorder::OnExit() noexcept {
     return;
   // Stop recording first, so hooks called from later exit handlers do nothing.
   if (!BeginFinalFlush()) return;
-  // Never hang the exit: give the final flush a bounded time.
-  struct timespec deadline;
-  ::clock_gettime(CLOCK_REALTIME, &deadline);
-  deadline.tv_sec += 20;
-  if (::pthread_timedjoin_np(thread_, nullptr, &deadline) != 0)
-    Log("the final flush did not finish within 20 s; the file holds what was committed before");
+  // Never hang the exit on a stall: the final flush may take as long as it makes progress
+  // (a full ring takes seconds to write), but once the writer made none for one flush period
+  // plus a short grace (kExitGraceMs), or after kExitCapMs in all, we leave. The file then
+  // keeps recording_state "recording", which `overlapprof run` marks incomplete.
+  const int64_t stall_ns = (int64_t{flush_ms_} + kExitGraceMs) * 1000000;
+  int64_t start = NowNs(), last_progress_at = start;
+  uint64_t last = writer_progress_.load(std::memory_order_relaxed);
+  for (;;) {
+    struct timespec deadline;
+    ::clock_gettime(CLOCK_REALTIME, &deadline);
+    int64_t ns = deadline.tv_nsec + 100 * 1000000;
+    deadline.tv_sec += ns / 1000000000;
+    deadline.tv_nsec = ns % 1000000000;
+    if (::pthread_timedjoin_np(thread_, nullptr, &deadline) == 0) break;
+    int64_t now = NowNs();
+    uint64_t p = writer_progress_.load(std::memory_order_relaxed);
+    if (p != last) {
+      last = p;
+      last_progress_at = now;
+    }
+    if (now - last_progress_at >= stall_ns || now - start >= int64_t{kExitCapMs} * 1000000) {
+      Log("the final flush made no progress for %d ms; leaving: the file holds what was committed before and is "
+          "marked incomplete",
+          flush_ms_ + kExitGraceMs);
+      break;
+    }
+  }
   writer_started_.store(false, std::memory_order_relaxed);
 }
 
@@ -184,9 +279,9 @@ __attribute__((noinline)) void Recorder::Push(const HookRecord& r) noexcept {
   if (!ring || !ring->TryPush(r)) stats_.Add(Stat::records_dropped_hooks);
 }
 
-void Recorder::WakeWriter() noexcept { WriteOne(wake_fd()); }
+void Recorder::WakeWriter() noexcept { WriteOne(wake_fd_, "wake eventfd"); }
 
-void Recorder::SignalFlushDone() noexcept { WriteOne(done_fd_.load(std::memory_order_relaxed)); }
+void Recorder::SignalFlushDone() noexcept { WriteOne(done_fd_, "done eventfd"); }
 
 void Recorder::WriterFailed() noexcept {
   int expected = static_cast<int>(State::kActive);
@@ -239,14 +334,12 @@ bool Recorder::DoActivate() {
     Log("cannot allocate the record ring (%zu records); not recording", ring_records);
     return false;
   }
-  int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  int done = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake < 0 || done < 0) {
+  // High-numbered and identity-checked (OwnedFd): the host may close and reuse low ones.
+  if (!wake_fd_.Adopt(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) ||
+      !done_fd_.Adopt(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK))) {
     Log("eventfd failed: %s; not recording", std::strerror(errno));
     return false;
   }
-  wake_fd_.store(wake, std::memory_order_relaxed);
-  done_fd_.store(done, std::memory_order_relaxed);
   cfg_ = cfg;
   ring_.store(ring, std::memory_order_release);
   owner_pid_.store(::getpid(), std::memory_order_relaxed);
@@ -268,12 +361,28 @@ bool Recorder::DoActivate() {
 }
 
 bool Recorder::Activate() noexcept {
-  int expected = static_cast<int>(State::kUndecided);
-  if (!state_.compare_exchange_strong(expected, static_cast<int>(State::kActivating), std::memory_order_acq_rel)) {
-    while ((expected = state_.load(std::memory_order_acquire)) == static_cast<int>(State::kActivating))
+  // The claim carries the claimant's pid: a child forked while another thread of its parent
+  // was activating inherits kActivating and a pid not its own, and has no thread that will
+  // ever finish the activation: it turns inert instead of waiting (recorder.h).
+  pid_t me = ::getpid();
+  pid_t claimant = 0;
+  int expected;
+  if (!activator_pid_.compare_exchange_strong(claimant, me, std::memory_order_acq_rel)) {
+    if (claimant != me) {
+      for (int from : {static_cast<int>(State::kUndecided), static_cast<int>(State::kActivating)}) {
+        expected = from;
+        state_.compare_exchange_strong(expected, static_cast<int>(State::kInert), std::memory_order_acq_rel);
+      }
+      return state() == State::kActive && owner_pid_.load(std::memory_order_relaxed) == me;
+    }
+    // Same process: the claimant sets kActivating, then the outcome.
+    while ((expected = state_.load(std::memory_order_acquire)) <= static_cast<int>(State::kActivating))
       ::sched_yield();
     return expected == static_cast<int>(State::kActive);
   }
+  expected = static_cast<int>(State::kUndecided);
+  if (!state_.compare_exchange_strong(expected, static_cast<int>(State::kActivating), std::memory_order_acq_rel))
+    return expected == static_cast<int>(State::kActive);  // decided before (inert): nothing to do
   bool ok = false;
   try {
     ok = DoActivate();

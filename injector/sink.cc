@@ -2,11 +2,18 @@
 // rest of the injector only through the recorder's writer-side accessors (recorder.h).
 #include "injector/sink.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sqlite3.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdarg>
 #include <cstring>
 #include <map>
 #include <string>
@@ -102,8 +109,9 @@ size_t Sink::DrainRing(Ring<HookRecord>* ring) {
   size_t n = 0;
   while (ring->TryPop(&r)) {
     Take(r);
-    ++n;
+    if ((++n & 4095) == 0) g_recorder.WriterProgress();
   }
+  if (n) g_recorder.WriterProgress();
   return n;
 }
 
@@ -293,14 +301,20 @@ class WriterLoop {
   // Passes until a stop request; each pass drains the ring and commits when the policy says.
   void Run() {
     size_t last_drained = 0;
+    ring_->Prefault(size_t{1} << 16);
     for (;;) {
-      struct pollfd p = {rec_->wake_fd(), POLLIN, 0};
+      // A wake eventfd the host closed or reused is not polled (fd -1: the poll is a plain
+      // sleep) nor read: never a spin on someone else's file, never a read from it.
+      struct pollfd p = {rec_->CheckedWakeFd(), POLLIN, 0};
       ::poll(&p, 1, policy_.PollTimeoutMs(last_drained));
       uint64_t v;
-      if (::read(p.fd, &v, sizeof v) < 0) v = 0;
+      if (p.fd >= 0 && ::read(p.fd, &v, sizeof v) < 0) v = 0;
       bool stopping = rec_->StopRequested();
       int requests = rec_->TakeFlushRequests();
       last_drained = sink_.DrainRing(ring_);
+      // Keep the ring's pages populated ahead of the producers (ring.h, Prefault): twice
+      // what the last pass drained, at least 64 Ki records (12 MiB).
+      ring_->Prefault(std::max<size_t>(size_t{1} << 16, 2 * last_drained));
       int64_t now = NowNs();
       if (!policy_.ShouldCommit(now, sink_.Pending(), requests, stopping)) continue;
       policy_.Committed(now);
@@ -316,7 +330,9 @@ class WriterLoop {
   void Finish() {
     sink_.DrainCuptiFinal();
     sink_.DrainRing(ring_);
-    if (!failed_) {
+    if (rec_->DescriptorWasLost()) {
+      // Neither finished nor aborted: both would go through descriptors that are not ours.
+    } else if (!failed_) {
       if (Status st = sink_.Finish(); !st.ok()) Log("finishing %s failed: %s", cfg_.path.c_str(), st.message().c_str());
     } else {
       sink_.Abort();
@@ -327,7 +343,15 @@ class WriterLoop {
  private:
   void Commit() {
     if (failed_) return;
-    if (Status st = sink_.Commit(); !st.ok()) {
+    if (rec_->DescriptorWasLost()) {
+      // Our SQLite descriptors may be the host's now: no more SQLite calls at all (each
+      // would fail, and WAL reads retry with sleeps); RunWriter never closes this store.
+      failed_ = true;
+      return;
+    }
+    Status st = sink_.Commit();
+    rec_->WriterProgress();
+    if (!st.ok()) {
       Log("writing %s failed: %s; recording stops here", cfg_.path.c_str(), st.message().c_str());
       failed_ = true;
       rec_->WriterFailed();
@@ -344,13 +368,131 @@ class WriterLoop {
 
 }  // namespace
 
+// ---- The store's descriptors ---------------------------------------------------------------
+// The injector's own (static) SQLite does its I/O through the unix VFS's system-call table;
+// we override the entries that take a descriptor, so every descriptor SQLite opens is an
+// OwnedFd (high number, identity at open) and every use is checked first: a descriptor the
+// host closed or reused is never read, written, locked, mapped, truncated or closed by us
+// (the call fails with EBADF, SQLite reports an I/O error, the writer stops and
+// recorder_descriptor_lost is counted). Writer thread only (the only user of this SQLite).
+namespace {
+
+StoreSyscalls& Real() { return g_recorder.store_syscalls(); }
+
+OwnedFd* FindStoreFd(int fd) {
+  OwnedFd* fds = g_recorder.store_fds();
+  for (size_t i = 0; i < Recorder::kStoreFds; ++i)
+    if (fds[i].get() == fd) return &fds[i];
+  return nullptr;
+}
+
+// True when `fd` is a descriptor SQLite opened through us and still ours; else counts the
+// loss, stops recording and sets errno = EBADF.
+bool Mine(int fd) {
+  OwnedFd* o = FindStoreFd(fd);
+  if (o && o->Owned()) return true;
+  g_recorder.DescriptorLost("store file");
+  errno = EBADF;
+  return false;
+}
+
+int GuardOpen(const char* path, int flags, int mode) {
+  int raw = Real().open(path, flags | O_CLOEXEC, mode);
+  if (raw < 0) return raw;
+  OwnedFd* fds = g_recorder.store_fds();
+  for (size_t i = 0; i < Recorder::kStoreFds; ++i) {
+    if (fds[i].get() >= 0) continue;
+    if (!fds[i].Adopt(raw)) return -1;
+    return fds[i].get();
+  }
+  Real().close(raw);  // more files than we track: refuse rather than use an unchecked one
+  errno = EMFILE;
+  return -1;
+}
+
+int GuardClose(int fd) {
+  OwnedFd* o = FindStoreFd(fd);
+  if (!o) return 0;  // not ours: never closed by us
+  bool mine = o->Owned();
+  o->fd.store(-1, std::memory_order_release);
+  return mine ? Real().close(fd) : 0;
+}
+
+int GuardFstat(int fd, struct stat* st) { return Mine(fd) ? Real().fstat(fd, st) : -1; }
+int GuardFtruncate(int fd, off_t n) { return Mine(fd) ? Real().ftruncate(fd, n) : -1; }
+int GuardFcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);  // SQLite passes an int, a long or a struct flock*
+  va_end(ap);
+  return Mine(fd) ? Real().fcntl(fd, cmd, arg) : -1;
+}
+ssize_t GuardRead(int fd, void* b, size_t n) { return Mine(fd) ? Real().read(fd, b, n) : -1; }
+ssize_t GuardPread(int fd, void* b, size_t n, off_t o) { return Mine(fd) ? Real().pread(fd, b, n, o) : -1; }
+ssize_t GuardPread64(int fd, void* b, size_t n, off64_t o) { return Mine(fd) ? Real().pread64(fd, b, n, o) : -1; }
+ssize_t GuardWrite(int fd, const void* b, size_t n) { return Mine(fd) ? Real().write(fd, b, n) : -1; }
+ssize_t GuardPwrite(int fd, const void* b, size_t n, off_t o) { return Mine(fd) ? Real().pwrite(fd, b, n, o) : -1; }
+ssize_t GuardPwrite64(int fd, const void* b, size_t n, off64_t o) {
+  return Mine(fd) ? Real().pwrite64(fd, b, n, o) : -1;
+}
+int GuardFchmod(int fd, mode_t m) { return Mine(fd) ? Real().fchmod(fd, m) : -1; }
+int GuardFallocate(int fd, off_t o, off_t n) { return Mine(fd) ? Real().fallocate(fd, o, n) : EBADF; }
+int GuardFchown(int fd, uid_t u, gid_t g) { return Mine(fd) ? Real().fchown(fd, u, g) : -1; }
+void* GuardMmap(void* a, size_t n, int prot, int flags, int fd, off_t o) {
+  if (fd >= 0 && !Mine(fd)) return MAP_FAILED;
+  return Real().mmap(a, n, prot, flags, fd, o);
+}
+
+// Swaps one entry; false when this SQLite lacks it (then its calls are left alone: the
+// entries SQLite has are the ones it uses).
+template <typename F>
+bool Override(sqlite3_vfs* vfs, const char* name, F* real, F guard) {
+  sqlite3_syscall_ptr cur = vfs->xGetSystemCall(vfs, name);
+  if (!cur) return false;
+  *real = reinterpret_cast<F>(cur);
+  return vfs->xSetSystemCall(vfs, name, reinterpret_cast<sqlite3_syscall_ptr>(guard)) == SQLITE_OK;
+}
+
+// False when the VFS cannot be guarded (then the store is not opened: an unguarded SQLite
+// could write into the host's files).
+bool InstallStoreFdGuards() {
+  sqlite3_vfs* vfs = sqlite3_vfs_find(nullptr);
+  if (!vfs || vfs->iVersion < 3 || !vfs->xSetSystemCall || !vfs->xGetSystemCall) return false;
+  StoreSyscalls& r = Real();
+  if (r.open) return true;  // done before
+  bool ok = Override(vfs, "open", &r.open, &GuardOpen) && Override(vfs, "close", &r.close, &GuardClose) &&
+            Override(vfs, "fstat", &r.fstat, &GuardFstat) && Override(vfs, "ftruncate", &r.ftruncate, &GuardFtruncate) &&
+            Override(vfs, "fcntl", &r.fcntl, &GuardFcntl) && Override(vfs, "write", &r.write, &GuardWrite);
+  // Present or not depending on how SQLite was built.
+  Override(vfs, "read", &r.read, &GuardRead);
+  Override(vfs, "pread", &r.pread, &GuardPread);
+  Override(vfs, "pread64", &r.pread64, &GuardPread64);
+  Override(vfs, "pwrite", &r.pwrite, &GuardPwrite);
+  Override(vfs, "pwrite64", &r.pwrite64, &GuardPwrite64);
+  Override(vfs, "fchmod", &r.fchmod, &GuardFchmod);
+  Override(vfs, "fallocate", &r.fallocate, &GuardFallocate);
+  Override(vfs, "fchown", &r.fchown, &GuardFchown);
+  Override(vfs, "mmap", &r.mmap, &GuardMmap);
+  return ok;
+}
+
+}  // namespace
+
 void RunWriter(Recorder* rec) noexcept {
   try {
-    WriterLoop loop(rec);
-    if (loop.Open()) {
-      loop.Run();
-      loop.Finish();
+    if (!InstallStoreFdGuards()) {
+      Log("cannot guard the store's descriptors (SQLite VFS); this process is not recorded");
+      rec->WriterFinished();
+      return;
     }
+    // On the heap: after a lost descriptor it is never destroyed (its SQLite connection
+    // refers to descriptors that are not ours; closing it would only retry against them).
+    auto* loop = new WriterLoop(rec);
+    if (loop->Open()) {
+      loop->Run();
+      loop->Finish();
+    }
+    if (!rec->DescriptorWasLost()) delete loop;
   } catch (const std::exception& e) {
     Log("writer thread stopped: %s", e.what());
   } catch (...) {

@@ -99,9 +99,17 @@ void Settle(const fs::path& file) {
   }
   sqlite3_finalize(st);
   std::string sql = "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;";
-  if (unfinished)
-    sql += "UPDATE stats SET value=1 WHERE name='recording_incomplete';"
+  if (unfinished) {
+    // INSERT OR REPLACE: a process stopped before its first commit has no stats rows yet,
+    // and the mark must not depend on a commit that never happened (issue 14).
+    const StatInfo& info = GetStatInfo(Stat::recording_incomplete);
+    std::string desc(info.description);
+    std::string quoted;
+    for (char c : desc) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+    sql += "INSERT OR REPLACE INTO stats(name, severity, value, description) VALUES('recording_incomplete','" +
+           std::string(SeverityName(info.severity)) + "',1,'" + quoted + "');"
            "UPDATE meta SET value='incomplete' WHERE key='recording_state';";
+  }
   if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
     Note(file.string() + ": settling failed: " + (err ? err : "unknown error"));
     sqlite3_free(err);

@@ -310,7 +310,9 @@ class InjectorTest(unittest.TestCase):
         self.assertIn("checkpoint", names)
         self.assertIn("marker", names)
         self.assertIn("a-range-name-that-is-much-longer-than-forty-sev", names)
-        self.assertEqual(s.stat("nvtx_names_truncated"), 1)
+        # Truncated on a UTF-8 boundary (issue 14): not half of the euro sign.
+        self.assertIn("utf8-cut-" + "x" * 36, names)
+        self.assertEqual(s.stat("nvtx_names_truncated"), 2)
         self.assertTrue(all(a <= b for _, _, _, a, b in rows))
         # Each step range encloses its all-reduce.
         ops = s.ops()
@@ -451,6 +453,64 @@ class InjectorTest(unittest.TestCase):
         ops = s.ops()
         self.assertIn(len(ops), (last, last + 1))  # the op in flight may or may not be in
         self.assertEqual([o["seq"] for o in ops], list(range(len(ops))))
+
+    # ---- issue 14: a hostile host process --------------------------------------------------
+
+    def test_program_that_closes_and_reuses_every_descriptor_gets_nothing_written(self):
+        # The program closes every fd >= 3 after the recorder started, then puts its own file
+        # under every number 3..4095: the recorder's eventfds and SQLite files are gone. Not a
+        # byte may land in the program's file, the writer must not spin, the loss is said.
+        victim = os.path.join(self.tmp, "victim.bin")
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--flush-ms", "50", "--", DRIVER, "closefds", victim],
+                           env=env_with(RANK=0, WORLD_SIZE=1), timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(os.path.getsize(victim), 0, "the recorder wrote into the program's file")
+        idle = [int(l.split()[1]) for l in out.splitlines() if l.startswith("idle_cpu_ms")]
+        self.assertEqual(len(idle), 1, out)
+        self.assertLess(idle[0], 250, "the writer thread spins on a descriptor that is not its own")
+        self.assertIn("recorder_descriptor_lost", err)
+        s = self.only_store()
+        self.assertEqual(s.integrity(), "ok")
+        self.assertNotEqual(s.meta("recording_state"), "finished")  # marked incomplete by run
+
+    def test_fork_while_another_thread_activates_leaves_an_inert_child(self):
+        # 20 processes, each forking while its other thread starts the recorder: no child may
+        # wait forever for an activation that no thread of it will finish.
+        script = f"for i in $(seq 20); do {DRIVER} forkrace || exit 1; done"
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", "sh", "-c", script],
+                         env=env_with(RANK=0, WORLD_SIZE=2), timeout=200)
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("hung", err)
+
+    def test_signal_dispositions_keep_the_programs_flags_mask_and_ignore(self):
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "sigflags"],
+                         env=env_with(RANK=0, WORLD_SIZE=1), timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(self.only_store().meta("recording_state"), "finished")
+
+    def test_stalled_final_flush_holds_the_exit_only_a_flush_period_plus_grace(self):
+        # CUPTI's forced flush blocks for 30 s at exit: the process leaves after the flush
+        # period (200 ms) plus the 2 s grace, and the file is marked incomplete.
+        t0 = time.monotonic()
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--flush-ms", "200", "--", DRIVER, "cupti", FAKE_CUPTI],
+                         env=env_with(RANK=0, WORLD_SIZE=2, OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI, FAKE_CUPTI_STALL_MS=30000),
+                         timeout=60)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(rc, 0, err)
+        self.assertLess(elapsed, 8, err)
+        self.assertIn("made no progress for 2200 ms", err)
+        s = self.only_store()
+        self.assertEqual(s.meta("recording_state"), "incomplete")
+        self.assertEqual(s.stat("recording_incomplete"), 1)
+
+    def test_ring_is_not_written_at_activation(self):
+        # 1 M records (192 MiB of slots): activation touches only what is used.
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "rss"],
+                           env=env_with(RANK=0, WORLD_SIZE=1, OVERLAPPROF_RING_RECORDS=1 << 20), timeout=60)
+        self.assertEqual(rc, 0, err)
+        growth = [int(l.split()[1]) for l in out.splitlines() if l.startswith("rss_growth_kib")]
+        self.assertEqual(len(growth), 1, out)
+        self.assertLess(growth[0], 32 * 1024, "activation wrote the ring's slots")
 
     # ---- the run command itself -----------------------------------------------------------
 

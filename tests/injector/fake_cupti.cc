@@ -9,10 +9,12 @@
 // FAKE_CUPTI_BUSY=1 makes cuptiSubscribe fail as it does when another tool holds CUPTI.
 #include <cupti.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -96,7 +98,11 @@ FAKE CUptiResult cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, CUpti
   *record = reinterpret_cast<CUpti_Activity*>(next);
   return CUPTI_SUCCESS;
 }
-FAKE CUptiResult cuptiActivityFlushAll(uint32_t) {
+FAKE CUptiResult cuptiActivityFlushAll(uint32_t flag) {
+  // FAKE_CUPTI_STALL_MS: a forced flush (the final one) blocks that long, as CUPTI does on a
+  // hung GPU or a stalled host (issue 14: the exit must not wait for it past its bound).
+  if (const char* st = std::getenv("FAKE_CUPTI_STALL_MS"); st && (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(st)));
   std::vector<Rec> recs;
   {
     std::lock_guard<std::mutex> lock(g_mu);

@@ -7,6 +7,10 @@
 #include <dlfcn.h>
 #include <nccl.h>
 #include <nvtx3/nvToolsExt.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -199,6 +203,9 @@ int Nvtx() {
   nvtxMarkA("marker");
   nvtxRangePushA("a-range-name-that-is-much-longer-than-forty-seven-bytes-in-total");
   nvtxRangePop();
+  // 45 ASCII bytes, then "€" (3 bytes) across the 47-byte cut: stored as the 45 bytes only.
+  nvtxRangePushA("utf8-cut-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\xe2\x82\xac-tail");
+  nvtxRangePop();
   nvtxRangeEnd(id);
   NCCL_CHECK(ncclCommDestroy(comm));
   return 0;
@@ -297,6 +304,137 @@ int InitAll() {
   return 0;
 }
 
+
+// ---- Issue 14: a hostile host process -------------------------------------------------------
+
+// Records, then closes every descriptor >= 3 (as a daemonizing program or a sandbox does),
+// opens VICTIM and puts it under every number from 3 to 4095 (so whatever number the
+// recorder kept, it now names the program's file), and keeps calling NCCL across several
+// flush periods. The recorder must write nothing into VICTIM and must not spin: prints the
+// CPU time this process used while idle afterwards ("idle_cpu_ms N").
+int CloseFds(const char* victim) {
+  ncclComm_t comm = InitWorld();
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 1, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+  usleep(200 * 1000);  // at least one commit
+  struct rlimit lim;
+  getrlimit(RLIMIT_NOFILE, &lim);
+  int top = lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur > 65536 ? 65536 : static_cast<int>(lim.rlim_cur);
+  for (int fd = 3; fd < top; ++fd) close(fd);
+  int v = open(victim, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  if (v < 0) return 1;
+  int last = top < 4096 ? top : 4096;
+  for (int fd = 3; fd < last; ++fd)
+    if (fd != v && dup2(v, fd) < 0) return 1;
+  for (int i = 0; i < 20; ++i) {
+    ncclAllReduce(g_buf, g_buf, 2 + i, ncclFloat32, ncclSum, comm, Stream(0x5100));
+    usleep(20 * 1000);
+  }
+  struct rusage a, b;
+  getrusage(RUSAGE_SELF, &a);
+  usleep(500 * 1000);
+  getrusage(RUSAGE_SELF, &b);
+  auto ms = [](const struct rusage& r) {
+    return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1000.0 + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1000.0;
+  };
+  std::printf("idle_cpu_ms %.0f\n", ms(b) - ms(a));
+  std::fflush(stdout);
+  return 0;  // the exit path (final flush) runs after this, still against VICTIM
+}
+
+// One thread starts the recorder (its first NCCL call) while the main thread forks; the
+// child calls NCCL and exits. A child that inherited "activating" must not wait for an
+// activation no thread of it will finish. Exit 1 when the child hangs (it is killed).
+int ForkRace() {
+  std::atomic<bool> go{false};
+  std::thread t([&] {
+    go.store(true);
+    InitWorld();
+  });
+  while (!go.load()) {
+  }
+  pid_t pid = fork();
+  if (pid < 0) return 1;
+  if (pid == 0) {
+    ncclComm_t c = nullptr;
+    ncclCommInitRank(&c, 2, MakeId(3), 0);
+    _exit(0);
+  }
+  t.join();
+  for (int i = 0; i < 500; ++i) {  // 5 s
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+    usleep(10 * 1000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  std::fprintf(stderr, "nccl_driver: the forked child hung\n");
+  return 1;
+}
+
+std::atomic<int> g_sigint_calls{0};
+void OnSigint(int) { g_sigint_calls.fetch_add(1); }
+
+// The program's signal semantics survive the recorder: SIGINT installed without SA_RESTART,
+// with SA_RESETHAND, SA_ONSTACK and a mask; SIGTERM ignored. After activation the flags and
+// mask are the program's, SIGTERM is still ignored, and a SIGINT reaches the program's
+// handler once, then the disposition is the default (SA_RESETHAND). Exit 1 with a line per
+// difference.
+int SigFlags() {
+  struct sigaction a;
+  std::memset(&a, 0, sizeof a);
+  a.sa_handler = OnSigint;
+  a.sa_flags = SA_ONSTACK | SA_RESETHAND;
+  sigemptyset(&a.sa_mask);
+  sigaddset(&a.sa_mask, SIGUSR2);
+  sigaction(SIGINT, &a, nullptr);
+  signal(SIGTERM, SIG_IGN);
+  ncclComm_t comm = InitWorld();
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 1, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+  int bad = 0;
+  auto fail = [&](const char* what) {
+    std::fprintf(stderr, "nccl_driver: %s\n", what);
+    ++bad;
+  };
+  struct sigaction now;
+  sigaction(SIGINT, nullptr, &now);
+  if (now.sa_flags & SA_RESTART) fail("SIGINT: SA_RESTART added");
+  if (!(now.sa_flags & SA_ONSTACK)) fail("SIGINT: SA_ONSTACK lost");
+  if (!(now.sa_flags & SA_RESETHAND)) fail("SIGINT: SA_RESETHAND lost");
+  if (!sigismember(&now.sa_mask, SIGUSR2)) fail("SIGINT: sa_mask lost");
+  sigaction(SIGTERM, nullptr, &now);
+  if (now.sa_handler != SIG_IGN) fail("SIGTERM: no longer ignored");
+  raise(SIGINT);
+  if (g_sigint_calls.load() != 1) fail("SIGINT: the program's handler did not run once");
+  sigaction(SIGINT, nullptr, &now);
+  if (now.sa_handler != SIG_DFL) fail("SIGINT: not reset to the default (SA_RESETHAND)");
+  raise(SIGTERM);  // ignored: we go on
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 2, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return bad ? 1 : 0;
+}
+
+// Resident memory growth across the first NCCL call (the recorder's activation), printed as
+// "rss_growth_kib N".
+long RssKib() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib;
+}
+int Rss() {
+  long before = RssKib();
+  ncclComm_t comm = InitWorld();
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 1, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+  long after = RssKib();
+  std::printf("rss_growth_kib %ld\n", after - before);
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -314,6 +452,10 @@ int main(int argc, char** argv) {
   if (mode == "cupti" && argc > 2) return Cupti(argv[2]);
   if (mode == "cupti_race" && argc > 2) return CuptiRace(argv[2]);
   if (mode == "none") return 0;
+  if (mode == "closefds" && argc > 2) return CloseFds(argv[2]);
+  if (mode == "forkrace") return ForkRace();
+  if (mode == "sigflags") return SigFlags();
+  if (mode == "rss") return Rss();
   std::fprintf(stderr,
                "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|cupti FAKE_CUPTI|cupti_race FAKE_CUPTI|none\n");
   return 2;

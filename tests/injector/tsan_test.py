@@ -120,6 +120,35 @@ class TsanTest(unittest.TestCase):
         self.assertEqual(p.returncode, -signal.SIGTERM, err[-3000:])
         self.assertFinished(done)
 
+    # ---- issue 14: a hostile host process ---------------------------------------------------
+
+    def test_descriptors_closed_and_reused_by_the_program(self):
+        victim = os.path.join(self.out, "victim.bin")
+        # The program closing a descriptor the writer thread is using is the attack itself
+        # (TSan reports the program's close() against our fstat()): suppressed for the
+        # program's frame only; every race of ours is still reported.
+        supp = os.path.join(self.out, "closefds.supp")
+        with open(supp, "w") as f:
+            f.write("race:CloseFds\n")
+        rc, err = self.drive("closefds", victim, RANK=0, WORLD_SIZE=1,
+                             TSAN_OPTIONS=TSAN_OPTIONS + f" suppressions={supp}")
+        self.assertClean(rc, err)
+        self.assertEqual(os.path.getsize(victim), 0)
+        self.assertIn("recorder_descriptor_lost", err)
+
+    def test_fork_while_another_thread_activates(self):
+        # A child forked before the other thread claimed the activation records on its own
+        # (it starts its writer thread): TSan refuses new threads after a multi-threaded
+        # fork unless told otherwise.
+        for _ in range(5):
+            rc, err = self.drive("forkrace", RANK=0, WORLD_SIZE=2, TSAN_OPTIONS=TSAN_OPTIONS + " die_after_fork=0")
+            self.assertClean(rc, err)
+
+    def test_signal_flags_kept(self):
+        rc, err = self.drive("sigflags", RANK=0, WORLD_SIZE=1)
+        self.assertClean(rc, err)
+        self.assertFinished(2)
+
 
 class TsanUnitTest(unittest.TestCase):
     def test_ring_and_batching(self):
