@@ -10,7 +10,7 @@ Each run: `overlapprof run -o OUT/runs/NAME/store --no-analyze -- python -m torc
 --standalone --nproc_per_node=N samples/SCRIPT ARGS --json OUT/runs/NAME/sample.json`, then
 `overlapprof analyze STORE --json OUT/runs/NAME/summary.json`. A script that cannot run here (an API, the
 hardware) writes {"skipped": reason} and its checks are SKIP with that reason, never PASS. Checks that
-need an analyzer overlapprof does not have yet (the pipeline bubble: send/recv matching) are SKIP
+need a section the summary lacks (the pipeline bubble: `point_to_point`, from send/recv pairing) are SKIP
 with the reason while their key is absent from the summary, and run once it appears.
 
 Result per check: PASS, FAIL or SKIP. Writes OUT/expectations.json and OUT/expectations.md; the last
@@ -62,8 +62,6 @@ RUNS = {
     },
 }
 
-# Keys a pipeline-bubble analyzer may add (another issue: send/recv matching). None exists today.
-PIPELINE_KEYS = ("pipeline", "pipeline_bubbles", "bubbles")
 
 
 class Result:
@@ -404,22 +402,25 @@ def check_pp(runs):
             out.append(verdict(pair, f"{r.name}: send/recv between stages recorded",
                                p2p is not None and p2p.get("count", 0) > 0,
                                f"op_types p2p count {None if p2p is None else p2p.get('count')}"))
-        # Future: the bubble share from the pipeline analyzer.
-        keys = [k for k in PIPELINE_KEYS if k in r.summary]
-        if not keys:
+        # The pipeline bubble that communication causes: the time recvs waited for their peer's
+        # send (overlapprof's point_to_point section, docs/cross-rank.md), over the ranks' wall time.
+        pp = r.summary.get("point_to_point")
+        want = r.sample.get("observed", {}).get("theoretical_bubble_share")
+        if not isinstance(pp, dict):
             out.append(Result(pair, f"{r.name}: pipeline bubble share", SKIP,
-                              "the summary has no pipeline section (needs the send/recv matching analyzer); "
-                              f"theoretical {r.sample.get('observed', {}).get('theoretical_bubble_share')}"))
-        else:
-            sec = r.summary[keys[0]]
-            rows = sec if isinstance(sec, list) else [sec]
-            vals = [x.get("bubble_share", x.get("bubble_fraction")) for x in rows if isinstance(x, dict)]
-            vals = [v for v in vals if v is not None]
-            want = r.sample.get("observed", {}).get("theoretical_bubble_share")
-            got = statistics.fmean(vals) if vals else None
-            out.append(verdict(pair, f"{r.name}: pipeline bubble share",
-                               got is not None and want is not None and abs(got - want) <= 0.1,
-                               f"{keys[0]}: {fmt(got)}, theoretical {fmt(want)} (tolerance 0.1)"))
+                              "the summary has no point_to_point section (no send/recv recorded, or an overlapprof "
+                              f"without send/recv pairing); theoretical {fmt(want)}"))
+            continue
+        if (r.sample.get("world_size") or 1) > 1:
+            out.append(verdict(pair, f"{r.name}: sends paired with recvs across stages", (pp.get("pairs") or 0) > 0,
+                               f"point_to_point.pairs {pp.get('pairs')}, unpaired sends {pp.get('unpaired_sends')}, "
+                               f"recvs {pp.get('unpaired_recvs')}"))
+        wall = sum(x.get("wall_ns") or 0 for x in r.summary.get("ranks") or [])
+        wait = sum(x.get("recv_wait_ns") or 0 for x in pp.get("ranks") or [] if isinstance(x, dict))
+        got = wait / wall if wall > 0 else None
+        out.append(verdict(pair, f"{r.name}: pipeline bubble share",
+                           got is not None and want is not None and abs(got - want) <= 0.1,
+                           f"recv wait / wall over the ranks: {fmt(got)}, theoretical {fmt(want)} (tolerance 0.1)"))
     s = skip_dependents(pair, ["pp_gpipe", "pp_interleaved"], u, "interleaved idles less than GPipe (proxy)")
     if s:
         out.append(s)
@@ -435,6 +436,14 @@ def check_pp(runs):
         got = None if top is None else top.get("rank")
         out.append(verdict(pair, "pp_1f1b_slow1: slow stage named", want is not None and got == want,
                            f"rank with the most compute_ns: {got}, slow stage's rank: {want}"))
+        pp = r.summary.get("point_to_point")
+        if isinstance(pp, dict):
+            waited = pp.get("bottleneck_rank")
+            out.append(verdict(pair, "pp_1f1b_slow1: the stage everyone waits on", want is not None and waited == want,
+                               f"point_to_point.bottleneck_rank {waited}, slow stage's rank {want}"))
+        else:
+            out.append(Result(pair, "pp_1f1b_slow1: the stage everyone waits on", SKIP,
+                              "the summary has no point_to_point section"))
         if "pp_1f1b" in u:
             a, b = mean_idle_share(u["pp_1f1b"].summary), None
             others = [idle_share(r.summary, x.get("rank")) for x in ranks if x.get("rank") != want]

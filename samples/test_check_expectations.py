@@ -254,13 +254,18 @@ class TpTest(unittest.TestCase):
                                                      "async TP: less exposed NCCL time per iteration"])
 
 
-def pp_run(name, compute=(100, 100), wall=(200, 200), p2p=16, bubble=None, slow_rank=None, theory=0.11):
+def pp_run(name, compute=(100, 100), wall=(200, 200), p2p=16, recv_wait=None, slow_rank=None, theory=0.11,
+           bottleneck=None, pairs=16):
     s = summary(compute=compute, wall=wall)
     for r in range(2):
         if p2p:
             s["op_types"].append({"rank": r, "op": "p2p", "count": p2p, "time_ns": 100, "exposed_ns": 50})
-    if bubble is not None:
-        s["pipeline"] = [{"rank": r, "bubble_share": bubble} for r in range(2)]
+    if recv_wait is not None:  # overlapprof's point_to_point section (docs/cross-rank.md)
+        s["point_to_point"] = {"pairs": pairs, "unpaired_sends": 0, "unpaired_recvs": 0,
+                               "recv_wait_ns": sum(recv_wait), "bottleneck_rank": bottleneck,
+                               "ranks": [{"rank": r, "sends": 8, "recvs": 8, "recv_wait_ns": w, "waited_on_ns": 0}
+                                         for r, w in enumerate(recv_wait)],
+                               "iterations": [], "notices": []}
     return ce.Run(name, s, sample(theoretical_bubble_share=theory, slow_rank=slow_rank))
 
 
@@ -276,19 +281,33 @@ class PpTest(unittest.TestCase):
         res = ce.check_pp(pp_runs())
         self.assertEqual(failed(res), [])
         skips = [r for r in res if r.status == ce.SKIP]
-        self.assertEqual(len(skips), 4)
-        self.assertTrue(all("send/recv matching" in r.detail for r in skips))
+        self.assertEqual(len(skips), 5)  # 4 bubble shares, the stage everyone waits on
+        self.assertTrue(all("no point_to_point section" in r.detail for r in skips))
         st = statuses(res)
         self.assertEqual(st["pp_1f1b_slow1: slow stage named"], ce.PASS)
         self.assertEqual(st["interleaved idles less than GPipe (proxy)"], ce.PASS)
 
-    def test_bubble_key_checked_once_present(self):
+    def test_bubble_from_point_to_point(self):
         runs = pp_runs()
-        runs["pp_gpipe"] = pp_run("pp_gpipe", compute=(120, 120), bubble=0.12)
+        # recv wait 192 of 1600 ns of wall (2 ranks x 4 iterations x 200): 0.12, theoretical 0.11.
+        runs["pp_gpipe"] = pp_run("pp_gpipe", compute=(120, 120), recv_wait=(90, 102))
         st = statuses(ce.check_pp(runs))
         self.assertEqual(st["pp_gpipe: pipeline bubble share"], ce.PASS)
-        runs["pp_gpipe"] = pp_run("pp_gpipe", compute=(120, 120), bubble=0.5)
-        self.assertIn("pp_gpipe: pipeline bubble share", failed(ce.check_pp(runs)))
+        self.assertEqual(st["pp_gpipe: sends paired with recvs across stages"], ce.PASS)
+        runs["pp_gpipe"] = pp_run("pp_gpipe", compute=(120, 120), recv_wait=(400, 400))  # 0.5
+        self.assertEqual(failed(ce.check_pp(runs)), ["pp_gpipe: pipeline bubble share"])
+        runs["pp_gpipe"] = pp_run("pp_gpipe", compute=(120, 120), recv_wait=(90, 102), pairs=0)
+        self.assertEqual(failed(ce.check_pp(runs)), ["pp_gpipe: sends paired with recvs across stages"])
+
+    def test_stage_everyone_waits_on(self):
+        runs = pp_runs()
+        runs["pp_1f1b_slow1"] = pp_run("pp_1f1b_slow1", compute=(100, 300), wall=(400, 400), slow_rank=1,
+                                       recv_wait=(40, 50), bottleneck=1)
+        st = statuses(ce.check_pp(runs))
+        self.assertEqual(st["pp_1f1b_slow1: the stage everyone waits on"], ce.PASS)
+        runs["pp_1f1b_slow1"] = pp_run("pp_1f1b_slow1", compute=(100, 300), wall=(400, 400), slow_rank=1,
+                                       recv_wait=(40, 50), bottleneck=0)
+        self.assertEqual(failed(ce.check_pp(runs)), ["pp_1f1b_slow1: the stage everyone waits on"])
 
     def test_wrong_slow_stage_and_ordering(self):
         runs = pp_runs()
