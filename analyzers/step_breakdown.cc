@@ -51,15 +51,18 @@ std::string StepVerdict(const StepSplit& s, const std::vector<std::pair<int64_t,
   const OverlapFigures f = FiguresOf(s);
   if (s.wall_ns <= 0 || s.idle_ns >= s.wall_ns) return "no GPU activity in the trace: nothing to analyze";
   auto share = [&](int64_t ns) { return FormatPercent(static_cast<double>(ns) / static_cast<double>(s.wall_ns)); };
-  auto counts = [&](int64_t ns) { return ns * 100 >= kVerdictSharePercent * s.wall_ns; };
+  // 128-bit products: trace timestamps are file-controlled and ns * 100 overflows int64 near 9.2e16 ns.
+  auto counts = [&](int64_t ns) {
+    return static_cast<__int128>(ns) * 100 >= static_cast<__int128>(kVerdictSharePercent) * s.wall_ns;
+  };
   const int64_t exposed = s.comm_exposed_ns + s.comm_waiting_ns;
   // "exposed communication X of the step[, of which Y is waiting for rank R]"
   auto exposed_text = [&] {
     std::string t = fmt::format("exposed communication {} of the step", share(exposed));
     if (s.comm_waiting_ns > 0) {
-      int64_t total = 0;
+      __int128 total = 0;
       for (const auto& [rank, ns] : waited_for) total += ns;
-      if (!waited_for.empty() && waited_for[0].second * 2 >= total)
+      if (!waited_for.empty() && static_cast<__int128>(waited_for[0].second) * 2 >= total)
         t += fmt::format(", of which {} is waiting for rank {}", share(s.comm_waiting_ns), waited_for[0].first);
       else if (!waited_for.empty())
         t += fmt::format(", of which {} is waiting for other ranks (most for rank {})", share(s.comm_waiting_ns),

@@ -2,7 +2,9 @@
 """CPU tests of the reference workloads' own logic (ctest `samples_workloads_cpu`), stdlib unittest.
 
 Needs a Python with PyTorch: this interpreter, else $OVERLAPPROF_TORCH_PYTHON, else Debian's
-/usr/bin/python3 (python3-torch, scripts/setup.sh). Without one every test skips with one line.
+/usr/bin/python3 (python3-torch, scripts/setup.sh). Without one every workload test skips with one line.
+  - the by-hand launcher itself (no PyTorch): a rank whose peer has exited is killed after a grace
+    period instead of waiting on the rendezvous, a signal is a failure, a lost port race is retried.
   - ddp_buckets.py for real: gloo, 2 ranks under torch.distributed.run (where torchrun itself works:
     Debian's 1.13 torchrun fails on Python 3.11, then the same environment torchrun gives each rank is
     set here), a few tiny steps: buckets per step from the comm hook (many with a small cap), no
@@ -93,24 +95,113 @@ class Launcher:
                 print(f"note: {cls.note}", file=sys.stderr)
             else:
                 return p.returncode, p.stdout + p.stderr
+        # By hand. Every rank is polled: a rank that dies (a port taken between free_port() and the
+        # store's bind, an import error) would leave the others waiting on the rendezvous for gloo's
+        # 30-minute default, and a correct run ends all its ranks within seconds of each other. So once
+        # one rank has exited the others get GRACE_S, then are killed and the launch counts as failed.
+        # A lost port race (EADDRINUSE) or a rank that had to be killed is retried (3 launches at most,
+        # each noted on stderr): a hang that repeats fails the test with every rank's output.
+        for attempt in range(1, 4):
+            rc, out, retry_why = cls._run_by_hand(env, cmd_tail, nproc, timeout)
+            if rc == 0 or retry_why is None or attempt == 3:
+                return rc, out
+            print(f"note: launch {attempt} of {' '.join(cmd_tail[-3:])}: {retry_why}: retrying", file=sys.stderr)
+
+    GRACE_S = 30
+
+    @classmethod
+    def _run_by_hand(cls, env, cmd_tail, nproc, timeout, python=None):
+        """Returns (exit code, every rank's output, why a retry may help or None)."""
         port = str(free_port())
-        procs = []
+        procs, logs = [], []
         for r in range(nproc):
             e = dict(env, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc),
                      GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-            procs.append(subprocess.Popen([PY] + cmd_tail, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                          text=True, env=e))
-        outs, rcs = [], []
-        for p in procs:
-            try:
-                o, _ = p.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                o, _ = p.communicate()
-            outs.append(o)
-            rcs.append(p.returncode)
-        rc = 0 if all(c == 0 for c in rcs) else SKIP_EXIT if all(c == SKIP_EXIT for c in rcs) else max(rcs)
-        return rc, "\n".join(outs)
+            log = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: no rank blocks on a full pipe
+            logs.append(log)
+            procs.append(subprocess.Popen([python or PY] + cmd_tail, stdout=log, stderr=subprocess.STDOUT, text=True, env=e))
+        deadline = time.monotonic() + timeout
+        first_exit = None
+        killed = []
+        while any(p.poll() is None for p in procs):
+            now = time.monotonic()
+            if first_exit is None and any(p.returncode is not None for p in procs):
+                first_exit = now
+            if now > deadline or (first_exit is not None and now > first_exit + cls.GRACE_S):
+                why = f"timed out after {timeout} s" if now > deadline else \
+                    f"still running {cls.GRACE_S} s after another rank exited"
+                for r, p in enumerate(procs):
+                    if p.poll() is None:
+                        p.kill()
+                        killed.append(f"rank {r} {why}: killed")
+                break
+            time.sleep(0.1)
+        rcs = [p.wait() for p in procs]
+        outs = []
+        for r, log in enumerate(logs):
+            log.seek(0)
+            outs.append(f"--- rank {r} (exit {rcs[r]}) ---\n" + log.read())
+            log.close()
+        out = "\n".join(outs + [f"[launcher] {k}" for k in killed])
+        if killed:
+            return 1, out, "; ".join(killed)
+        if all(c == 0 for c in rcs):
+            return 0, out, None
+        if all(c == SKIP_EXIT for c in rcs):
+            return SKIP_EXIT, out, None
+        failed = next(c for c in rcs if c not in (0, SKIP_EXIT))
+        rc = failed if failed > 0 else 1  # a signal (negative code) is a failure too
+        return rc, out, ("port taken before the store bound it" if "address already in use" in out.lower()
+                         else None)
+
+
+class LauncherTest(unittest.TestCase):
+    """The by-hand launcher never waits on a rank whose peer is gone (no PyTorch needed)."""
+
+    def launch(self, body, timeout=60):
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+            f.write("import os, sys, time\nr = int(os.environ['RANK'])\n" + body)
+        old = Launcher.GRACE_S
+        Launcher.GRACE_S = 1
+        try:
+            t0 = time.monotonic()
+            rc, out, retry = Launcher._run_by_hand(dict(os.environ), [f.name], 2, timeout, python=sys.executable)
+            return rc, out, retry, time.monotonic() - t0
+        finally:
+            Launcher.GRACE_S = old
+            os.unlink(f.name)
+
+    def test_all_ranks_succeed(self):
+        rc, out, retry, _ = self.launch("print('hello', r)\n")
+        self.assertEqual((rc, retry), (0, None))
+        self.assertIn("hello 0", out)
+        self.assertIn("hello 1", out)
+
+    def test_rank_left_waiting_is_killed_after_grace(self):
+        rc, out, retry, secs = self.launch("if r == 1: time.sleep(600)\n")
+        self.assertEqual(rc, 1)
+        self.assertIn("rank 1 still running 1 s after another rank exited: killed", out)
+        self.assertIsNotNone(retry)
+        self.assertLess(secs, 30)
+
+    def test_failure_by_signal_is_a_failure(self):
+        rc, _, retry, _ = self.launch("if r == 0: os.kill(os.getpid(), 9)\n")
+        self.assertEqual((rc, retry), (1, None))
+
+    def test_port_race_is_retryable(self):
+        rc, _, retry, _ = self.launch("if r == 0:\n    print('OSError: [Errno 98] Address already in use')\n"
+                                      "    sys.exit(1)\n")
+        self.assertEqual(rc, 1)
+        self.assertEqual(retry, "port taken before the store bound it")
+
+    def test_all_ranks_skip(self):
+        rc, _, retry, _ = self.launch("print('SKIP x: y'); sys.exit(3)\n")
+        self.assertEqual((rc, retry), (SKIP_EXIT, None))
+
+    def test_timeout(self):
+        rc, out, retry, _ = self.launch("time.sleep(600)\n", timeout=2)
+        self.assertEqual(rc, 1)
+        self.assertIn("timed out after 2 s", out)
 
 
 @unittest.skipIf(PY is None, NO_TORCH)
