@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -399,11 +400,19 @@ void DecodeRecord(CuptiDecoder* d, RankTrace* t, const CUpti_Activity* rec) {
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {
       // Peer-to-peer: copy kind PtoP, or DtoD between two devices. Stored as copy kind PtoP
-      // (10) so every reader sees a peer copy (the store has no source/destination columns).
+      // (10) so every reader sees a peer copy, and named with its source and destination
+      // devices ("Memcpy PtoP (device 0 -> device 1)"): the name is where the store keeps them
+      // (no source/destination columns; a handful of distinct names per process).
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(rec);
-      uint8_t kind = IsPeerCopy(m->copyKind, m->srcDeviceId, m->dstDeviceId) ? kCopyKindPeer : m->copyKind;
+      const bool peer = IsPeerCopy(m->copyKind, m->srcDeviceId, m->dstDeviceId);
+      const uint8_t kind = peer ? kCopyKindPeer : m->copyKind;
+      char name[96];
+      if (peer)
+        std::snprintf(name, sizeof name, "%s (device %u -> device %u)", CopyKindName(kind), m->srcDeviceId,
+                      m->dstDeviceId);
       AddActivity(t, ActivityKind::kMemcpy, m->start, m->end, m->deviceId, m->streamId, m->correlationId,
-                  t->names.Intern(CopyKindName(kind)), static_cast<int64_t>(m->bytes), kind);
+                  t->names.Intern(peer ? std::string_view(name) : std::string_view(CopyKindName(kind))),
+                  static_cast<int64_t>(m->bytes), kind);
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {

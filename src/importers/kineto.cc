@@ -345,9 +345,12 @@ class KinetoReader {
         case 8:
           if (key == "Src Rank") AnyInt(fv, &ev.src_rank);
           else if (key == "Dst Rank") AnyInt(fv, &ev.dst_rank);
+          else if (key == "toDevice") AnyInt(fv, &ev.to_device);
+          else if (key == "inDevice") AnyInt(fv, &ev.in_device);
           break;
         case 10:
           if (key == "Group size") AnyInt(fv, &ev.group_size);
+          else if (key == "fromDevice") AnyInt(fv, &ev.from_device);
           break;
         case 11:
           if (key == "correlation") AnyInt(fv, &ev.correlation);

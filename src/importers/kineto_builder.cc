@@ -130,12 +130,16 @@ void TraceBuilder::AddActivity(const RawEvent& ev, Cat cat) {
                                  : ActivityKind::kSync;
   a.name_id = ev.has_name ? InternRaw(ev.name) : 0;
   a.correlation_id = ev.correlation;
-  int64_t device = ev.device != kUnknown ? ev.device : ev.pid;
+  int64_t device = ev.device != kUnknown ? ev.device : ev.in_device != kUnknown ? ev.in_device : ev.pid;
   int64_t stream = ev.stream != kUnknown ? ev.stream : ev.tid;
   if (stream == kUnknown) t_.stats.Add(Stat::activities_unknown_stream);
   a.stream = t_.StreamIndex(device, stream);
   if (a.kind == ActivityKind::kMemcpy || a.kind == ActivityKind::kMemset) a.bytes = ev.bytes;
-  if (a.kind == ActivityKind::kMemcpy) a.copy_kind = CopyKindFromName(t_.names.Get(a.name_id));
+  if (a.kind == ActivityKind::kMemcpy) {
+    a.copy_kind = CopyKindFromName(t_.names.Get(a.name_id));
+    // A device-to-device copy between two GPUs (fromDevice != toDevice) is a peer copy.
+    if (IsPeerCopy(a.copy_kind, ev.from_device, ev.to_device)) a.copy_kind = kCopyKindPeer;
+  }
 
   std::string_view name = t_.names.Get(a.name_id);
   bool has_meta = !ev.coll_name.empty();

@@ -86,6 +86,8 @@ struct RawEvent {
   int64_t in_nelems = kUnknown, out_nelems = kUnknown, group_size = kUnknown, seq = kUnknown;
   std::string_view external_id;                     // "External id" (raw JSON token): links a kernel to its host op
   int64_t src_rank = kUnknown, dst_rank = kUnknown;  // "Src Rank"/"Dst Rank" of a send/recv (global ranks)
+  // A copy between two GPUs (Kineto's CUPTI MEMCPY2 records): "fromDevice", "inDevice", "toDevice".
+  int64_t from_device = kUnknown, in_device = kUnknown, to_device = kUnknown;
 };
 
 // An integer id from its raw JSON token (a number, or a decimal string), kUnknown when it is neither.

@@ -1,5 +1,7 @@
 #include "src/trace/link.h"
 
+#include "src/trace/classify.h"
+
 #include <algorithm>
 #include <unordered_map>
 #include <vector>
@@ -98,6 +100,23 @@ void LinkInjectorRecords(RankTrace& t) {
   t.stats.Add(Stat::correlations_unmatched, unmatched);
   if (!t.activities.empty())
     t.stats.Add(Stat::comm_ops_without_gpu_activity, std::count(linked.begin(), linked.end(), false));
+  // Copies between two GPUs (the recorder stores them as copy kind PtoP, docs/classification.md
+  // rule 4) are communication no NCCL call announced: each becomes its own p2p_copy op, as the
+  // Kineto and nsys importers make them.
+  for (size_t i = 0; i < t.activities.size(); ++i) {
+    Activity& a = t.activities[i];
+    if (a.kind != ActivityKind::kMemcpy || a.comm_op != kNoIndex || !IsPeerCopy(a.copy_kind)) continue;
+    CommOp op;
+    op.source = CommSource::kKernelName;
+    op.rule = CommRule::kPeerCopy;
+    op.op = "p2p_copy";
+    op.bytes = a.bytes;
+    op.communicator = "unknown";
+    op.stream = a.stream;
+    a.category = Category::kComm;
+    a.comm_op = static_cast<uint32_t>(t.comm_ops.size());
+    t.comm_ops.push_back(std::move(op));
+  }
 }
 
 }  // namespace overlapprof

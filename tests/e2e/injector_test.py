@@ -365,6 +365,24 @@ class InjectorTest(unittest.TestCase):
         ext = dict(s.q("SELECT external_id, correlation_id FROM external_correlation"))
         self.assertTrue(all(o["launch_id"] in ext for o in ops))  # each op's launch was tagged
 
+    def test_cupti_peer_copy_is_communication_with_both_devices(self):
+        # nccl_driver.cc's "cupti_peer" mode: a GEMM [0, 2) ms and a copy from device 0 to device 1
+        # [1, 4) ms, as CUPTI reports copies between GPUs (a MEMCPY2 record).
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "cupti_peer", FAKE_CUPTI],
+                         env=env_with(RANK=0, WORLD_SIZE=1, OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI))
+        self.assertEqual(rc, 0, err)
+        s = self.only_store()
+        self.assertClean(s)
+        names = [r[0] for r in s.q("SELECT value FROM string")]
+        self.assertIn("Memcpy PtoP (device 0 -> device 1)", names)
+        rc, js, err = run(["analyze", self.out, "--json", "-"])
+        self.assertEqual(rc, 0, err)
+        import json
+        [r] = json.loads(js)["ranks"]
+        ms = 1000000
+        self.assertEqual((r["comm_ns"], r["compute_ns"], r["overlap_ns"]), (3 * ms, 2 * ms, 1 * ms))
+        self.assertEqual(r["comm_rules"], {"peer_copy": 1})
+
     def test_cupti_dropped_records_counted_per_context_and_stream(self):
         rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "cupti", FAKE_CUPTI],
                          env=env_with(RANK=0, WORLD_SIZE=2, OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI, FAKE_CUPTI_DROPPED=5))

@@ -21,7 +21,7 @@ namespace {
 
 constexpr size_t Max(size_t a, size_t b) { return a > b ? a : b; }
 constexpr size_t kStride =
-    (Max(Max(sizeof(CUpti_ActivityKernel10), sizeof(CUpti_ActivityMemcpy6)),
+    (Max(Max(Max(sizeof(CUpti_ActivityKernel10), sizeof(CUpti_ActivityMemcpy6)), sizeof(CUpti_ActivityMemcpyPtoP4)),
          Max(sizeof(CUpti_ActivityAPI), sizeof(CUpti_ActivityExternalCorrelation))) + 7) & ~size_t{7};
 
 struct Rec {
@@ -121,7 +121,9 @@ FAKE CUptiResult cuptiActivityFlushAll(uint32_t flag) {
   return CUPTI_SUCCESS;
 }
 
-// A launch, as CUDA would record it (see the top of the file). `kind` 0: kernel, 1: memcpy.
+// A launch, as CUDA would record it (see the top of the file). `kind` 0: kernel, 1: memcpy
+// (device to device, one GPU), 2: peer-to-peer memcpy from device 0 to device 1 (a MEMCPY2
+// record, as CUPTI gives copies between two GPUs).
 FAKE void fake_cupti_launch(const char* name, uint32_t stream, uint64_t gpu_start, uint64_t gpu_end,
                             uint64_t host_start, int kind) {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -153,6 +155,20 @@ FAKE void fake_cupti_launch(const char* name, uint32_t stream, uint64_t gpu_star
     m->bytes = 4096;
     m->start = gpu_start;
     m->end = gpu_end;
+    m->streamId = stream;
+    m->correlationId = corr;
+    return;
+  }
+  if (kind == 2) {
+    auto* m = Append<CUpti_ActivityMemcpyPtoP4>();
+    m->kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+    m->copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+    m->bytes = 8192;
+    m->start = gpu_start;
+    m->end = gpu_end;
+    m->deviceId = 0;
+    m->srcDeviceId = 0;
+    m->dstDeviceId = 1;
     m->streamId = stream;
     m->correlationId = corr;
     return;

@@ -261,6 +261,32 @@ int Cupti(const char* fake_cupti) {
   return 0;
 }
 
+// Peer copies: a GEMM [0, 2) ms on stream 7 and a copy from device 0 to device 1 [1, 4) ms on
+// stream 9 (CUPTI's MEMCPY2 record). Expected: the copy is communication (kind p2p_copy), named
+// with both devices in the store; comm 3 ms, compute 2 ms, overlap 1 ms.
+int CuptiPeer(const char* fake_cupti) {
+  if (!dlopen(fake_cupti, RTLD_NOW | RTLD_GLOBAL)) {
+    std::fprintf(stderr, "nccl_driver: dlopen %s: %s\n", fake_cupti, dlerror());
+    return 1;
+  }
+  auto init = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "InitializeInjection"));
+  auto launch = reinterpret_cast<void (*)(const char*, uint32_t, uint64_t, uint64_t, uint64_t, int)>(
+      dlsym(RTLD_DEFAULT, "fake_cupti_launch"));
+  if (!init || !launch) {
+    std::fprintf(stderr, "nccl_driver: the injector or a double is missing\n");
+    return 1;
+  }
+  init();
+  ncclComm_t comm = InitWorld();  // the rank file's rank comes from the communicator
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const uint64_t ms = 1000000, base = uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec) + 100 * ms;
+  launch("void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm>(Params)", 7, base, base + 2 * ms, base - ms, 0);
+  launch("", 9, base + 1 * ms, base + 4 * ms, base - ms, 2);
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
 // CUDA initializes (InitializeInjection) on the main thread while two threads that started
 // before it call NCCL, with nothing else ordering them (the flag is relaxed): the hooks see
 // CUPTI become active and read its API table concurrently with its publication. For
@@ -451,12 +477,13 @@ int main(int argc, char** argv) {
   if (mode == "initall") return InitAll();
   if (mode == "cupti" && argc > 2) return Cupti(argv[2]);
   if (mode == "cupti_race" && argc > 2) return CuptiRace(argv[2]);
+  if (mode == "cupti_peer" && argc > 2) return CuptiPeer(argv[2]);
   if (mode == "none") return 0;
   if (mode == "closefds" && argc > 2) return CloseFds(argv[2]);
   if (mode == "forkrace") return ForkRace();
   if (mode == "sigflags") return SigFlags();
   if (mode == "rss") return Rss();
   std::fprintf(stderr,
-               "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|cupti FAKE_CUPTI|cupti_race FAKE_CUPTI|none\n");
+               "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|cupti FAKE_CUPTI|cupti_race FAKE_CUPTI|cupti_peer FAKE_CUPTI|none\n");
   return 2;
 }

@@ -110,6 +110,28 @@ TEST(KinetoImport, HostOpAndPeerCopyRules) {
   EXPECT_EQ(t->ranges[0].step, 3);
 }
 
+// Kineto writes CUPTI's MEMCPY2 records (copies between two GPUs) with "fromDevice",
+// "inDevice" and "toDevice" instead of "device": a DtoD copy between two devices is a peer copy
+// (communication), on the stream of the device that ran it; a DtoD copy within one is memory.
+TEST(KinetoImport, DeviceToDeviceAcrossDevicesIsAPeerCopy) {
+  std::string json = R"J({"traceEvents": [
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 1, "tid": 9, "ts": 30, "dur": 4, "args": {"fromDevice": 1, "inDevice": 1, "toDevice": 3, "stream": 9, "correlation": 4, "bytes": 4096}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 1, "tid": 9, "ts": 40, "dur": 4, "args": {"fromDevice": 1, "inDevice": 1, "toDevice": 1, "stream": 9, "correlation": 5, "bytes": 64}}
+  ]})J";
+  StatusOr<RankTrace> t = ParseJsonText(json);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->activities.size(), 2u);
+  const Activity& peer = t->activities[0];
+  EXPECT_EQ(peer.copy_kind, kCopyKindPeer);
+  EXPECT_EQ(peer.category, Category::kComm);
+  ASSERT_NE(peer.comm_op, kNoIndex);
+  EXPECT_EQ(t->comm_ops[peer.comm_op].op, "p2p_copy");
+  EXPECT_EQ(t->comm_ops[peer.comm_op].rule, CommRule::kPeerCopy);
+  EXPECT_EQ(t->streams[peer.stream].device, 1);
+  EXPECT_EQ(t->activities[1].category, Category::kMemory);
+  EXPECT_EQ(t->activities[1].copy_kind, 8);
+}
+
 TEST(KinetoImport, BadEventsAreCountedNotFatal) {
   std::string json = R"J({"traceEvents": [
     {"ph": "X", "cat": "kernel", "name": "no_ts", "dur": 1},
