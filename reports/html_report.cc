@@ -47,6 +47,12 @@ std::string Dump(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
+std::string DumpDocument(const SummaryDocument& doc) {
+  std::string out;
+  DumpSummaryDocument(doc, -1, nlohmann::ordered_json::error_handler_t::replace, out);
+  return out;
+}
+
 std::string Quote(std::string_view s) { return ScriptSafe(Dump(nlohmann::ordered_json(std::string(s)))); }
 
 // One lane: {"n": exact intervals, "gap_ns": gaps closed (0 = exact), "d": [gap, length, ...],
@@ -162,7 +168,8 @@ Status HtmlReport::WriteHtml(const Summary& summary, const ReportOptions& option
   if (base == std::numeric_limits<int64_t>::max()) base = last = 0;
 
   out << kHtmlPage[0]
-      << ScriptSafe(Dump(options.summary_json ? *options.summary_json : SummaryToJson(summary))) << kHtmlPage[1];
+      << ScriptSafe(DumpDocument(options.summary_doc ? *options.summary_doc : BuildSummaryDocument(summary)))
+      << kHtmlPage[1];
 
   const size_t shown = std::min(summary.ranks.size(), kHtmlMaxTimelineRanks);
   const size_t limit = HtmlLaneLimit(shown);

@@ -11,6 +11,16 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// An object with room for `keys` members. ordered_json keeps members in a vector of
+// pair<const string, json>: growing it copies every key (const, so not movable), and the big
+// tables (buckets, collectives, iterations) are tens of thousands of rows. The counts are the
+// members each builder writes; a wrong count costs only a reallocation.
+Json Obj(size_t keys) {
+  Json j = Json::object();
+  j.get_ref<Json::object_t&>().reserve(keys);
+  return j;
+}
+
 Json OptInt(int64_t v) { return v == kUnknown ? Json(nullptr) : Json(v); }
 Json OptStr(const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); }
 // Ratios are fractions rounded to 4 decimals (0.01 percentage point).
@@ -67,7 +77,7 @@ Json Opt(const std::optional<T>& v) {
 Json OpTypesJson(const std::vector<OpTypeRow>& rows) {
   Json out = Json::array();
   for (const OpTypeRow& r : rows) {
-    Json j;
+    Json j = Obj(10);
     j["rank"] = OptInt(r.rank);
     j["op"] = r.op;
     j["count"] = r.count;
@@ -88,7 +98,7 @@ Json FindingsJson(const std::vector<Finding>& findings) {
   Json out = Json::array();
   for (const GroupedFinding& g : GroupFindings(findings)) {
     const Finding& f = *g.first;
-    Json j;
+    Json j = Obj(13);
     j["analyzer"] = f.analyzer;
     j["rank"] = g.ranks.empty() ? OptInt(f.rank) : Json(g.ranks.front());
     j["ranks"] = g.ranks;
@@ -134,7 +144,7 @@ Json StepBreakdownJson(const StepBreakdown& b, const Summary& s) {
     run_iterations += r.iterations;
     all_iterations = all_iterations && r.iterations > 0;
   }
-  Json run;
+  Json run = Obj(5);
   run["ranks"] = b.ranks.size();
   run["iterations"] = run_iterations;
   run["step_ns"] = all_iterations ? Json(b.run.wall_ns / run_iterations) : Json(nullptr);
@@ -145,7 +155,7 @@ Json StepBreakdownJson(const StepBreakdown& b, const Summary& s) {
   Json ranks = Json::array();
   for (size_t i = 0; i < b.ranks.size(); ++i) {
     const StepBreakdownRank& r = b.ranks[i];
-    Json j;
+    Json j = Obj(6);
     j["rank"] = OptInt(r.rank);
     j["basis"] = r.basis;
     j["iterations"] = r.iterations;
@@ -158,7 +168,7 @@ Json StepBreakdownJson(const StepBreakdown& b, const Summary& s) {
   out["ranks"] = std::move(ranks);
   Json iters = Json::array();
   for (const StepBreakdownIteration& it : b.iterations) {
-    Json j;
+    Json j = Obj(4);
     j["rank"] = OptInt(it.rank);
     j["index"] = it.index;
     j["step"] = OptInt(it.step);
@@ -171,7 +181,7 @@ Json StepBreakdownJson(const StepBreakdown& b, const Summary& s) {
 }
 
 Json CollectivesSummaryJson(const CollectivesSummary& c) {
-  Json cs;
+  Json cs = Obj(15);
   cs["matched"] = c.matched;
   cs["unmatched"] = c.unmatched;
   cs["listed"] = c.listed;
@@ -200,7 +210,7 @@ Json CollectivesSummaryJson(const CollectivesSummary& c) {
 Json CollectivesJson(const std::vector<ListedCollective>& listed) {
   Json cols = Json::array();
   for (const ListedCollective& l : listed) {
-    Json c;
+    Json c = Obj(11);
     c["communicator"] = l.communicator;
     c["seq"] = Opt(l.seq);
     c["key"] = l.key;
@@ -225,7 +235,7 @@ Json CollectivesJson(const std::vector<ListedCollective>& listed) {
 Json StragglersJson(const std::vector<StragglerRow>& rows) {
   Json out = Json::array();
   for (const StragglerRow& t : rows) {
-    Json s;
+    Json s = Obj(6);
     s["rank"] = t.rank;
     s["last_arrivals"] = t.last_arrivals;
     s["collectives_counted"] = t.collectives_counted;
@@ -240,7 +250,7 @@ Json StragglersJson(const std::vector<StragglerRow>& rows) {
 Json ClockOffsetsJson(const std::vector<ClockDomainRow>& rows) {
   Json out = Json::array();
   for (const ClockDomainRow& d : rows) {
-    Json c;
+    Json c = Obj(7);
     c["domain"] = d.domain;
     c["ranks"] = d.ranks;
     c["reference"] = d.reference;
@@ -256,7 +266,7 @@ Json ClockOffsetsJson(const std::vector<ClockDomainRow>& rows) {
 Json CrossRankRowsJson(const std::vector<CrossRankRow>& rows) {
   Json out = Json::array();
   for (const CrossRankRow& r : rows) {
-    Json p;
+    Json p = Obj(7);
     p["rank"] = r.rank;
     p["clock_domain"] = r.clock_domain;
     p["collectives"] = r.collectives;
@@ -270,7 +280,7 @@ Json CrossRankRowsJson(const std::vector<CrossRankRow>& rows) {
 }
 
 Json PointToPointJson(const PointToPoint& p) {
-  Json j;
+  Json j = Obj(9);
   j["pairs"] = p.pairs;
   j["unpaired_sends"] = p.unpaired_sends;
   j["unpaired_recvs"] = p.unpaired_recvs;
@@ -297,6 +307,13 @@ Json PointToPointJson(const PointToPoint& p) {
   return j;
 }
 
+// Whether AnalyzerSection builds `key` from the typed results (not Summary::sections).
+bool IsTypedSection(const Summary& s, const std::string& key) {
+  if (key == "op_types" || key == "findings" || key == "step_breakdown") return true;
+  return s.cross_rank && (key == "collectives_summary" || key == "collectives" || key == "stragglers" ||
+                          key == "clock_offsets" || key == "cross_rank" || key == "point_to_point");
+}
+
 // The analyzer section `key`: from the typed results, else the presentational sections.
 // Null when neither has it.
 Json AnalyzerSection(const Summary& s, const std::string& key) {
@@ -318,13 +335,14 @@ Json AnalyzerSection(const Summary& s, const std::string& key) {
 
 }  // namespace
 
-nlohmann::ordered_json SummaryToJson(const Summary& s) {
-  Json root;
+SummaryDocument BuildSummaryDocument(const Summary& s) {
+  SummaryDocument doc;
+  Json& root = doc.root;
   root["schema"] = kSummarySchema;
   Json ranks = Json::array();
   for (const RankResult& r : s.ranks) {
     const OverlapFigures& f = r.whole;
-    Json j;
+    Json j = Obj(34);
     j["rank"] = OptInt(r.rank);
     j["comm_ns"] = f.comm_ns;
     j["compute_ns"] = f.compute_ns;
@@ -366,7 +384,7 @@ nlohmann::ordered_json SummaryToJson(const Summary& s) {
   Json iters = Json::array();
   for (const IterationResult& it : s.iterations) {
     const OverlapFigures& f = it.figures;
-    Json j;
+    Json j = Obj(24);
     j["rank"] = OptInt(it.rank);
     j["index"] = it.index;
     j["start_ns"] = f.start_ns;
@@ -386,11 +404,56 @@ nlohmann::ordered_json SummaryToJson(const Summary& s) {
   root["verdict"] = s.verdict;
   root["data_quality"] = Json{{"errors", s.ErrorCounters()}, {"warnings", s.WarningCounters()}};
   root["tool"] = Json{{"name", "overlapprof"}, {"version", kToolVersion}};
-  // Analyzer sections in the order they first appeared.
-  for (const std::string& k : s.section_order) root[k] = AnalyzerSection(s, k);
+  // Analyzer sections in the order they first appeared; the presentational ones by reference.
+  auto put = [&](const std::string& k) {
+    if (auto it = s.sections.find(k); it != s.sections.end() && !IsTypedSection(s, k)) {
+      root[k] = nullptr;
+      doc.by_reference.emplace_back(k, &*it);
+    } else {
+      root[k] = AnalyzerSection(s, k);
+    }
+  };
+  for (const std::string& k : s.section_order) put(k);
   for (const auto& [k, v] : s.sections.items())  // (written without Summary::Section)
-    if (!root.contains(k)) root[k] = v;
-  return root;
+    if (!root.contains(k)) put(k);
+  return doc;
+}
+
+nlohmann::ordered_json SummaryToJson(const Summary& s) {
+  SummaryDocument doc = BuildSummaryDocument(s);
+  for (const auto& [k, v] : doc.by_reference) doc.root[k] = *v;
+  return std::move(doc.root);
+}
+
+void DumpSummaryDocument(const SummaryDocument& doc, int indent, Json::error_handler_t handler, std::string& out) {
+  const Json::object_t& members = doc.root.get_ref<const Json::object_t&>();
+  auto value_of = [&](const std::string& key, const Json& v) -> const Json& {
+    if (v.is_null())
+      for (const auto& [k, p] : doc.by_reference)
+        if (k == key) return *p;
+    return v;
+  };
+  // The top level as nlohmann's serializer writes an object (pretty: "{\n", members at one
+  // indent, ",\n" between, "\n}"; compact: no white space), each member's value by it.
+  nlohmann::detail::serializer<Json> ser(nlohmann::detail::output_adapter<char, std::string>(out), ' ', handler);
+  const bool pretty = indent >= 0;
+  const unsigned step = pretty ? static_cast<unsigned>(indent) : 0;
+  if (members.empty()) {
+    out += "{}";
+    return;
+  }
+  out += pretty ? "{\n" : "{";
+  bool first = true;
+  for (const auto& [key, v] : members) {
+    if (!first) out += pretty ? ",\n" : ",";
+    first = false;
+    if (pretty) out.append(step, ' ');
+    out += Json(key).dump();
+    out += pretty ? ": " : ":";
+    ser.dump(value_of(key, v), pretty, false, step, step);
+  }
+  if (pretty) out += "\n";
+  out += "}";
 }
 
 namespace {
@@ -399,7 +462,13 @@ class JsonReport : public ReportWriter {
   std::string_view name() const override { return "json"; }
   std::string_view description() const override { return "JSON summary (overlapprof.summary/1)"; }
   Status Write(const Summary& s, const ReportOptions& options, std::ostream& out) override {
-    out << (options.summary_json ? options.summary_json->dump(2) : SummaryToJson(s).dump(2)) << "\n";
+    std::string text;
+    if (options.summary_doc) {
+      DumpSummaryDocument(*options.summary_doc, 2, Json::error_handler_t::strict, text);
+    } else {
+      DumpSummaryDocument(BuildSummaryDocument(s), 2, Json::error_handler_t::strict, text);
+    }
+    out << text << "\n";
     if (!out) return MakeError(StatusCode::kIo, "write failed");
     return OkStatus();
   }

@@ -28,9 +28,9 @@ struct ReportOptions {
   bool color = false;          // terminal: ANSI colour (only on a TTY, never with NO_COLOR)
   int64_t trace_budget_bytes = 0;  // chrome-trace: size budget of the JSON (0: the default)
   std::string trace_iterations;    // chrome-trace: --trace-iterations ("", "all", "0,5,10-12")
-  // json, html: SummaryToJson(summary) when the caller has already built it (`report --json
-  // --html` builds it once for both); null: the writer builds it. Must be of the same summary.
-  const nlohmann::ordered_json* summary_json = nullptr;
+  // json, html: BuildSummaryDocument(summary) when the caller has already built it (`report
+  // --json --html` builds it once for both); null: the writer builds it. Must be of the same summary.
+  const struct SummaryDocument* summary_doc = nullptr;
 };
 
 class ReportWriter {
@@ -59,6 +59,21 @@ class ReportWriter {
 
 // The JSON summary document (schema "overlapprof.summary/1", docs/summary-schema.md).
 nlohmann::ordered_json SummaryToJson(const Summary& summary);
+
+// The same document for writing: `root` holds every key in order, but the analyzers'
+// presentational sections (Summary::sections: the DDP buckets and stalls tables, most of a
+// big run's summary) are not copied into it: their places hold null and `by_reference` points
+// at them in the Summary, which must outlive the document. DumpSummaryDocument writes exactly
+// SummaryToJson(summary).dump(indent, ' ', false, handler) (a test holds them equal).
+struct SummaryDocument {
+  nlohmann::ordered_json root;
+  std::vector<std::pair<std::string, const nlohmann::ordered_json*>> by_reference;
+};
+SummaryDocument BuildSummaryDocument(const Summary& summary);
+// Appends the document's text to `out`. indent < 0: compact. Throws nlohmann's type_error on
+// invalid UTF-8 with the strict handler, as dump() does.
+void DumpSummaryDocument(const SummaryDocument& doc, int indent, nlohmann::ordered_json::error_handler_t handler,
+                         std::string& out);
 inline constexpr std::string_view kSummarySchema = "overlapprof.summary/1";
 
 }  // namespace overlapprof

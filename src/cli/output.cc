@@ -98,10 +98,10 @@ Status WriteAtomically(const std::string& path, const std::function<Status(std::
   return OkStatus();
 }
 
-Status WriteJsonFile(const Summary& summary, const std::string& path, const nlohmann::ordered_json* summary_json) {
+Status WriteJsonFile(const Summary& summary, const std::string& path, const SummaryDocument* summary_doc) {
   std::unique_ptr<ReportWriter> json = MakeReportWriter("json");
   ReportOptions options;
-  options.summary_json = summary_json;
+  options.summary_doc = summary_doc;
   if (path == "-") return json->Write(summary, options, std::cout);
   return WriteAtomically(path, [&](std::ostream& o) { return json->Write(summary, options, o); });
 }

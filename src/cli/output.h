@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analyzers/summary.h"
+#include "reports/report.h"
 #include "src/common/status.h"
 
 namespace overlapprof {
@@ -17,8 +18,8 @@ namespace overlapprof {
 Status WriteAtomically(const std::string& path, const std::function<Status(std::ostream&)>& write);
 
 // The JSON summary (overlapprof.summary/1) into `path`, or to stdout for "-".
-// `summary_json`: SummaryToJson(summary) when the caller has built it already (else built here).
+// `summary_doc`: BuildSummaryDocument(summary) when the caller has built it already (else built here).
 Status WriteJsonFile(const Summary& summary, const std::string& path,
-                     const nlohmann::ordered_json* summary_json = nullptr);
+                     const SummaryDocument* summary_doc = nullptr);
 
 }  // namespace overlapprof

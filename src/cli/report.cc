@@ -36,17 +36,17 @@ CommandResult RunReport(const ReportArgs& a) {
 
   // The writers only read the summary and their own state, so each file is written on its own
   // thread: the Chrome trace (the largest) from the start, the HTML page once the summary's JSON,
-  // which it shares with the JSON summary file, is built (SummaryToJson once for both). Where no
+  // which it shares with the JSON summary file, is built (BuildSummaryDocument once for both). Where no
   // thread can be had, the write runs on this one. Errors are reported in the order JSON, Chrome
   // trace, HTML.
   Status json_status = OkStatus(), chrome_status = OkStatus(), html_status = OkStatus();
-  std::optional<nlohmann::ordered_json> summary_json;
+  std::optional<SummaryDocument> summary_doc;
   auto write_chrome = [&] {
     chrome_status = WriteAtomically(a.chrome_trace, [&](std::ostream& o) { return chrome->Write(summary, ro, o); });
   };
   auto write_html = [&] {
     ReportOptions html_options;
-    html_options.summary_json = summary_json ? &*summary_json : nullptr;
+    html_options.summary_doc = summary_doc ? &*summary_doc : nullptr;
     html_status = WriteAtomically(a.html_path, [&](std::ostream& o) { return html->Write(summary, html_options, o); });
   };
   auto start = [](std::thread& t, const std::function<void()>& f) {
@@ -59,13 +59,13 @@ CommandResult RunReport(const ReportArgs& a) {
   std::thread chrome_thread, html_thread;
   if (chrome) start(chrome_thread, write_chrome);
   try {
-    if (!a.json_path.empty() && html) summary_json = SummaryToJson(summary);
+    if (!a.json_path.empty() && html) summary_doc = BuildSummaryDocument(summary);
   } catch (const std::exception& e) {  // allocation
     json_status = MakeError(StatusCode::kInternal, "report: summary JSON: {}", e.what());
   }
   if (html && json_status.ok()) start(html_thread, write_html);
   if (!a.json_path.empty() && json_status.ok())
-    json_status = WriteJsonFile(summary, a.json_path, summary_json ? &*summary_json : nullptr);
+    json_status = WriteJsonFile(summary, a.json_path, summary_doc ? &*summary_doc : nullptr);
   if (chrome_thread.joinable()) chrome_thread.join();
   if (html_thread.joinable()) html_thread.join();
   OVERLAPPROF_RETURN_IF_ERROR(json_status);

@@ -184,5 +184,25 @@ TEST(GoldenRealTraces, JsonSummaryMatchesGoldenFiles) {
   }
 }
 
+// The writers serialize the presentational sections in place (BuildSummaryDocument +
+// DumpSummaryDocument); the text must be SummaryToJson's, byte for byte, pretty and compact.
+TEST(GoldenRealTraces, SummaryDocumentDumpsAsTheWholeDocument) {
+  size_t by_reference = 0;
+  for (const char* name : {"a100_2rank_rank0", "a100_16rank_rank0", "v100_1rank_no_nccl", "cpu_only_ops",
+                           "mi300x_ddp_resnet_rank0"}) {
+    SCOPED_TRACE(name);
+    Summary s = Analyze(testing::DataFile(std::string("kineto/") + name + ".json.gz"));
+    const SummaryDocument doc = BuildSummaryDocument(s);
+    by_reference += doc.by_reference.size();
+    const nlohmann::ordered_json whole = SummaryToJson(s);
+    for (int indent : {2, -1}) {
+      std::string text;
+      DumpSummaryDocument(doc, indent, nlohmann::ordered_json::error_handler_t::replace, text);
+      EXPECT_EQ(text, whole.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace)) << indent;
+    }
+  }
+  EXPECT_GT(by_reference, 0u);  // the DDP traces' buckets tables went by reference
+}
+
 }  // namespace
 }  // namespace overlapprof
