@@ -399,7 +399,8 @@ class JsonReport : public ReportWriter {
   std::string_view name() const override { return "json"; }
   std::string_view description() const override { return "JSON summary (overlapprof.summary/1)"; }
   Status Write(const Summary& s, const ReportOptions& options, std::ostream& out) override {
-    out << (options.summary_json ? options.summary_json->dump(2) : SummaryToJson(s).dump(2)) << "\n";
+    out << (options.summary_json ? options.summary_json->dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                                 : SummaryToJson(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) << "\n";
     if (!out) return MakeError(StatusCode::kIo, "write failed");
     return OkStatus();
   }
