@@ -11,6 +11,7 @@ Usage: run_test.py OVERLAPPROF NCCL_DRIVER (ctest passes them). Every wait is bo
 """
 import glob
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -123,6 +124,55 @@ class RunOwnsJobTreeTest(unittest.TestCase):
             state, ops, chunks, ok = store(f)
             self.assertEqual((state, ok), ("finished", "ok"), f)  # flushed by the forwarded signal
             self.assertEqual(ops, chunks, f)
+
+    def test_ctrl_c_on_the_terminal_reaches_the_job_once(self):
+        # run in the foreground of a pseudo-terminal: the job's group gets the terminal, so a
+        # Ctrl-C reaches each of its processes once (the terminal's), and run is not ended by it.
+        import fcntl, pty, select, termios
+        stop = os.path.join(self.tmp, "stop")
+        job = (f"trap 'n=$((n+1)); echo int $n' INT; echo pgid $(ps -o pgid= -p $$) tpgid $(ps -o tpgid= -p $$) "
+               f"pid $$; echo ready; while [ ! -e '{stop}' ]; do sleep 0.02; done; echo total $n; exit 5")
+        master, slave = pty.openpty()
+
+        def controlling_tty():
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        p = subprocess.Popen([CLI, "run", "-o", self.out, "--", "sh", "-c", job], stdin=slave, stdout=slave,
+                             stderr=slave, start_new_session=True, preexec_fn=controlling_tty, env=env_with())
+        os.close(slave)
+        seen = b""
+
+        def read_until(what, timeout=60):
+            nonlocal seen
+            deadline = time.monotonic() + timeout
+            while what not in seen:
+                self.assertLess(time.monotonic(), deadline, f"no {what!r} in {seen!r}")
+                if select.select([master], [], [], 0.1)[0]:
+                    try:
+                        chunk = os.read(master, 4096)
+                    except OSError:  # EIO: every writer has gone
+                        chunk = b""
+                    if not chunk:
+                        self.assertIn(what, seen)
+                        return
+                    seen += chunk
+        try:
+            read_until(b"ready")
+            m = re.search(rb"pgid (\d+) tpgid (\d+) pid (\d+)", seen)
+            self.assertTrue(m, seen)
+            self.assertEqual(m.group(1), m.group(3))  # the job's own group ...
+            self.assertEqual(m.group(1), m.group(2))  # ... is the terminal's foreground
+            os.write(master, b"\x03")
+            read_until(b"int 1")
+            open(stop, "w").close()
+            read_until(b"the command exited with 5")
+            self.assertEqual(p.wait(timeout=TIMEOUT), 5, seen)
+        finally:
+            if p.poll() is None:
+                p.kill()
+            os.close(master)
+        self.assertIn(b"total 1", seen)
+        self.assertNotIn(b"int 2", seen)
 
     # ---- a grandchild left behind ------------------------------------------------------------
 
