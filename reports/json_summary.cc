@@ -462,11 +462,13 @@ class JsonReport : public ReportWriter {
   std::string_view name() const override { return "json"; }
   std::string_view description() const override { return "JSON summary (overlapprof.summary/1)"; }
   Status Write(const Summary& s, const ReportOptions& options, std::ostream& out) override {
+    // Invalid UTF-8 (a path, a kernel or host name) is replaced with U+FFFD, never thrown on.
     std::string text;
+    const auto replace = Json::error_handler_t::replace;
     if (options.summary_doc) {
-      DumpSummaryDocument(*options.summary_doc, 2, Json::error_handler_t::strict, text);
+      DumpSummaryDocument(*options.summary_doc, 2, replace, text);
     } else {
-      DumpSummaryDocument(BuildSummaryDocument(s), 2, Json::error_handler_t::strict, text);
+      DumpSummaryDocument(BuildSummaryDocument(s), 2, replace, text);
     }
     out << text << "\n";
     if (!out) return MakeError(StatusCode::kIo, "write failed");

@@ -1,7 +1,9 @@
 // `overlapprof run`: the capture half of the product. It sets the environment that makes
 // every process of the job load the injector (LD_PRELOAD for NCCL, CUDA_INJECTION64_PATH for
-// CUPTI, NVTX_INJECTION64_PATH for NVTX), runs the command, forwards the signals it is sent,
-// then gathers the rank files and analyzes them. The environment reaches the whole process
+// CUPTI, NVTX_INJECTION64_PATH for NVTX), runs the command in its own process group, forwards
+// the signals it is sent to that group, waits (bounded) for processes still writing rank files,
+// then settles the rank files and analyzes them. It owns its output directory for the run (a
+// lock; a directory holding an earlier trace is refused). Guarantees: docs/run.md (issue 14 §2). The environment reaches the whole process
 // tree (torchrun's workers, mpirun's and srun's local ranks); only processes that call NCCL
 // or initialize CUDA record anything (injector/injector.h).
 #include "src/cli/run.h"
@@ -10,6 +12,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +27,8 @@
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "src/store/writer.h"
 
@@ -50,14 +56,102 @@ std::string FindInjector() {
   return "";
 }
 
-std::string DefaultDir() {
+// The output directory (issue 14 §2: one directory per job) ----------------------------------
+
+// Names of earlier traces that make a directory "used": rank files and their SQLite companions,
+// any JSON trace or overlapprof report (*.json, *.json.gz, *.summary.json, ...).
+bool IsEarlierTrace(const std::string& name) {
+  auto ends = [&](std::string_view s) { return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0; };
+  return ends(".db") || ends(".db-wal") || ends(".db-shm") || ends(".sqlite") || ends(".sqlite3") ||
+         name.find(".json") != std::string::npos;
+}
+
+// The first earlier trace found under `dir` (subfolders too), or "" when there is none.
+std::string FindEarlierTrace(const fs::path& dir) {
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    std::error_code fe;
+    if (!it->is_directory(fe) && IsEarlierTrace(it->path().filename().string())) return it->path().string();
+  }
+  return "";
+}
+
+// overlapprof-YYYYmmdd-HHMMSS, then -2, -3, ... : mkdir is atomic, so two runs started in the
+// same second never share a directory.
+StatusOr<fs::path> MakeDefaultDir() {
   std::time_t now = std::time(nullptr);
   std::tm tm{};
   localtime_r(&now, &tm);
   char buf[64];
   std::strftime(buf, sizeof buf, "overlapprof-%Y%m%d-%H%M%S", &tm);
-  return buf;
+  for (int n = 1; n < 1000; ++n) {
+    std::string name = n == 1 ? std::string(buf) : std::string(buf) + "-" + std::to_string(n);
+    if (::mkdir(name.c_str(), 0777) == 0) return fs::path(name);
+    if (errno != EEXIST) return MakeError(StatusCode::kIo, "run: cannot create {}: {}", name, std::strerror(errno));
+  }
+  return MakeError(StatusCode::kIo, "run: cannot create a fresh {}-N directory here", buf);
 }
+
+constexpr const char* kLockName = ".overlapprof.lock";
+
+// DIR/.overlapprof.lock, flock()ed for the whole run (O_CLOEXEC: the job never holds it) and
+// holding the owner's pid. Released by unlinking then closing; an acquirer that locked a file
+// unlinked meanwhile (it opened the old inode) tries again, so two runs never both hold it.
+class DirLock {
+ public:
+  ~DirLock() { Release(); }
+  void Release() {
+    if (fd_ < 0) return;
+    ::unlink(path_.c_str());
+    ::close(fd_);
+    fd_ = -1;
+  }
+  Status Acquire(const fs::path& dir) {
+    path_ = dir / kLockName;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+      if (fd < 0) {
+        const int e = errno;
+        if (e == EACCES || e == EROFS || e == EPERM)
+          return MakeError(StatusCode::kIo, "run: cannot write into {}: {} (a read-only directory or file system); "
+                           "choose another -o", dir.string(), std::strerror(e));
+        return MakeError(StatusCode::kIo, "run: cannot create {}: {}", path_.string(), std::strerror(e));
+      }
+      if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int e = errno;
+        char buf[32] = {};
+        ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+        ::close(fd);
+        if (e != EWOULDBLOCK) return MakeError(StatusCode::kIo, "run: cannot lock {}: {}", path_.string(), std::strerror(e));
+        std::string owner = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("?");
+        while (!owner.empty() && (owner.back() == '\n' || owner.back() == ' ')) owner.pop_back();
+        return MakeError(StatusCode::kInvalidArgument,
+                         "run: another overlapprof run (pid {}) is recording into {}; choose another -o", owner,
+                         dir.string());
+      }
+      struct stat held {}, named {};
+      if (::fstat(fd, &held) == 0 && ::stat(path_.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
+          held.st_dev == named.st_dev) {
+        std::string pid = std::to_string(::getpid()) + "\n";
+        if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+          const int e = errno;
+          ::unlink(path_.c_str());
+          ::close(fd);
+          return MakeError(StatusCode::kIo, "run: cannot write into {}: {}", dir.string(), std::strerror(e));
+        }
+        fd_ = fd;
+        return Status();
+      }
+      ::close(fd);  // the previous owner unlinked it after we opened it: take the new one
+    }
+    return MakeError(StatusCode::kIo, "run: cannot lock {}", path_.string());
+  }
+
+ private:
+  fs::path path_;
+  int fd_ = -1;
+};
 
 std::vector<fs::path> RankFiles(const fs::path& dir) {
   std::vector<fs::path> out;
@@ -68,30 +162,130 @@ std::vector<fs::path> RankFiles(const fs::path& dir) {
   return out;
 }
 
-pid_t g_child = -1;
+// Liveness of rank files (issue 14 §2: never settle or analyze a file still written) -----------
 
-// Forwards signals sent to us (kill, a scheduler) to the child. Signals the terminal sends
-// (Ctrl-C) already reach the child, which is in our process group: not forwarded twice.
-void Forward(int sig, siginfo_t* info, void*) {
-  if (g_child <= 0) return;
-  if (info && info->si_code == SI_KERNEL) return;  // from the terminal: the child has it
-  ::kill(g_child, sig);
+// The pid named in a rank file's name (..._pid<N>_restart<R>.db), or 0.
+pid_t PidInName(const std::string& name) {
+  size_t at = name.rfind("_pid");
+  if (at == std::string::npos) return 0;
+  long v = 0;
+  size_t i = at + 4;
+  for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && v < (1L << 31); ++i) v = v * 10 + (name[i] - '0');
+  return i > at + 4 && name.compare(i, 9, "_restart") == 0 ? static_cast<pid_t>(v) : 0;
 }
 
-// After the job: a process killed without its last flush leaves a -wal file beside its
-// store. Checkpoint it into the store (SQLite recovers committed transactions), switch the
+bool HasOpen(pid_t pid, const struct stat& file) {
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end; !ec && it != end; it.increment(ec)) {
+    struct stat st {};
+    if (::stat(it->path().c_str(), &st) == 0 && st.st_ino == file.st_ino && st.st_dev == file.st_dev) return true;
+  }
+  return false;
+}
+
+// The process still writing `file`, or 0 when none is. A writer's SQLite connection (WAL mode)
+// holds a POSIX read lock on the file as long as it is open: F_GETLK finds it, with its pid, on
+// any host sharing the file system's locks. The process named in the file's name is also asked
+// through /proc (it may hold the file a moment before its first lock).
+pid_t WriterOf(const fs::path& file) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 0;
+  fl.l_len = 0;  // the whole file, SQLite's lock bytes past 1 GiB included
+  struct stat st {};
+  const bool locked = ::fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+  const bool have_stat = ::fstat(fd, &st) == 0;
+  ::close(fd);  // run holds no lock of its own on it: closing drops nothing
+  if (locked) return fl.l_pid > 0 ? fl.l_pid : -1;
+  const pid_t named = PidInName(file.filename().string());
+  if (have_stat && named > 0 && named != ::getpid() && HasOpen(named, st)) return named;
+  return 0;
+}
+
+// Signals -------------------------------------------------------------------------------------
+
+// Forwarded to the job's process group (every process the job started that did not leave it:
+// ranks under `sh -c`, a launcher's workers) and, once the command has exited, to the
+// processes still writing rank files. Written before the handlers run or with them blocked.
+volatile sig_atomic_t g_job_pgid = 0;
+constexpr int kMaxWriters = 256;
+pid_t g_writers[kMaxWriters];
+volatile sig_atomic_t g_writer_count = 0;
+
+void Forward(int sig) {
+  const int saved = errno;
+  if (g_job_pgid > 0) ::kill(-static_cast<pid_t>(g_job_pgid), sig);
+  for (int i = 0; i < g_writer_count; ++i) ::kill(g_writers[i], sig);
+  errno = saved;
+}
+
+constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+constexpr size_t kNumForwarded = sizeof kForwarded / sizeof kForwarded[0];
+
+// The terminal descriptor when `run` is in its foreground process group, else -1: the job's
+// group then gets the foreground (Ctrl-C, Ctrl-Z and terminal reads go to the job, as under a
+// shell) and `run` takes it back after.
+int ForegroundTty() {
+  for (int fd : {0, 1, 2})
+    if (::isatty(fd) && ::tcgetpgrp(fd) == ::getpgrp()) return fd;
+  return -1;
+}
+
+// tcsetpgrp from a background group with SIGTTOU blocked (otherwise the caller is stopped).
+void GiveTerminal(int tty, pid_t pgid) {
+  if (tty < 0) return;
+  sigset_t ttou, old;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  ::sigprocmask(SIG_BLOCK, &ttou, &old);
+  ::tcsetpgrp(tty, pgid);
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+}
+
+// Settling ------------------------------------------------------------------------------------
+
+enum class Settled { kOk, kUnrecorded };
+
+// After its process is gone: a process killed without its last flush leaves a -wal file beside
+// its store. Checkpoint it into the store (SQLite recovers committed transactions), switch the
 // file to a self-contained journal mode, and mark files whose recording did not finish.
-void Settle(const fs::path& file) {
+// A file without the schema (0 bytes, or its process died before its first commit, which
+// writes the schema and `meta` together) holds nothing: it is renamed FILE.unrecorded, out of
+// the analysis' scan, and kUnrecorded returned.
+Settled Settle(const fs::path& file) {
+  std::error_code ec;
+  const auto size = fs::file_size(file, ec);
+  const pid_t pid = PidInName(file.filename().string());
+  const std::string who = pid > 0 ? "its process (pid " + std::to_string(pid) + ")" : std::string("its process");
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
     Note(file.string() + ": cannot open to settle: " + (db ? sqlite3_errmsg(db) : "out of memory"));
     sqlite3_close(db);
-    return;
+    return Settled::kOk;  // the analysis says what it is
   }
   sqlite3_busy_timeout(db, 2000);
+  bool has_meta = false;
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'", -1, &st, nullptr) ==
+          SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    has_meta = true;
+  sqlite3_finalize(st);
+  if (!has_meta) {
+    sqlite3_close(db);  // the last connection: SQLite drops the uncommitted -wal
+    for (const char* suffix : {"-wal", "-shm"}) fs::remove(file.string() + suffix, ec);
+    fs::path to = file.string() + ".unrecorded";
+    fs::rename(file, to, ec);
+    Note(file.filename().string() + ": " +
+         (size == 0 ? who + " died while creating it (0 bytes)" : who + " was killed before its first commit") +
+         ": nothing was recorded; skipped" + (ec ? std::string() : " (renamed " + to.filename().string() + ")"));
+    return Settled::kUnrecorded;
+  }
   char* err = nullptr;
   bool unfinished = false;
-  sqlite3_stmt* st = nullptr;
   if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='recording_state'", -1, &st, nullptr) == SQLITE_OK &&
       sqlite3_step(st) == SQLITE_ROW) {
     const unsigned char* v = sqlite3_column_text(st, 0);
@@ -100,7 +294,7 @@ void Settle(const fs::path& file) {
   sqlite3_finalize(st);
   std::string sql = "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;";
   if (unfinished) {
-    // INSERT OR REPLACE: a process stopped before its first commit has no stats rows yet,
+    // INSERT OR REPLACE: a process stopped before its first data commit has no stats rows yet,
     // and the mark must not depend on a commit that never happened (issue 14).
     const StatInfo& info = GetStatInfo(Stat::recording_incomplete);
     std::string desc(info.description);
@@ -116,9 +310,39 @@ void Settle(const fs::path& file) {
   }
   sqlite3_close(db);
   // The injector writes comm ops as chunks only (speed); add their SQL rows now, off the job.
-  if (Status st = MaterializeCommOpRows(file.string()); !st.ok())
-    Note(file.string() + ": comm_op rows not added: " + st.message());
+  if (Status s = MaterializeCommOpRows(file.string()); !s.ok())
+    Note(file.string() + ": comm_op rows not added: " + s.message());
   if (unfinished) Note(file.filename().string() + ": the process did not finish recording (killed?): kept what it had committed");
+  return Settled::kOk;
+}
+
+// Waits (at most `wait_s` seconds) until no process writes any of `files`; returns the files
+// still written then, with their writer's pid (-1: a lock whose owner is not known here).
+// Signals forwarded meanwhile also reach those writers.
+std::vector<std::pair<fs::path, pid_t>> WaitForWriters(const fs::path& dir, int wait_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+  bool said = false;
+  for (;;) {
+    std::vector<std::pair<fs::path, pid_t>> live;
+    for (const fs::path& f : RankFiles(dir))
+      if (pid_t w = WriterOf(f); w != 0) live.emplace_back(f, w);
+    // Publish the writers to the signal handler: count 0 while the array changes.
+    g_writer_count = 0;
+    int n = 0;
+    for (const auto& [f, w] : live)
+      if (w > 0 && n < kMaxWriters) g_writers[n++] = w;
+    g_writer_count = n;
+    if (live.empty() || std::chrono::steady_clock::now() >= deadline) return live;
+    if (!said) {
+      std::string pids;
+      for (const auto& [f, w] : live) pids += (pids.empty() ? "" : ", ") + std::to_string(w);
+      Note(fmt::format("the command exited but pid(s) {} still write rank files (a process left behind); waiting up to "
+                       "{} s for them (--wait-s)", pids, wait_s));
+      said = true;
+    }
+    struct timespec ts {0, 50 * 1000 * 1000};
+    ::nanosleep(&ts, nullptr);
+  }
 }
 
 }  // namespace
@@ -145,31 +369,78 @@ CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(con
     dlclose(cuda);
   }
 
-  fs::path dir = a.output_dir.empty() ? fs::path(DefaultDir()) : fs::path(a.output_dir);
+  // The output directory: ours alone for the run (a lock), and holding no earlier trace.
+  fs::path dir;
+  bool created = false;  // removed again if nothing is recorded
   std::error_code ec;
-  const bool created = fs::create_directories(dir, ec);  // removed again if nothing is recorded
-  if (ec) return MakeError(StatusCode::kIo, "run: cannot create {}: {}", dir.string(), ec.message());
-  if (!RankFiles(dir).empty()) {
+  if (a.output_dir.empty()) {
+    OVERLAPPROF_ASSIGN_OR_RETURN(dir, MakeDefaultDir());
+    created = true;
+  } else {
+    dir = fs::path(a.output_dir);
+    created = fs::create_directories(dir, ec);
+    if (ec) return MakeError(StatusCode::kIo, "run: cannot create {}: {}", dir.string(), ec.message());
+  }
+  auto remove_if_ours = [&] {
+    std::error_code rm;
+    if (created && fs::is_empty(dir, rm)) fs::remove(dir, rm);
+  };
+  DirLock lock;
+  if (Status s = lock.Acquire(dir); !s.ok()) {
+    remove_if_ours();
+    return s;
+  }
+  if (std::string old = FindEarlierTrace(dir); !old.empty() && !a.force) {
     return MakeError(StatusCode::kInvalidArgument,
-                     "run: {} already holds rank files (*.db); choose another -o or remove them", dir.string());
+                     "run: {} already holds a trace ({}); choose another -o, or --force to record into it anyway",
+                     dir.string(), old);
   }
   fs::path abs_dir = fs::absolute(dir, ec);
 
+  // LD_PRELOAD is split at spaces and colons: an injector whose path has one is preloaded
+  // through a link in a private temporary directory (removed when `run` ends).
+  std::string preload_path = injector;
+  fs::path link_dir;
+  if (injector.find_first_of(" :\t\n") != std::string::npos) {
+    std::string tmpl = "/tmp/overlapprof-XXXXXX";
+    if (const char* t = std::getenv("TMPDIR"); t && *t && std::string(t).find_first_of(" :\t\n") == std::string::npos)
+      tmpl = std::string(t) + "/overlapprof-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (!::mkdtemp(buf.data()) || ::symlink(injector.c_str(), (std::string(buf.data()) + "/" + kInjectorName).c_str()) != 0) {
+      return MakeError(StatusCode::kIo,
+                       "run: the injector's path has a space or ':' ({}), which LD_PRELOAD cannot hold, and no link to "
+                       "it could be made in {}: {}",
+                       injector, tmpl, std::strerror(errno));
+    }
+    link_dir = buf.data();
+    preload_path = (link_dir / kInjectorName).string();
+  }
+  struct LinkCleanup {
+    fs::path d;
+    ~LinkCleanup() {
+      std::error_code rm;
+      if (!d.empty()) fs::remove_all(d, rm);
+    }
+  } link_cleanup{link_dir};
+
   // The environment of the whole process tree.
-  std::string preload = injector;
+  std::string preload = preload_path;
   if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
   ::setenv("LD_PRELOAD", preload.c_str(), 1);
-  if (const char* other = std::getenv("CUDA_INJECTION64_PATH"); other && *other && injector != other) {
+  if (const char* other = std::getenv("CUDA_INJECTION64_PATH");
+      other && *other && injector != other && preload_path != other) {
     Note(std::string("CUDA_INJECTION64_PATH is already set (") + other +
          ", another tool such as Nsight Systems): it is kept, so overlapprof records no GPU activities; "
          "NCCL calls and NVTX ranges are still recorded");
   } else {
-    ::setenv("CUDA_INJECTION64_PATH", injector.c_str(), 1);
+    ::setenv("CUDA_INJECTION64_PATH", preload_path.c_str(), 1);
   }
-  if (const char* other = std::getenv("NVTX_INJECTION64_PATH"); other && *other && injector != other)
+  if (const char* other = std::getenv("NVTX_INJECTION64_PATH");
+      other && *other && injector != other && preload_path != other)
     Note(std::string("NVTX_INJECTION64_PATH is already set (") + other + "): NVTX ranges are not recorded");
   else
-    ::setenv("NVTX_INJECTION64_PATH", injector.c_str(), 1);
+    ::setenv("NVTX_INJECTION64_PATH", preload_path.c_str(), 1);
   ::setenv("OVERLAPPROF_OUTPUT_DIR", abs_dir.c_str(), 1);
   ::setenv("OVERLAPPROF_FLUSH_MS", std::to_string(a.flush_ms).c_str(), 1);
 
@@ -177,57 +448,127 @@ CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(con
   for (const std::string& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
   argv.push_back(nullptr);
 
-  // Forward signals from the moment the child exists; the child restores the defaults.
-  struct sigaction fwd {};
-  fwd.sa_sigaction = Forward;
-  fwd.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&fwd.sa_mask);
-  const int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-  struct sigaction old_actions[6];
+  // SIGCHLD must not be ignored here (inherited from a parent that ignores it), or the kernel
+  // reaps the child and its exit code is lost; the job gets the disposition run was given.
+  struct sigaction dfl {}, old_chld {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(SIGCHLD, &dfl, &old_chld);
+  // The forwarded signals are blocked from before the fork until the handlers are in place: one
+  // sent meanwhile is forwarded then, not lost or fatal to `run` alone.
+  sigset_t fwd_set, old_mask;
+  sigemptyset(&fwd_set);
+  for (int sig : kForwarded) sigaddset(&fwd_set, sig);
+  sigaddset(&fwd_set, SIGTTOU);
+  ::sigprocmask(SIG_BLOCK, &fwd_set, &old_mask);
+  auto restore_chld = [&] {
+    ::sigaction(SIGCHLD, &old_chld, nullptr);
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  };
+
+  const int tty = ForegroundTty();
   int exec_pipe[2];
   if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    restore_chld();
     return MakeError(StatusCode::kInternal, "run: pipe: {}", std::strerror(errno));
   }
   auto start = std::chrono::steady_clock::now();
   pid_t pid = ::fork();
   if (pid < 0) {
+    restore_chld();
     return MakeError(StatusCode::kInternal, "run: fork: {}", std::strerror(errno));
   }
   if (pid == 0) {
+    // The job's own process group (and the terminal's foreground when run had it): every
+    // process it starts is in it unless it leaves, and a forwarded signal reaches them all.
+    ::setpgid(0, 0);
+    if (tty >= 0) ::tcsetpgrp(tty, ::getpid());  // SIGTTOU is blocked here
     ::close(exec_pipe[0]);
+    ::sigaction(SIGCHLD, &old_chld, nullptr);
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     ::execvp(argv[0], argv.data());
     int e = errno;
     ssize_t w = ::write(exec_pipe[1], &e, sizeof e);
     (void)w;
     ::_exit(127);
   }
-  g_child = pid;
-  for (size_t i = 0; i < 6; ++i) ::sigaction(kForwarded[i], &fwd, &old_actions[i]);
+  ::setpgid(pid, pid);  // also here: no window in which a forwarded signal misses the group
+  if (tty >= 0) ::tcsetpgrp(tty, pid);
+  g_job_pgid = pid;
+  struct sigaction fwd {};
+  fwd.sa_handler = Forward;
+  fwd.sa_flags = SA_RESTART;
+  sigemptyset(&fwd.sa_mask);
+  struct sigaction old_actions[kNumForwarded];
+  for (size_t i = 0; i < kNumForwarded; ++i) ::sigaction(kForwarded[i], &fwd, &old_actions[i]);
+  ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  sigdelset(&fwd_set, SIGTTOU);
+  ::sigprocmask(SIG_UNBLOCK, &fwd_set, nullptr);
   ::close(exec_pipe[1]);
   int exec_errno = 0;
-  ssize_t got = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno);
+  ssize_t got;
+  while ((got = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+  }
   ::close(exec_pipe[0]);
 
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  int lost = 0;  // the errno of a failed wait
+  for (;;) {
+    if (::waitpid(pid, &status, tty >= 0 ? WUNTRACED : 0) < 0) {
+      if (errno == EINTR) continue;
+      lost = errno;  // ECHILD: cannot happen with SIGCHLD at its default
+      break;
+    }
+    if (!WIFSTOPPED(status)) break;
+    // Ctrl-Z stopped the job: stop too, so that the shell sees it stopped; on `fg`, give the
+    // terminal back to the job and continue it.
+    GiveTerminal(tty, ::getpgrp());
+    ::kill(::getpid(), SIGSTOP);
+    if (::tcgetpgrp(tty) == ::getpgrp()) GiveTerminal(tty, pid);
+    ::kill(-pid, SIGCONT);
   }
-  for (size_t i = 0; i < 6; ++i) ::sigaction(kForwarded[i], &old_actions[i], nullptr);
-  g_child = -1;
+  GiveTerminal(tty, ::getpgrp());
+  ::sigaction(SIGCHLD, &old_chld, nullptr);
   if (got == static_cast<ssize_t>(sizeof exec_errno)) {
-    std::error_code rm;
-    if (a.output_dir.empty()) fs::remove(dir, rm);  // nothing recorded in a directory we made up
+    g_job_pgid = 0;
+    for (size_t i = 0; i < kNumForwarded; ++i) ::sigaction(kForwarded[i], &old_actions[i], nullptr);
+    lock.Release();
+    remove_if_ours();
     return MakeError(StatusCode::kInvalidArgument, "run: cannot run '{}': {}", a.command[0], std::strerror(exec_errno));
   }
-  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  int code = lost ? 255 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (lost) Note("the command's exit status was lost (waitpid: " + std::string(std::strerror(lost)) + "); returning 255");
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  std::vector<fs::path> files = RankFiles(dir);
-  for (const fs::path& f : files) Settle(f);
+  // Processes of the job may outlive the command (a grandchild left behind): their files are
+  // settled only once they are gone. Signals keep being forwarded while waiting.
+  std::vector<std::pair<fs::path, pid_t>> live = WaitForWriters(dir, a.wait_s);
+  g_writer_count = 0;
+  g_job_pgid = 0;
+  for (size_t i = 0; i < kNumForwarded; ++i) ::sigaction(kForwarded[i], &old_actions[i], nullptr);
+
+  std::vector<fs::path> files;
+  size_t unrecorded = 0;
+  for (const fs::path& f : RankFiles(dir)) {
+    if (std::any_of(live.begin(), live.end(), [&](const auto& l) { return l.first == f; })) continue;
+    if (Settle(f) == Settled::kUnrecorded) {
+      ++unrecorded;
+      continue;
+    }
+    files.push_back(f);
+  }
+  for (const auto& [f, w] : live)
+    Note(fmt::format("{}: still written by pid {} after {} s: left as it is (not settled, not analyzed)",
+                     f.filename().string(), w > 0 ? std::to_string(w) : std::string("?"), a.wait_s));
   char line[256];
   std::snprintf(line, sizeof line, "the command exited with %d after %.1f s; %zu rank file(s) in %s", code, secs,
-                files.size(), dir.c_str());
+                files.size() + live.size(), dir.c_str());
   Note(line);
-  if (files.empty()) {
+  if (files.empty() && live.empty()) {
+    if (unrecorded > 0) {
+      Note("no rank file holds a recording: every recording process died before its first commit");
+      return Outcome::CommandExited(code);
+    }
     Note("nothing was recorded: no process of the job loaded NCCL or initialized CUDA with the injector in it.");
     Note("  - a job that does not use NCCL (torch.distributed with gloo, a CPU-only job) has no GPU communication "
          "to measure;");
@@ -236,13 +577,24 @@ CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(con
          "/proc/<worker pid>/maps");
     Note("  - another route: record with the PyTorch profiler (torch.profiler, one trace per rank) and run "
          "'overlapprof analyze' on its traces (docs/run.md)");
-    std::error_code rm;
-    if (created && fs::is_empty(dir, rm)) fs::remove(dir, rm);  // no empty directory left behind
+    lock.Release();
+    remove_if_ours();  // no empty directory left behind
+    return Outcome::CommandExited(code);
+  }
+  if (!live.empty()) {
+    if (!a.no_analyze)
+      Note(fmt::format("not analyzed while rank files are still written; once those processes have exited: "
+                       "overlapprof analyze {}", dir.string()));
     return Outcome::CommandExited(code);
   }
   if (!a.no_analyze) {
     std::fflush(stderr);
-    const int rc = ExitCodeOf(analyze(dir.string()));
+    int rc;
+    try {
+      rc = ExitCodeOf(analyze(dir.string()));
+    } catch (const std::exception& e) {  // the job's exit code must survive a failed analysis
+      rc = ExitCodeOf(MakeError(StatusCode::kInternal, "analysis: internal error: {}", e.what()));
+    }
     if (rc != kExitOk && code == 0)
       Note("analysis exited with " + std::to_string(rc) + " (docs/exit-codes.md); the command's exit code is returned");
   }

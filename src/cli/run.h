@@ -1,5 +1,5 @@
 #pragma once
-// `overlapprof run [-o DIR] [--flush-ms N] [--no-analyze] -- CMD...` (docs/run.md).
+// `overlapprof run [-o DIR] [--force] [--flush-ms N] [--wait-s S] [--no-analyze] -- CMD...` (docs/run.md).
 #include <functional>
 #include <string>
 #include <vector>
@@ -8,16 +8,21 @@
 namespace overlapprof {
 
 struct RunArgs {
-  std::string output_dir;  // empty: overlapprof-YYYYmmdd-HHMMSS/
+  std::string output_dir;  // empty: a fresh overlapprof-YYYYmmdd-HHMMSS[-N]/
   int flush_ms = 1000;
+  int wait_s = 30;     // how long to wait for processes still writing rank files after the command
+  bool force = false;  // record into an output directory that holds earlier traces
   bool no_analyze = false;
   std::vector<std::string> command;
 };
 
-// Runs the command with the injector in its environment, forwards signals, gathers the
-// rank files and (unless no_analyze) calls `analyze` on the output directory. Returns the
-// command's exit code (128+N when a signal N ended it; Outcome::CommandExited), or an error
-// when it could not start (kInternal when the system refused a pipe or a fork).
+// Runs the command in its own process group with the injector in its environment, forwards
+// signals to that group, waits (at most wait_s) for processes still writing rank files, settles
+// the rank files and (unless no_analyze, or files are still written) calls `analyze` on the
+// output directory. Returns the command's exit code (128+N when a signal N ended it;
+// Outcome::CommandExited), or an error when it could not start: kInvalidArgument / kIo (exit 2)
+// for a missing command or injector, an output directory that is used, locked or not writable;
+// kInternal (exit 5) when the system refused a pipe or a fork.
 CommandResult RunCommand(const RunArgs& args, const std::function<CommandResult(const std::string& dir)>& analyze);
 
 }  // namespace overlapprof

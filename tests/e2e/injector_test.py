@@ -547,7 +547,7 @@ class InjectorTest(unittest.TestCase):
         open(os.path.join(self.out, "old.db"), "w").close()
         rc, _, err = run(["run", "-o", self.out, "--", "true"])
         self.assertEqual(rc, 2)
-        self.assertIn("already holds rank files", err)
+        self.assertIn("already holds a trace", err)
         bogus = os.path.join(self.tmp, "bogus.so")
         with open(bogus, "w") as f:
             f.write("not a library")

@@ -1,0 +1,389 @@
+#!/usr/bin/env python3
+"""End-to-end tests: `overlapprof run` owns its job tree (issue 14 §2, docs/run.md).
+
+Each test reproduces one attack on the launcher with the real CLI, the real injector and the
+NCCL test double (tests/injector/nccl_driver.cc), plus plain shell jobs: signals to run with
+ranks under `sh -c`, a grandchild left behind holding a rank file, SIGCHLD ignored by run's
+parent, a used or shared output directory, 0-byte and half-created rank files, an install path
+with a space, a read-only or non-UTF-8 output directory.
+
+Usage: run_test.py OVERLAPPROF NCCL_DRIVER (ctest passes them). Every wait is bounded.
+"""
+import glob
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+CLI = DRIVER = None
+TIMEOUT = 120  # per process: a hang is a failure
+
+
+def env_with(**kw):
+    e = dict(os.environ)
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID",
+              "OVERLAPPROF_OUTPUT_DIR", "LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH",
+              "OVERLAPPROF_INJECTOR"):
+        e.pop(k, None)
+    e.update({"RANK": "0", "WORLD_SIZE": "1"})
+    e.update({k: str(v) for k, v in kw.items()})
+    return e
+
+
+def run(args, env=None, timeout=TIMEOUT, **kw):
+    p = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout, env=env or env_with(), **kw)
+    return p.returncode, p.stdout, p.stderr
+
+
+def alive(pid):
+    """True while pid runs (a zombie left to an init that does not reap counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def wait_until(cond, timeout=60, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def pid_of(path):
+    return int(os.path.basename(path).split("_pid")[1].split("_")[0])
+
+
+def store(path):
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        state = db.execute("SELECT value FROM meta WHERE key='recording_state'").fetchone()[0]
+        ops = db.execute("SELECT count(*) FROM comm_op").fetchone()[0]
+        chunks = db.execute("SELECT coalesce(sum(count), 0) FROM comm_op_chunk").fetchone()[0]
+        ok = db.execute("PRAGMA integrity_check").fetchone()[0]
+        return state, ops, chunks, ok
+    finally:
+        db.close()
+
+
+class RunOwnsJobTreeTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="overlapprof-run-")
+        self.out = os.path.join(self.tmp, "out")
+        self.pids = []  # processes a test leaves behind on purpose: killed whatever happens
+
+    def tearDown(self):
+        for pid in self.pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def dbs(self, d=None):
+        return sorted(glob.glob(os.path.join(d or self.out, "*.db")))
+
+    # ---- signals reach the whole job ---------------------------------------------------------
+
+    def test_sigterm_to_run_stops_ranks_under_sh_c(self):
+        # Two ranks under `sh -c`; only a signal can flush them (--flush-ms 60000). Before, the
+        # signal reached sh alone: the ranks ran on and their files were settled while written.
+        job = f"'{DRIVER}' loop 100000 1000 1 & '{DRIVER}' loop 100000 1000 1 & wait"
+        p = subprocess.Popen([CLI, "run", "-o", self.out, "--no-analyze", "--flush-ms", "60000", "--", "sh", "-c", job],
+                             env=env_with(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            pids = set()
+            deadline = time.monotonic() + 60
+            while len(pids) < 2:
+                self.assertLess(time.monotonic(), deadline, "ranks did not start")
+                line = p.stdout.readline()
+                self.assertTrue(line, "job ended early")
+                if line.startswith("pid "):
+                    pids.add(int(line.split()[1]))
+            wait_until(lambda: len(self.dbs()) == 2, what="both rank files")
+            self.pids += list(pids)
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=TIMEOUT)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+        for pid in pids:
+            self.assertFalse(alive(pid), f"rank {pid} still runs after SIGTERM to run")
+        files = self.dbs()
+        self.assertEqual(sorted(pid_of(f) for f in files), sorted(pids))
+        for f in files:
+            state, ops, chunks, ok = store(f)
+            self.assertEqual((state, ok), ("finished", "ok"), f)  # flushed by the forwarded signal
+            self.assertEqual(ops, chunks, f)
+
+    def test_ctrl_c_on_the_terminal_reaches_the_job_once(self):
+        # run in the foreground of a pseudo-terminal: the job's group gets the terminal, so a
+        # Ctrl-C reaches each of its processes once (the terminal's), and run is not ended by it.
+        import fcntl, pty, select, termios
+        stop = os.path.join(self.tmp, "stop")
+        job = (f"trap 'n=$((n+1)); echo int $n' INT; echo pgid $(ps -o pgid= -p $$) tpgid $(ps -o tpgid= -p $$) "
+               f"pid $$; echo ready; while [ ! -e '{stop}' ]; do sleep 0.02; done; echo total $n; exit 5")
+        master, slave = pty.openpty()
+
+        def controlling_tty():
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        p = subprocess.Popen([CLI, "run", "-o", self.out, "--", "sh", "-c", job], stdin=slave, stdout=slave,
+                             stderr=slave, start_new_session=True, preexec_fn=controlling_tty, env=env_with())
+        os.close(slave)
+        seen = b""
+
+        def read_until(what, timeout=60):
+            nonlocal seen
+            deadline = time.monotonic() + timeout
+            while what not in seen:
+                self.assertLess(time.monotonic(), deadline, f"no {what!r} in {seen!r}")
+                if select.select([master], [], [], 0.1)[0]:
+                    try:
+                        chunk = os.read(master, 4096)
+                    except OSError:  # EIO: every writer has gone
+                        chunk = b""
+                    if not chunk:
+                        self.assertIn(what, seen)
+                        return
+                    seen += chunk
+        try:
+            read_until(b"ready")
+            m = re.search(rb"pgid (\d+) tpgid (\d+) pid (\d+)", seen)
+            self.assertTrue(m, seen)
+            self.assertEqual(m.group(1), m.group(3))  # the job's own group ...
+            self.assertEqual(m.group(1), m.group(2))  # ... is the terminal's foreground
+            os.write(master, b"\x03")
+            read_until(b"int 1")
+            open(stop, "w").close()
+            read_until(b"the command exited with 5")
+            self.assertEqual(p.wait(timeout=TIMEOUT), 5, seen)
+        finally:
+            if p.poll() is None:
+                p.kill()
+            os.close(master)
+        self.assertIn(b"total 1", seen)
+        self.assertNotIn(b"int 2", seen)
+
+    # ---- a grandchild left behind ------------------------------------------------------------
+
+    def _leave_grandchild(self, n, sleep_us, extra=()):
+        # sh starts a rank in its own session (out of the job's process group), waits until it
+        # created its rank file, and exits 3 while it still records.
+        job = (f"setsid '{DRIVER}' loop {n} {sleep_us} 1000000 >/dev/null 2>&1 & "
+               f"while ! ls \"$OVERLAPPROF_OUTPUT_DIR\"/*.db >/dev/null 2>&1; do sleep 0.02; done; exit 3")
+        return run(["run", "-o", self.out, *extra, "--", "sh", "-c", job])
+
+    def test_grandchild_holding_a_rank_file_is_waited_for(self):
+        rc, out, err = self._leave_grandchild(60, 20000)  # ~1.2 s of recording after sh exits
+        self.assertEqual(rc, 3, err)
+        self.assertIn("still write rank files", err)
+        [f] = self.dbs()
+        self.assertFalse(alive(pid_of(f)))
+        state, ops, chunks, ok = store(f)
+        self.assertEqual((state, ok, ops, chunks), ("finished", "ok", 60, 60))  # settled after it ended
+        self.assertEqual(glob.glob(f + "-wal"), [])
+        self.assertIn("data quality", out)  # analyzed, once complete
+        self.assertNotIn("corrupt", out + err)
+
+    def test_grandchild_outliving_the_wait_is_named_and_its_file_left_alone(self):
+        rc, out, err = self._leave_grandchild(1000000, 1000, extra=["--wait-s", "1"])
+        [f] = self.dbs()
+        pid = pid_of(f)
+        self.pids.append(pid)
+        self.assertEqual(rc, 3, err)
+        self.assertTrue(alive(pid))
+        self.assertIn(f"still written by pid {pid}", err)
+        self.assertIn("not analyzed", err)
+        self.assertNotIn("no problems recorded", out)
+        self.assertEqual(glob.glob(os.path.join(self.out, "overlap.summary.json")), [])
+        os.kill(pid, signal.SIGTERM)  # it flushes and leaves: the file is whole and analyzable
+        wait_until(lambda: not alive(pid), what="the grandchild to exit")
+        rc, out, err = run(["run", "-o", self.out + "2", "--", "true"])  # unrelated: the lock of out is gone
+        self.assertEqual(rc, 0, err)
+        db = sqlite3.connect(f)
+        self.assertEqual(db.execute("PRAGMA integrity_check").fetchone()[0], "ok")
+        self.assertEqual(db.execute("SELECT value FROM meta WHERE key='recording_state'").fetchone()[0], "finished")
+        db.close()
+
+    # ---- SIGCHLD ignored by run's parent -----------------------------------------------------
+
+    def test_sigchld_ignored_by_the_parent_keeps_the_exit_code(self):
+        code = ("import os, signal, sys\n"
+                "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+                "os.execv(sys.argv[1], sys.argv[1:])\n")
+        for job, want in (("exit 7", 7), (f"'{DRIVER}' loop 3 0 1; exit 9", 9), ("kill -TERM $$", 143)):
+            d = os.path.join(self.tmp, f"d{want}")
+            p = subprocess.run([sys.executable, "-c", code, CLI, "run", "-o", d, "--", "sh", "-c", job],
+                               capture_output=True, text=True, timeout=TIMEOUT, env=env_with())
+            self.assertEqual(p.returncode, want, p.stderr)
+            self.assertIn(f"the command exited with {want}", p.stderr)
+
+    # ---- one output directory per job --------------------------------------------------------
+
+    def test_output_dir_with_an_earlier_trace_is_refused_unless_force(self):
+        for rel in ("sub/deeper/rank0.db", "old.json", "x/trace.json.gz", "overlap.summary.json"):
+            d = os.path.join(self.tmp, "used", rel.replace("/", "_"))
+            os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
+            open(os.path.join(d, rel), "w").close()
+            marker = os.path.join(self.tmp, "started")
+            rc, out, err = run(["run", "-o", d, "--", "touch", marker])
+            self.assertEqual(rc, 2, err)
+            self.assertEqual(err.count("overlapprof: error"), 1, err)
+            self.assertIn("already holds a trace", err)
+            self.assertIn(rel, err)
+            self.assertFalse(os.path.exists(marker))  # the job never started
+            rc, out, err = run(["run", "-o", d, "--force", "--", "touch", marker])
+            self.assertEqual(rc, 0, err)
+            self.assertTrue(os.path.exists(marker))
+            os.unlink(marker)
+
+    def test_two_concurrent_runs_into_one_directory(self):
+        stop = os.path.join(self.tmp, "stop")
+        a = subprocess.Popen([CLI, "run", "-o", self.out, "--", "sh", "-c",
+                              f"while [ ! -e '{stop}' ]; do sleep 0.02; done"],
+                             env=env_with(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            lock = os.path.join(self.out, ".overlapprof.lock")
+
+            def locked_by_a():
+                try:
+                    with open(lock) as f:
+                        return f.read().strip() == str(a.pid)
+                except FileNotFoundError:
+                    return False
+            wait_until(locked_by_a, what="run A's lock")
+            marker = os.path.join(self.tmp, "b-started")
+            rc, _, err = run(["run", "-o", self.out, "--", "touch", marker])
+            self.assertEqual(rc, 2, err)
+            self.assertIn(f"another overlapprof run (pid {a.pid}) is recording into", err)
+            self.assertFalse(os.path.exists(marker))
+            open(stop, "w").close()
+            _, err_a = a.communicate(timeout=TIMEOUT)
+            self.assertEqual(a.returncode, 0, err_a)
+        finally:
+            if a.poll() is None:
+                a.kill()
+        rc, _, err = run(["run", "-o", self.out, "--", "true"])  # released
+        self.assertEqual(rc, 0, err)
+
+    def test_default_directory_is_unique_within_a_second(self):
+        cwd = os.path.join(self.tmp, "cwd")
+        os.makedirs(cwd)
+        # Every name of the next seconds is taken already: the runs must pick fresh ones.
+        now = time.time()
+        for s in range(-1, 30):
+            os.makedirs(os.path.join(cwd, time.strftime("overlapprof-%Y%m%d-%H%M%S", time.localtime(now + s))),
+                        exist_ok=True)
+        taken = set(os.listdir(cwd))
+        procs = [subprocess.Popen([CLI, "run", "--no-analyze", "--", DRIVER, "loop", "3", "0", "1"], cwd=cwd,
+                                  env=env_with(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+        for p in procs:
+            _, err = p.communicate(timeout=TIMEOUT)
+            self.assertEqual(p.returncode, 0, err)
+        new = sorted(set(os.listdir(cwd)) - taken)
+        self.assertEqual(len(new), 2, new)
+        for d in new:
+            self.assertRegex(d, r"^overlapprof-\d{8}-\d{6}-\d+$")
+            self.assertEqual(len(self.dbs(os.path.join(cwd, d))), 1, d)
+        for d in taken:
+            self.assertEqual(os.listdir(os.path.join(cwd, d)), [], d)
+
+    # ---- rank files that hold nothing --------------------------------------------------------
+
+    def test_zero_byte_rank_file_is_reported_and_skipped(self):
+        job = (f": > \"$OVERLAPPROF_OUTPUT_DIR/rank1_host_pid$$_restart0.db\"; "
+               f"'{DRIVER}' loop 5 0 1 >/dev/null")
+        rc, out, err = run(["run", "-o", self.out, "--", "sh", "-c", job])
+        self.assertEqual(rc, 0, err)
+        self.assertIn("rank1_host_pid", err)
+        self.assertIn("died while creating it (0 bytes)", err)
+        self.assertIn("skipped", err)
+        [f] = self.dbs()  # the driver's file was analyzed; the empty one set aside
+        self.assertIn("rank0_", f)
+        self.assertEqual(len(glob.glob(os.path.join(self.out, "*.db.unrecorded"))), 1)
+        self.assertIn("data quality", out)
+        self.assertNotIn("empty file", err)
+        rc, _, err = run(["analyze", self.out])  # the directory stays analyzable
+        self.assertEqual(rc, 0, err)
+
+    def test_file_killed_before_its_first_commit_says_so(self):
+        # What the injector leaves when killed between opening the store and its first commit
+        # (schema and meta are one transaction): a WAL database with nothing committed.
+        half = ("import os, sqlite3, sys\n"
+                "c = sqlite3.connect(os.path.join(os.environ['OVERLAPPROF_OUTPUT_DIR'], "
+                "f'rank0_host_pid{os.getpid()}_restart0.db'), isolation_level=None)\n"
+                "c.execute('PRAGMA journal_mode=WAL'); c.execute('BEGIN')\n"
+                "c.execute('CREATE TABLE meta(key TEXT PRIMARY KEY, value)')\n"
+                "c.execute(\"INSERT INTO meta VALUES('recording_state', 'recording')\")\n"
+                "os.kill(os.getpid(), 9)\n")
+        rc, out, err = run(["run", "-o", self.out, "--", sys.executable, "-c", half])
+        self.assertEqual(rc, 128 + 9, err)
+        self.assertIn("killed before its first commit: nothing was recorded", err)
+        self.assertIn("died before its first commit", err)
+        self.assertNotIn("no problems recorded", out + err)
+        self.assertNotIn("nothing was recorded: no process of the job loaded NCCL", err)
+        self.assertEqual(self.dbs(), [])
+
+    # ---- paths -------------------------------------------------------------------------------
+
+    def test_install_path_with_a_space(self):
+        inst = os.path.join(self.tmp, "my install", "lib")
+        os.makedirs(inst)
+        real = os.path.join(os.path.dirname(CLI), "injector", "liboverlapprof_inject.so")
+        inj = os.path.join(inst, "liboverlapprof_inject.so")
+        shutil.copy(real, inj)
+        tmpdir = os.path.join(self.tmp, "t")
+        os.makedirs(tmpdir)
+        rc, out, err = run(["run", "-o", self.out, "--", DRIVER, "loop", "5", "0", "1"],
+                           env=env_with(OVERLAPPROF_INJECTOR=inj, TMPDIR=tmpdir))
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("cannot be preloaded", err)
+        [f] = self.dbs()
+        self.assertEqual(store(f)[:2], ("finished", 5))
+        self.assertEqual(os.listdir(tmpdir), [])  # the link made for LD_PRELOAD is gone
+
+    def test_read_only_output_dir_says_so(self):
+        ro = os.path.join(self.tmp, "ro")
+        os.makedirs(ro)
+        os.chmod(ro, 0o555)
+        os.chmod(self.tmp, 0o755)
+        marker = os.path.join(self.tmp, "started")
+        drop = None
+        if os.geteuid() == 0:  # root writes anywhere: run as nobody
+            def drop():
+                os.setgid(65534)
+                os.setuid(65534)
+        rc, _, err = run(["run", "-o", ro, "--", "sh", "-c", f"echo > '{marker}'"], preexec_fn=drop)
+        self.assertEqual(rc, 2, err)
+        self.assertEqual(err.count("\n"), err.count("no CUDA driver") + 1, err)
+        self.assertIn(f"cannot write into {ro}: Permission denied (a read-only directory or file system)", err)
+        self.assertFalse(os.path.exists(marker))
+        rc, _, err = run(["run", "-o", os.path.join(ro, "sub"), "--", "true"], preexec_fn=drop)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("cannot create", err)
+        self.assertIn("Permission denied", err)
+
+    def test_non_utf8_output_dir_keeps_the_jobs_exit_code(self):
+        d = os.fsencode(self.tmp) + b"/bad\xff\xfename"
+        for job, want in ((f"'{DRIVER}' loop 5 0 1 >/dev/null", 0), (f"'{DRIVER}' loop 5 0 1 >/dev/null; exit 3", 3)):
+            p = subprocess.run([os.fsencode(CLI), b"run", b"-o", d + str(want).encode(), b"--", b"sh", b"-c",
+                                job.encode()], capture_output=True, timeout=TIMEOUT, env=env_with())
+            self.assertEqual(p.returncode, want, p.stderr)
+            self.assertNotIn(b"internal error", p.stderr)
+            self.assertTrue(os.path.exists(d + str(want).encode() + b"/overlap.summary.json"))
+
+
+if __name__ == "__main__":
+    CLI, DRIVER = (os.path.abspath(a) for a in sys.argv[1:3])
+    unittest.main(argv=[sys.argv[0], "-v"] + sys.argv[3:])
