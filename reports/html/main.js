@@ -1,3 +1,4 @@
+guarded('headline', renderHeadline)();
 guarded('step time', renderStepBreakdown)();
 guarded('run summary', renderRun)();
 guarded('findings', renderFindings)();
@@ -8,6 +9,8 @@ guarded('iterations', renderIterationSection)();
 guarded('cross-rank view', renderCrossRank)();
 guarded('sections', renderSections)();
 guarded('data quality', renderDataQuality)();
+guarded('data quality placement', placeDataQuality)();
+guarded('contents', renderToc)();
 // A link may name an iteration to zoom to: report.html#iteration=J (J indexes iterations[]).
 guarded('location', function () {
   var m = /^#iteration=(\d+)$/.exec(window.location.hash || '');
