@@ -1,8 +1,8 @@
 guarded('headline', renderHeadline)();
 guarded('step time', renderStepBreakdown)();
-guarded('run summary', renderRun)();
 guarded('findings', renderFindings)();
 guarded('rank table', renderRanks)();
+guarded('run summary', renderRun)();
 guarded('charts', renderCharts)();
 guarded('timelines', renderTimelines)();
 guarded('iterations', renderIterationSection)();
