@@ -87,6 +87,14 @@ struct RankTimeline {
   static constexpr size_t kLanes = 4;
   size_t exact[kLanes] = {};
   DownSampled lanes[kLanes];
+  // Its communication ops, for the timeline's hover (the first `op_limit` by start): times in ns.
+  struct Op {
+    int64_t start = 0, end = 0, exposed = 0, bytes = kUnknown, seq = kUnknown;
+    size_t name = 0;  // index into op_names
+  };
+  size_t ops_total = 0;
+  std::vector<Op> ops;
+  std::vector<std::string> op_names;
 };
 constexpr const char* kLaneNames[RankTimeline::kLanes] = {"compute", "comm", "memory", "overlap"};
 
@@ -133,6 +141,22 @@ class HtmlReport : public ReportWriter {
     for (size_t l = 0; l < RankTimeline::kLanes; ++l) {
       tl.exact[l] = sets[l]->intervals().size();
       tl.lanes[l] = DownSampleIntervals(sets[l]->intervals(), limit_);
+    }
+    tl.ops_total = derived.ops.size();
+    std::unordered_map<std::string, size_t> name_index;
+    for (size_t i = 0; i < derived.ops.size() && i < limit_; ++i) {
+      const OpSpan& o = derived.ops[i];
+      RankTimeline::Op op;
+      op.start = o.start_ns;
+      op.end = o.end_ns;
+      op.exposed = o.exposed_ns();
+      op.bytes = o.bytes;
+      if (o.op < trace.comm_ops.size()) op.seq = trace.comm_ops[o.op].seq;
+      auto [it, fresh] = name_index.try_emplace(o.op_name.empty() ? std::string("communication") : o.op_name,
+                                                tl.op_names.size());
+      if (fresh) tl.op_names.push_back(it->first);
+      op.name = it->second;
+      tl.ops.push_back(op);
     }
     timelines_.push_back(std::move(tl));
     return OkStatus();
@@ -209,7 +233,24 @@ Status HtmlReport::WriteHtml(const Summary& summary, const ReportOptions& option
       if (l) out << ',';
       WriteLane(out, kLaneNames[l], tl.exact[l], tl.lanes[l], base);
     }
-    out << "}}";
+    // "ops": {"n": ops of the rank, "names": [...], "d": [start gap, duration, exposed, bytes, seq,
+    // name index, ...]}, six numbers per op (the first `op_limit`), each start from the previous
+    // op's start (the first from base); bytes and seq -1 when unknown.
+    out << "},\"ops\":{\"n\":" << tl.ops_total << ",\"names\":[";
+    for (size_t i = 0; i < tl.op_names.size(); ++i) out << (i ? "," : "") << Quote(tl.op_names[i]);
+    out << "],\"d\":[";
+    {
+      fmt::memory_buffer buf;
+      int64_t prev = base;
+      for (size_t i = 0; i < tl.ops.size(); ++i) {
+        const RankTimeline::Op& op = tl.ops[i];
+        fmt::format_to(std::back_inserter(buf), "{}{},{},{},{},{},{}", i ? "," : "", op.start - prev, op.end - op.start,
+                       op.exposed, op.bytes == kUnknown ? -1 : op.bytes, op.seq == kUnknown ? -1 : op.seq, op.name);
+        prev = op.start;
+      }
+      out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+    }
+    out << "]}}";
     if (!out) return MakeError(StatusCode::kIo, "write failed");
   }
   out << "\n]}" << kHtmlPage[2];

@@ -104,9 +104,33 @@ function fmtDur(v) {
   if (a < 1e9) return (n / 1e6).toFixed(2) + ' ms';
   return (n / 1e9).toFixed(3) + ' s';
 }
+// Columns whose integers are identifiers (rank, step number, sequence number): shown without
+// thousands separators.
+var ID_COLS = /^(rank|step|index|seq|ordinal|step_ordinal|iteration|last_rank|first_rank|root|peer|comm_rank|world_size|ranks)$/;
+// An integer in ns this large is a point in time (an epoch timestamp), not a duration: it is shown
+// as an offset from the run's first GPU activity (the timelines' origin, T.base_ns).
+var EPOCH_NS = 1e15;
+function fmtAt(v, base) {
+  var d = Number(BigInt(String(v)) - BigInt(String(base || '0')));
+  return (d < 0 ? '\u2212' : '+') + fmtDur(Math.abs(d));
+}
+// A nested value as text (never JSON): a list joined by ", ", an object as "key value; ...".
+function fmtNested(v) {
+  if (v === null || v === undefined) return 'n/a';
+  if (Array.isArray(v)) return v.length ? v.map(fmtNested).join(', ') : 'none';
+  if (isPlainObject(v)) {
+    var ks = Object.keys(v);
+    return ks.length ? ks.map(function (k) { return k.replace(/_/g, ' ') + ' ' + fmtNested(v[k]); }).join('; ') : 'none';
+  }
+  if (typeof v === 'boolean') return v ? 'yes' : 'no';
+  return String(v);
+}
 function fmt(kind, v) {
   if (v === null) return 'n/a';
   switch (kind) {
+    case 'id': return String(v);
+    case 'at': return fmtAt(v, T.base_ns);
+    case 'list': return fmtNested(v);
     case 'pct': return fmtPct(v);
     case 'dur': return fmtDur(v);
     case 'int': return group(String(v));
@@ -117,14 +141,26 @@ function fmt(kind, v) {
   }
 }
 function kindFor(col, v) {
-  if (v !== null && typeof v === 'object') return 'json';
+  if (v !== null && typeof v === 'object') return 'list';
   if (typeof v === 'boolean') return 'bool';
   if (typeof v === 'number' || typeof v === 'bigint') {
+    if (/_ns$/.test(col) && Math.abs(Number(v)) >= EPOCH_NS) return 'at';
     if (/_ns$/.test(col)) return 'dur';
+    if (ID_COLS.test(col) && (typeof v === 'bigint' || Number.isInteger(v))) return 'id';
     if (/(ratio|fraction)$/.test(col)) return 'pct';
     return typeof v === 'bigint' || Number.isInteger(v) ? 'int' : 'num';
   }
   return 'str';
+}
+// A column's header: words, not identifiers ("exposed", not "exposed_ns"); the cells carry the units
+// of durations and shares, other units go in the header.
+var HEADERS = { algbw_GBps: 'algbw (GB/s)', busbw_GBps: 'busbw (GB/s)', bandwidth_GBps: 'bandwidth (GB/s)',
+                ops_under_1MiB: 'ops under 1 MiB', bytes: 'bytes', warmup: 'warm-up', p2p_skipped: 'p2p skipped' };
+function human(col) {
+  col = String(col);
+  if (Object.prototype.hasOwnProperty.call(HEADERS, col)) return HEADERS[col];
+  return col.replace(/_ns$/, '').replace(/_GBps$/, ' (GB/s)').replace(/_MiB$/, ' (MiB)').replace(/_bytes$/, ' (bytes)')
+            .replace(/_fraction$/, ' share').replace(/_pct$/, ' (%)').replace(/_/g, ' ');
 }
 function isPlainObject(v) { return v !== null && typeof v === 'object' && !Array.isArray(v); }
 function getPath(root, path) {
@@ -165,15 +201,21 @@ function cell(tag, path, kind) {
     e.setAttribute('data-k', path.join('.'));
     e.setAttribute('data-v', stringify(v));
     e.setAttribute('data-f', k);
+    if (k === 'at') e.setAttribute('data-base', String(T.base_ns));
   }
   e.textContent = fmt(k, v);
   if (typeof v === 'number' || typeof v === 'bigint') e.classList.add('num');
-  if (k === 'json') e.classList.add('json');
+  if (k === 'json' || k === 'list') e.classList.add('json');
   if (k === 'str' && typeof v === 'string' && v.length <= 40) e.classList.add('nw');
   return e;
 }
 function basename(p) { var s = String(p || ''); var i = s.lastIndexOf('/'); return i >= 0 ? s.slice(i + 1) : s; }
-function rankColor(i) { return 'hsl(' + Math.round((i * 137.508) % 360) + ',65%,42%)'; }
+// Rank colours (charts, skew dots): none is the exposed red, the hidden green or the compute blue.
+var RANK_COLORS = ['#7b3fb5', '#e07b00', '#8c6d31', '#d6579b', '#6b8e23', '#4d4d4d', '#1f9ec9', '#a0522d', '#b8a000',
+                   '#9467bd', '#5f3a1e', '#c21d7d', '#3d7a3d', '#707bff', '#ff7f50', '#2e4057'];
+// Beyond 16 ranks the colours repeat; the charts' dash pattern (rankDash) tells them apart.
+function rankColor(i) { return RANK_COLORS[i % RANK_COLORS.length]; }
+function rankDash(i) { return i < RANK_COLORS.length ? null : ['6 3', '2 3', '8 3 2 3'][Math.floor(i / RANK_COLORS.length - 1) % 3]; }
 
 var MAIN = document.getElementById('main');
 function section(id, title, intro) {

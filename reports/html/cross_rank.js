@@ -48,7 +48,7 @@ function renderCrossRank() {
     bar(0, ew, 6, 6, XR_EXPOSED, who + ': exposed wait ' + fmtDur(r.exposed_wait_ns));
     bar(ww, xw, 2, 14, XR_TRANSFER, who + ': transfer ' + fmtDur(r.transfer_ns));
     var tr = el('tr', { class: 'xr-row', 'data-rank-index': String(i) });
-    tr.append(cell('td', ['cross_rank', i, 'rank'], 'int'), el('td', { class: 'xr-barcell' }, g),
+    tr.append(cell('td', ['cross_rank', i, 'rank'], 'id'), el('td', { class: 'xr-barcell' }, g),
               cell('td', ['cross_rank', i, 'wait_ns'], 'dur'), cell('td', ['cross_rank', i, 'exposed_wait_ns'], 'dur'),
               cell('td', ['cross_rank', i, 'transfer_ns'], 'dur'), cell('td', ['cross_rank', i, 'exposed_comm_ns'], 'dur'),
               cell('td', ['cross_rank', i, 'collectives'], 'int'));
@@ -56,6 +56,7 @@ function renderCrossRank() {
   });
   t.append(tb);
   s.append(tableWrap(t));
+  collapse(t, s, XR.length);
 
   // 2. Skew over time, one dot per listed collective, coloured by the rank that arrived last.
   var C = Array.isArray(S.collectives) ? S.collectives : [];
@@ -75,7 +76,7 @@ function renderCrossRank() {
   } else {
     var ul = el('ul', { class: 'xr-stragglers', id: 'xr-stragglers' });
     ST.slice(0, XR_MAX_STRAGGLERS).forEach(function (x, i) {
-      var li = el('li', { 'data-straggler': String(i) }, 'rank ', cell('span', ['stragglers', i, 'rank'], 'int'), ' arrived last in ',
+      var li = el('li', { 'data-straggler': String(i) }, 'rank ', cell('span', ['stragglers', i, 'rank'], 'id'), ' arrived last in ',
                   cell('span', ['stragglers', i, 'last_arrivals'], 'int'), ' of ',
                   cell('span', ['stragglers', i, 'collectives_counted'], 'int'), ' counted collectives (',
                   cell('span', ['stragglers', i, 'last_fraction'], 'pct'), '); the other ranks waited ',
@@ -100,7 +101,7 @@ function renderCrossRank() {
   CO.forEach(function (o) { if (o.applied === true) applied++; });
   CO.slice(0, XR_MAX_OFFSETS).forEach(function (o, i) {
     var tr = el('tr', o.applied === true ? { class: 'xr-applied' } : null);
-    tr.append(cell('td', ['clock_offsets', i, 'domain'], 'str'), cell('td', ['clock_offsets', i, 'ranks'], 'json'),
+    tr.append(cell('td', ['clock_offsets', i, 'domain'], 'str'), cell('td', ['clock_offsets', i, 'ranks'], 'list'),
               cell('td', ['clock_offsets', i, 'reference'], 'bool'), cell('td', ['clock_offsets', i, 'offset_ns'], 'dur'),
               cell('td', ['clock_offsets', i, 'noise_ns'], 'dur'), cell('td', ['clock_offsets', i, 'samples'], 'int'),
               cell('td', ['clock_offsets', i, 'applied'], 'bool'));
@@ -111,6 +112,7 @@ function renderCrossRank() {
       ' clock domains had their offset applied (highlighted): their times were shifted onto the reference clock.' :
       'No clock offset was applied: every domain\'s times are used as recorded.' }));
   s.append(tableWrap(ct));
+  collapse(ct, s, ctb.rows.length);
   if (CO.length > XR_MAX_OFFSETS)
     s.append(el('p', { class: 'muted', text: 'first ' + XR_MAX_OFFSETS + ' of ' + CO.length + ' domains; all are in the clock offsets table below' }));
 }
@@ -135,13 +137,13 @@ function skewChart(C) {
     var y = Y(yv);
     g.append(svg('line', { x1: L, x2: W - R, y1: y, y2: y, stroke: '#dde1e8' }));
     var tx = svg('text', { x: L - 6, y: y + 4, 'text-anchor': 'end' });
-    tx.textContent = fmtTick(yv, ys);
+    tx.textContent = fmtTick(yv, ys, maxY);
     g.append(tx);
   }
   var xsStep = niceStep(maxX, 10);
   for (var xv = 0; xv <= maxX; xv += xsStep) {
     var t2 = svg('text', { x: X(xv), y: H - 20, 'text-anchor': 'middle' });
-    t2.textContent = fmtTick(xv, xsStep);
+    t2.textContent = fmtTick(xv, xsStep, maxX);
     g.append(t2);
   }
   var xl = svg('text', { x: W - R, y: H - 2, 'text-anchor': 'end' });

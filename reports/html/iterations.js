@@ -1,6 +1,6 @@
 // ---------------------------------------------------------------- iteration table
 var ITER_COLS = [
-  ['index', 'index', 'int'], ['step', 'step', 'int'], ['warm-up', 'warmup', 'bool'], ['wall', 'wall_ns', 'dur'],
+  ['index', 'index', 'id'], ['step', 'step', 'id'], ['warm-up', 'warmup', 'bool'], ['wall', 'wall_ns', 'dur'],
   ['compute', 'compute_ns', 'dur'], ['comm', 'comm_ns', 'dur'], ['overlap', 'overlap_ns', 'dur'],
   ['exposed comm', 'exposed_comm_ns', 'dur'], ['overlap ratio', 'overlap_ratio', 'pct'], ['bound', 'achievable_ratio', 'pct'],
   ['comm ops', 'comm_ops', 'int'], ['kernels', 'kernels', 'int']];
@@ -42,6 +42,7 @@ function selectIterRank(ri, scroll) {
   });
   t.append(tb);
   box.append(tableWrap(t));
+  collapse(t, box, Math.min(list.length, CAP));
   if (list.length > CAP) box.append(el('p', { class: 'note', text: 'first ' + CAP + ' of ' + list.length + ' rows shown' }));
   if (scroll && box.scrollIntoView) box.scrollIntoView({ block: 'nearest' });
 }

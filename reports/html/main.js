@@ -1,13 +1,16 @@
+guarded('headline', renderHeadline)();
 guarded('step time', renderStepBreakdown)();
-guarded('run summary', renderRun)();
 guarded('findings', renderFindings)();
 guarded('rank table', renderRanks)();
+guarded('run summary', renderRun)();
 guarded('charts', renderCharts)();
 guarded('timelines', renderTimelines)();
 guarded('iterations', renderIterationSection)();
 guarded('cross-rank view', renderCrossRank)();
 guarded('sections', renderSections)();
 guarded('data quality', renderDataQuality)();
+guarded('data quality placement', placeDataQuality)();
+guarded('contents', renderToc)();
 // A link may name an iteration to zoom to: report.html#iteration=J (J indexes iterations[]).
 guarded('location', function () {
   var m = /^#iteration=(\d+)$/.exec(window.location.hash || '');

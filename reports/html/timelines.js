@@ -15,16 +15,15 @@ function firstEndingAfter(lane, t) {
   while (lo < hi) { var mid = (lo + hi) >> 1; if (lane.e[mid] <= t) lo = mid + 1; else hi = mid; }
   return lo;
 }
-// Draws the lane's intervals inside the view [a, b) on a canvas W px wide. Intervals less than
-// half a pixel apart share one rectangle, whose opacity is the busy share of the time it spans
-// (so dense small work, and intervals merged by down-sampling, look as busy as they were);
-// every interval is at least 1 px wide.
-function drawLane(ctx, lane, a, b, W, y, h) {
-  var k = W / (b - a), cs = -1, ce = -1, t0 = 0, t1 = 0, busy = 0;
+// The lane's intervals inside the view [a, b) on a drawing W px wide, as rectangles [x0, x1,
+// opacity]. Intervals less than half a pixel apart share one rectangle, whose opacity is the busy
+// share of the time it spans (so dense small work, and intervals merged by down-sampling, look as
+// busy as they were); every interval is at least 1 px wide.
+function laneRects(lane, a, b, W) {
+  var k = W / (b - a), cs = -1, ce = -1, t0 = 0, t1 = 0, busy = 0, out = [];
   function flush() {
     var share = t1 > t0 ? busy / (t1 - t0) : 1;
-    ctx.globalAlpha = Math.max(0.3, Math.min(1, share));
-    ctx.fillRect(cs, y, ce - cs, h);
+    out.push([cs, ce, Math.max(0.3, Math.min(1, share))]);
   }
   for (var i = firstEndingAfter(lane, a); i < lane.s.length && lane.s[i] < b; i++) {
     var s = Math.max(lane.s[i], a), e = Math.min(lane.e[i], b), len = lane.e[i] - lane.s[i];
@@ -41,29 +40,75 @@ function drawLane(ctx, lane, a, b, W, y, h) {
     cs = x0; ce = x1; t0 = s; t1 = e; busy = bz;
   }
   if (cs >= 0) flush();
-  ctx.globalAlpha = 1;
+  return out;
 }
+// The communication ops of a timeline entry (the blob's "ops"): start, end, exposed ns, bytes,
+// seq (null when unknown), op name; sorted by start.
+function decodeOps(o) {
+  var d = (o && Array.isArray(o.d)) ? o.d : [], names = (o && Array.isArray(o.names)) ? o.names : [], out = [], t = 0;
+  for (var i = 0; i + 5 < d.length; i += 6) {
+    t += d[i];
+    out.push({ s: t, e: t + d[i + 1], exposed: d[i + 2], bytes: d[i + 3] < 0 ? null : d[i + 3],
+               seq: d[i + 4] < 0 ? null : d[i + 4], op: String(names[d[i + 5]] || 'communication') });
+  }
+  return { list: out, total: o ? Number(o.n) || 0 : 0 };
+}
+// The op under time t (or the nearest within `slack` ns), else null.
+function opAt(ops, t, slack) {
+  var best = null, bestD = Infinity;
+  for (var i = 0; i < ops.length && ops[i].s <= t + slack; i++) {
+    var o = ops[i], dd = t < o.s ? o.s - t : t > o.e ? t - o.e : 0;
+    if (dd <= slack && dd < bestD) { best = o; bestD = dd; }
+  }
+  return best;
+}
+function fmtBytes(n) {
+  if (n === null || n === undefined) return 'bytes n/a';
+  var a = Math.abs(n);
+  if (a < 1024) return n + ' B';
+  if (a < 1048576) return (n / 1024).toFixed(1) + ' KiB';
+  if (a < 1073741824) return (n / 1048576).toFixed(1) + ' MiB';
+  return (n / 1073741824).toFixed(2) + ' GiB';
+}
+function opTip(o) {
+  var dur = o.e - o.s;
+  return o.op + ' \u00b7 ' + fmtBytes(o.bytes) + ' \u00b7 seq ' + (o.seq === null ? 'n/a' : String(o.seq)) +
+      ' \u00b7 ' + fmtDur(dur) + ', exposed ' + fmtDur(o.exposed) + (dur > 0 ? ' (' + fmtPct(o.exposed / dur) + ')' : '');
+}
+// The timeline's colours: the legend and the drawing both read this table (tests/e2e/html_test.py
+// checks that each legend swatch has the colour of the drawn shapes of its class).
+var TL_CLASSES = [
+  ['compute', 'compute', '#3b6fd8'], ['comm-exposed', 'communication, exposed', '#d9453b'],
+  ['comm-hidden', 'communication, hidden by compute', '#17a88b'], ['memory', 'memory copies/sets', '#e0a526'],
+  ['iteration', 'iteration boundary', '#5d6675']];
+var TL_COLOR = {};
+TL_CLASSES.forEach(function (c) { TL_COLOR[c[0]] = c[2]; });
+// Lanes of a row: [class drawn, y, height, label].
+var TL_H = 54, TL_LANES = { compute: [4, 14], comm: [21, 14], memory: [38, 12] };
 function niceStep(span, n) {
   var raw = span / n, p = Math.pow(10, Math.floor(Math.log10(raw))), m = raw / p;
   return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
 }
-function fmtTick(t, step) {
-  if (step >= 1e9) return (t / 1e9).toFixed(step >= 1e10 ? 0 : 1) + ' s';
-  if (step >= 1e6) return (t / 1e6).toFixed(step >= 1e7 ? 0 : 1) + ' ms';
-  if (step >= 1e3) return (t / 1e3).toFixed(step >= 1e4 ? 0 : 1) + ' \u00b5s';
-  return Math.round(t) + ' ns';
+// A tick label: every tick of one axis in one unit (chosen by the axis' largest value `max`),
+// with as many decimals as its step needs, so the labels are round numbers.
+function fmtTick(t, step, max) {
+  var m = Math.max(Math.abs(max === undefined ? t : max), step), u = m >= 1e9 ? 1e9 : m >= 1e6 ? 1e6 : m >= 1e3 ? 1e3 : 1;
+  var name = u === 1e9 ? ' s' : u === 1e6 ? ' ms' : u === 1e3 ? ' \u00b5s' : ' ns';
+  var digits = Math.max(0, Math.min(6, Math.ceil(-Math.log10(step / u) - 1e-9)));
+  return (t / u).toFixed(digits) + name;
 }
 
 function renderTimelines() {
   var s = section('timelines', 'Timelines',
-      'Per rank, the GPU timeline as unions of activities: compute, communication (red where exposed, green where compute ' +
-      'hides it) and memory copies/sets; the overlap (compute \u2229 communication) is shaded. Scroll to zoom, drag to pan, ' +
-      'double-click for the whole run; pick an iteration to zoom to it. Times are from the run\'s first GPU activity.');
+      'Per rank, the GPU timeline as unions of activities in three lanes: compute, communication (red where exposed, ' +
+      'green where compute hides it) and memory copies/sets. Hover a communication slice for its operation. Click the ' +
+      'timeline, then scroll to zoom; drag to pan, double-click for the whole run; pick an iteration to zoom to it. Times ' +
+      'are from the run\'s first GPU activity.');
   var entries = (Array.isArray(T.ranks) ? T.ranks : []).slice().sort(function (x, y) { return x.index - y.index; });
   var rows = entries.map(function (r) {
     var lanes = r.lanes || {};
     return { index: r.index, any: !!r.any, compute: decodeLane(lanes.compute), comm: decodeLane(lanes.comm),
-             memory: decodeLane(lanes.memory), overlap: decodeLane(lanes.overlap) };
+             memory: decodeLane(lanes.memory), overlap: decodeLane(lanes.overlap), ops: decodeOps(r.ops) };
   });
 
   // What was simplified for drawing, said on the page.
@@ -84,10 +129,10 @@ function renderTimelines() {
                ' per lane; gaps shorter than ' + fmtDur(maxGap) + ' closed). Only the drawing is simplified: every figure ' +
                'in the tables is exact.');
   var runNotes = document.getElementById('run-notes');
-  notes.forEach(function (n, i) {
+  notes.forEach(function (n) {
     var p = el('p', { class: 'note', text: n });
     if (n.indexOf('down-sampled') >= 0) p.id = 'timeline-note';
-    if (n.indexOf('first') === 0 || n.indexOf('Timelines are shown') === 0) p.id = 'timeline-ranks-note';
+    if (n.indexOf('Timelines are shown') === 0) p.id = 'timeline-ranks-note';
     s.append(p);
     if (runNotes) runNotes.append(el('p', { class: 'note', text: n }));
   });
@@ -102,80 +147,81 @@ function renderTimelines() {
   ctl.append(el('label', null, 'iterations of ', rankSel), el('label', null, 'zoom to ', iterSel), whole, win);
   if (!rankSel.options.length) { rankSel.disabled = true; iterSel.disabled = true; }
   s.append(ctl);
-  var legend = el('div', { class: 'legend' });
-  [['compute', 'var(--compute)'], ['communication, exposed', 'var(--comm)'], ['communication, hidden by compute', 'var(--hidden)'],
-   ['memory copies/sets', 'var(--memory)'], ['overlap (shaded)', 'var(--shade)'], ['iteration boundary', '#9aa3b2']]
-    .forEach(function (x) { legend.append(el('span', null, el('i', { style: 'background:' + x[1] }), x[0])); });
+  var legend = el('div', { class: 'legend', id: 'tl-legend' });
+  TL_CLASSES.forEach(function (c) {
+    legend.append(el('span', { 'data-class': c[0] }, el('i', { style: 'background:' + c[2], 'data-color': c[2] }), c[1]));
+  });
   s.append(legend);
 
   var full = [0, Math.max(Number(T.end) || 0, 1000)];
   var view = full.slice();
-  var axisRow = el('div', { class: 'tl-row' }, el('div', { class: 'tl-label' }), el('canvas', { class: 'tl-canvas tl-axis' }));
-  s.append(axisRow);
+  // The rows live in one focusable box: the wheel zooms only while it has focus (a click gives it),
+  // so scrolling the page over it scrolls the page.
+  var box = el('div', { class: 'tl-box', id: 'tl-box', tabindex: '0', 'aria-label': 'timelines (click, then scroll to zoom)' });
+  s.append(box);
+  var axisSvg = svg('svg', { class: 'tl-svg tl-axis', id: 'tl-axis', height: 24 });
+  box.append(el('div', { class: 'tl-row' }, el('div', { class: 'tl-label' }), el('div', { class: 'tl-lanes' }), axisSvg));
   var rowEls = rows.map(function (r) {
     var lab = el('div', { class: 'tl-label', title: String((RANKS[r.index] || {}).source || '') },
                  el('b', { text: rankLabel(r.index) }), basename((RANKS[r.index] || {}).source));
-    var cv = el('canvas', { class: 'tl-canvas', 'data-rank-index': String(r.index) });
-    var row = el('div', { class: 'tl-row' }, lab, cv);
-    s.append(row);
-    return cv;
+    var lanes = el('div', { class: 'tl-lanes' });
+    [['compute', 'compute'], ['comm', 'comm'], ['memory', 'memory']].forEach(function (l) {
+      lanes.append(el('span', { style: 'top:' + TL_LANES[l[0]][0] + 'px;height:' + TL_LANES[l[0]][1] + 'px', text: l[1] }));
+    });
+    var g = svg('svg', { class: 'tl-svg', 'data-rank-index': String(r.index), height: TL_H });
+    box.append(el('div', { class: 'tl-row' }, lab, lanes, g));
+    return g;
   });
   if (!rows.length) s.append(el('p', { class: 'muted', text: 'No timeline data.' }));
-  var css = getComputedStyle(document.documentElement);
-  var color = function (name, dflt) { return (css.getPropertyValue(name) || '').trim() || dflt; };
-  var C = { compute: color('--compute', '#3b6fd8'), comm: color('--comm', '#d9453b'), hidden: color('--hidden', '#17a88b'),
-            memory: color('--memory', '#4caf50'), shade: color('--shade', 'rgba(255,193,7,0.38)') };
+  var tip = el('div', { class: 'tl-tip', id: 'tl-tip', hidden: '' });
+  s.append(tip);
 
-  function prepare(cv, h) {
-    var w = cv.clientWidth || 800, dpr = window.devicePixelRatio || 1;
-    if (cv.width !== Math.round(w * dpr) || cv.height !== Math.round(h * dpr)) {
-      cv.width = Math.round(w * dpr);
-      cv.height = Math.round(h * dpr);
-    }
-    var ctx = cv.getContext('2d');
-    if (!ctx) return null;
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, w, h);
-    return { ctx: ctx, w: w };
-  }
+  function width(g) { return g.getBoundingClientRect().width || g.clientWidth || 800; }
+  function clear(g) { while (g.firstChild) g.removeChild(g.firstChild); }
   function drawAxis() {
-    var cv = axisRow.lastChild, p = prepare(cv, 24);
-    if (!p) return;
-    var a = view[0], b = view[1], step = niceStep(b - a, Math.max(2, p.w / 110));
-    p.ctx.fillStyle = '#5d6675';
-    p.ctx.font = '11px system-ui, sans-serif';
+    var W = width(axisSvg), a = view[0], b = view[1], step = niceStep(b - a, Math.max(2, W / 110));
+    clear(axisSvg);
+    axisSvg.setAttribute('viewBox', '0 0 ' + W + ' 24');
     for (var t = Math.ceil(a / step) * step; t <= b; t += step) {
-      var x = (t - a) / (b - a) * p.w, label = fmtTick(t, step);
-      p.ctx.fillRect(x, 16, 1, 8);
-      if (x + 3 + p.ctx.measureText(label).width <= p.w) p.ctx.fillText(label, x + 3, 12);
+      var x = (t - a) / (b - a) * W, label = fmtTick(t, step, b);
+      axisSvg.append(svg('rect', { x: x.toFixed(1), y: 16, width: 1, height: 8, fill: '#5d6675' }));
+      if (x + 3 + label.length * 6 <= W) {
+        var tx = svg('text', { x: (x + 3).toFixed(1), y: 12 });
+        tx.textContent = label;
+        axisSvg.append(tx);
+      }
     }
   }
-  function drawRow(cv, r) {
-    var p = prepare(cv, 46);
-    if (!p) return;
-    var ctx = p.ctx, W = p.w, a = view[0], b = view[1];
-    ctx.fillStyle = '#f6f7f9';
-    ctx.fillRect(0, 0, W, 46);
+  function drawRow(g, r) {
+    var W = width(g), a = view[0], b = view[1];
+    clear(g);
+    g.setAttribute('viewBox', '0 0 ' + W + ' ' + TL_H);
+    g.append(svg('rect', { x: 0, y: 0, width: W, height: TL_H, fill: '#f6f7f9' }));
     if (!r.any) {
-      ctx.fillStyle = '#5d6675';
-      ctx.font = '12px system-ui, sans-serif';
-      ctx.fillText('no GPU activity in this trace', 6, 28);
+      var tx = svg('text', { x: 6, y: 30 });
+      tx.textContent = 'no GPU activity in this trace';
+      g.append(tx);
       return;
     }
-    // Iteration boundaries.
     var its = itersOf[r.index] || [];
-    if (its.length <= 5000) {
-      ctx.fillStyle = '#9aa3b2';
-      its.forEach(function (j) {
-        var st = WINDOWS[j][1];
-        if (st >= a && st <= b) ctx.fillRect((st - a) / (b - a) * W, 0, 1, 46);
+    if (its.length <= 5000) its.forEach(function (j) {
+      var st = WINDOWS[j][1];
+      if (st >= a && st <= b)
+        g.append(svg('rect', { class: 'iteration', 'data-class': 'iteration', x: ((st - a) / (b - a) * W).toFixed(1), y: 0,
+                               width: 1, height: TL_H, fill: TL_COLOR.iteration }));
+    });
+    function lane(data, cls, ly) {
+      laneRects(data, a, b, W).forEach(function (q) {
+        var at = { 'data-class': cls, x: q[0].toFixed(2), y: ly[0], width: Math.max(1, q[1] - q[0]).toFixed(2), height: ly[1],
+                   fill: TL_COLOR[cls] };
+        if (q[2] < 1) at['fill-opacity'] = q[2].toFixed(2);
+        g.append(svg('rect', at));
       });
     }
-    ctx.fillStyle = C.compute; drawLane(ctx, r.compute, a, b, W, 3, 13);
-    ctx.fillStyle = C.comm; drawLane(ctx, r.comm, a, b, W, 19, 13);
-    ctx.fillStyle = C.hidden; drawLane(ctx, r.overlap, a, b, W, 19, 13);
-    ctx.fillStyle = C.memory; drawLane(ctx, r.memory, a, b, W, 35, 8);
-    ctx.fillStyle = C.shade; drawLane(ctx, r.overlap, a, b, W, 1, 33);
+    lane(r.compute, 'compute', TL_LANES.compute);
+    lane(r.comm, 'comm-exposed', TL_LANES.comm);
+    lane(r.overlap, 'comm-hidden', TL_LANES.comm);
+    lane(r.memory, 'memory', TL_LANES.memory);
   }
   function draw() {
     drawAxis();
@@ -191,18 +237,39 @@ function renderTimelines() {
     draw();
   }
 
-  // Wheel zooms around the pointer, dragging pans, double-click shows the whole run.
-  var canvases = rowEls.concat([axisRow.lastChild]);
+  // Wheel zooms around the pointer (only while the box has focus), dragging pans, double-click
+  // shows the whole run; hovering the communication lane shows the op under the pointer.
   var drag = null;
-  canvases.forEach(function (cv) {
-    cv.addEventListener('wheel', guarded('wheel', function (e) {
+  var svgs = rowEls.concat([axisSvg]);
+  svgs.forEach(function (g) {
+    g.addEventListener('wheel', guarded('wheel', function (e) {
+      if (document.activeElement !== box) return;
       e.preventDefault();
-      var rect = cv.getBoundingClientRect(), f = e.deltaY > 0 ? 1.25 : 0.8;
+      var rect = g.getBoundingClientRect(), f = e.deltaY > 0 ? 1.25 : 0.8;
       var t = view[0] + (e.clientX - rect.left) / Math.max(1, rect.width) * (view[1] - view[0]);
       setView(t - (t - view[0]) * f, t + (view[1] - t) * f);
     }), { passive: false });
-    cv.addEventListener('mousedown', function (e) { drag = { x: e.clientX, a: view[0], b: view[1], w: cv.clientWidth || 1 }; });
-    cv.addEventListener('dblclick', guarded('dblclick', function () { iterSel.value = ''; setView(full[0], full[1]); }));
+    g.addEventListener('mousedown', function (e) {
+      box.focus({ preventScroll: true });
+      drag = { x: e.clientX, a: view[0], b: view[1], w: width(g) || 1 };
+    });
+    g.addEventListener('dblclick', guarded('dblclick', function () { iterSel.value = ''; setView(full[0], full[1]); }));
+  });
+  rowEls.forEach(function (g, i) {
+    g.addEventListener('mousemove', guarded('hover', function (e) {
+      var rect = g.getBoundingClientRect(), y = e.clientY - rect.top, L = TL_LANES.comm;
+      var o = null;
+      if (y >= L[0] - 2 && y <= L[0] + L[1] + 2) {
+        var k = (view[1] - view[0]) / Math.max(1, rect.width);
+        o = opAt(rows[i].ops.list, view[0] + (e.clientX - rect.left) * k, 3 * k);
+      }
+      if (!o) { tip.hidden = true; return; }
+      tip.textContent = opTip(o);
+      tip.hidden = false;
+      tip.style.left = Math.min(e.clientX + 12, window.innerWidth - 380) + 'px';
+      tip.style.top = (e.clientY + 14) + 'px';
+    }));
+    g.addEventListener('mouseleave', function () { tip.hidden = true; });
   });
   window.addEventListener('mousemove', guarded('pan', function (e) {
     if (!drag) return;

@@ -68,6 +68,14 @@ CommandResult RunReport(const ReportArgs& a) {
     json_status = WriteJsonFile(summary, a.json_path, summary_doc ? &*summary_doc : nullptr);
   if (chrome_thread.joinable()) chrome_thread.join();
   if (html_thread.joinable()) html_thread.join();
+  // Each file written, one line each on stderr (stdout stays free for the caller), in the order
+  // JSON, Chrome trace, HTML; a file whose write failed is not named (its error follows), nor "-".
+  auto wrote = [](const std::string& path, const Status& st, const char* what) {
+    if (!path.empty() && path != "-" && st.ok()) std::fprintf(stderr, "overlapprof: wrote %s (%s)\n", path.c_str(), what);
+  };
+  wrote(a.json_path, json_status, "JSON summary");
+  wrote(a.chrome_trace, chrome_status, "Chrome trace: open in ui.perfetto.dev");
+  wrote(a.html_path, html_status, "HTML report: open in a browser");
   OVERLAPPROF_RETURN_IF_ERROR(json_status);
   OVERLAPPROF_RETURN_IF_ERROR(chrome_status);
   if (chrome) {

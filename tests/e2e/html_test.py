@@ -29,8 +29,10 @@ Needs Chromium (scripts/setup.sh installs it); fails when it is missing.
 Usage: html_test.py PATH_TO_OVERLAPPROF   (ctest passes it)
 """
 import decimal
+import html
 import html.parser
 import json
+import math
 import os
 import re
 import shutil
@@ -100,7 +102,7 @@ class Dom(html.parser.HTMLParser):
                 o[1] += 1
         rec = None
         if "data-k" in a:
-            rec = {"k": a["data-k"], "v": a.get("data-v"), "f": a.get("data-f"), "text": []}
+            rec = {"k": a["data-k"], "v": a.get("data-v"), "f": a.get("data-f"), "base": a.get("data-base"), "text": []}
             self.cells.append(rec)
         if "id" in a:
             rec2 = {"tag": tag, "attrs": a, "text": []}
@@ -143,12 +145,37 @@ def resolve(doc, path):
 
 
 decimal.getcontext().prec = 60
+html_unescape = html.unescape
 
 
 def to_fixed(x, digits):
     """JavaScript's Number.prototype.toFixed: the exact binary value rounded half up."""
     d = decimal.Decimal(abs(x)).quantize(decimal.Decimal(1).scaleb(-digits), rounding=decimal.ROUND_HALF_UP)
     return ("-" if x < 0 else "") + f"{d:.{digits}f}"
+
+
+def dur_text(n):
+    """The page's fmtDur."""
+    if abs(n) < 1e3:
+        return f"{n} ns"
+    if abs(n) < 1e6:
+        return to_fixed(n / 1e3, 2) + " \u00b5s"
+    if abs(n) < 1e9:
+        return to_fixed(n / 1e6, 2) + " ms"
+    return to_fixed(n / 1e9, 3) + " s"
+
+
+def nested_text(v):
+    """The page's fmtNested: lists joined by ", ", objects as "key value; ..."."""
+    if v is None:
+        return "n/a"
+    if isinstance(v, list):
+        return ", ".join(nested_text(x) for x in v) if v else "none"
+    if isinstance(v, dict):
+        return "; ".join(k.replace("_", " ") + " " + nested_text(x) for k, x in v.items()) if v else "none"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return str(v)
 
 
 def check_text(tc, cell, value):
@@ -175,6 +202,14 @@ def check_text(tc, cell, value):
         tc.assertEqual(int(value), value, where)
     elif kind == "num":
         tc.assertEqual(float(text), value, where)
+    elif kind == "id":  # identifiers (rank, step, seq): digits without separators
+        tc.assertEqual(text, str(int(value)), where)
+    elif kind == "at":  # a point in time: its offset from the run's first GPU activity
+        d = int(value) - int(cell["base"])
+        tc.assertEqual(text[0], "+" if d >= 0 else "\u2212", where)
+        tc.assertEqual(text[1:], dur_text(abs(d)), where)
+    elif kind == "list":  # a nested value as words: never JSON
+        tc.assertEqual(text, nested_text(value), where)
     elif kind == "bool":
         tc.assertEqual(text, "yes" if value else "no", where)
     elif kind == "json":
@@ -215,6 +250,80 @@ def decode_lane(lane):
     return out
 
 
+# A script run after the page's own (appended to a copy of the page): measures the layout and
+# drives the timeline as a user would, then writes what it saw as JSON into <body data-probe>.
+PROBE = r"""
+(function () {
+  var out = {};
+  try {
+    var wrap = document.querySelector('#rank-table').parentNode;
+    out.winW = window.innerWidth;
+    out.wrapRight = wrap.getBoundingClientRect().right;
+    out.scroll = [wrap.scrollWidth, wrap.clientWidth];
+    out.keyRight = Math.max.apply(null, Array.prototype.map.call(document.querySelectorAll('#rank-table th.key'),
+        function (t) { return t.getBoundingClientRect().right; }));
+    out.rowH = Array.prototype.map.call(document.querySelectorAll('#rank-table tbody tr'),
+        function (r) { return r.getBoundingClientRect().height; });
+    out.headH = document.querySelector('#rank-table thead tr').getBoundingClientRect().height;
+    out.pageOverflow = document.documentElement.scrollWidth > window.innerWidth;
+    var g = document.querySelector('svg.tl-svg[data-rank-index]');
+    var T = JSON.parse(document.getElementById('timeline').textContent);
+    var idx = Number(g.getAttribute('data-rank-index')), e = T.ranks.filter(function (r) { return r.index === idx; })[0];
+    var rect = g.getBoundingClientRect(), full = Math.max(Number(T.end) || 0, 1000);
+    var d = e.ops.d, tip = document.getElementById('tl-tip');
+    if (d.length) {
+      var x = rect.left + (d[0] + d[1] / 2) / full * rect.width, y = rect.top + 28;
+      out.op = { index: idx, d: d.slice(0, 6), name: e.ops.names[d[5]] };
+      g.dispatchEvent(new MouseEvent('mousemove', { clientX: x, clientY: y, bubbles: true }));
+      out.tip = tip.hidden ? null : tip.textContent;
+      g.dispatchEvent(new MouseEvent('mousemove', { clientX: x, clientY: rect.top + 8, bubbles: true }));
+      out.tipOverCompute = tip.hidden ? null : tip.textContent;
+    }
+    var win = document.getElementById('tl-window'), before = win.textContent;
+    if (document.activeElement && document.activeElement.blur) document.activeElement.blur();
+    var wheel = function () {
+      g.dispatchEvent(new WheelEvent('wheel', { deltaY: -120, clientX: rect.left + rect.width / 2, clientY: rect.top + 10,
+                                                bubbles: true, cancelable: true }));
+    };
+    wheel();
+    out.wheelUnfocused = win.textContent !== before;
+    document.getElementById('tl-box').focus();
+    wheel();
+    out.wheelFocused = win.textContent !== before;
+  } catch (err) { out.error = String(err && err.stack || err); }
+  document.body.setAttribute('data-probe', JSON.stringify(out));
+})();
+"""
+
+
+def probe(page_path, workdir, width):
+    """What PROBE saw on the page at `page_path` rendered `width` px wide."""
+    with open(page_path, encoding="utf-8") as f:
+        page = f.read()
+    path = os.path.join(workdir, f"probe-{width}-" + os.path.basename(page_path))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(page.replace("</body>", "<script>" + PROBE + "</script>\n</body>", 1))
+    profile = tempfile.mkdtemp(prefix="profile-", dir=workdir)
+    p = subprocess.run([BROWSER, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={width},1000",
+                        "--dump-dom", "file://" + os.path.abspath(path)], capture_output=True, text=True, timeout=120)
+    shutil.rmtree(profile, ignore_errors=True)
+    m = re.search(r'<body[^>]*data-probe="([^"]*)"', p.stdout)
+    assert m, p.stderr[-2000:]
+    got = json.loads(html.unescape(m.group(1)))
+    assert "error" not in got, got["error"]
+    return got
+
+
+def bytes_text(n):
+    """The page's fmtBytes."""
+    if n < 0:
+        return "bytes n/a"
+    for unit, k, digits in (("GiB", 1 << 30, 2), ("MiB", 1 << 20, 1), ("KiB", 1 << 10, 1)):
+        if n >= k:
+            return to_fixed(n / k, digits) + " " + unit
+    return f"{n} B"
+
+
 class Report:
     """One `overlapprof report --html --json` run and its page as Chromium rendered it."""
 
@@ -225,6 +334,7 @@ class Report:
         self.json_path = os.path.join(out, name + ".summary.json")
         rc, _, err = run("report", *inputs, "--html", self.html_path, "--json", self.json_path)
         assert rc == expect_rc, f"report {name}: exit {rc}: {err}"
+        self.stderr = err
         assert not os.path.exists(self.html_path + ".partial")
         with open(self.json_path) as f:
             self.summary = json.load(f)
@@ -274,6 +384,11 @@ class Checks:
             elif isinstance(v, dict) and v:
                 self.assertTrue(any(k.startswith(f"{key}.") for k in keys), key)
         self.check_step_breakdown(rep, keys)
+        self.check_headline(rep)
+        self.check_tables(rep)
+        self.check_findings(rep.dom_text, s)
+        self.check_legend_colours(rep)
+        self.check_charts(rep.dom_text, s)
         # The cross-rank view: exactly when there is a non-empty cross_rank.
         self.assertEqual("cross-rank-view" in rep.dom.ids, bool(s.get("cross_rank")))
         # Iterations: the first rank with any has its table.
@@ -292,8 +407,8 @@ class Checks:
         self.assertEqual(tl["ranks_shown"], shown)
         self.assertEqual(len(tl["ranks"]), shown)
         self.assertEqual(len(tl["iteration_windows"]), len(s["iterations"]))
-        canvases = [a for t, a in rep.dom.tags if t == "canvas" and "data-rank-index" in a]
-        self.assertEqual(len(canvases), shown)
+        drawings = [a for t, a in rep.dom.tags if t == "svg" and "data-rank-index" in a and "tl-svg" in a.get("class", "")]
+        self.assertEqual(len(drawings), shown)
         base = int(tl["base_ns"])
         for w, it in zip(tl["iteration_windows"], s["iterations"]):
             self.assertEqual((w[1] + base, w[2] + base), (it["start_ns"], it["end_ns"]))
@@ -326,6 +441,172 @@ class Checks:
         self.assertEqual("timeline-ranks-note" in rep.dom.ids, len(s["ranks"]) > 64)
 
 
+    # ---- the page's reading aids (issue 11 §2)
+    def check_headline(self, rep):
+        """The headline strip: hidden share, exposed per step (and its share), bound, computed from the summary's
+        step_breakdown run row (the only rank's row without one) exactly as documented; step time and GPU idle
+        as the summary's cells; the verdict under it."""
+        s = rep.summary
+        b = s.get("step_breakdown")
+        sec, text = section_dom(rep.dom_text, "headline")
+        self.assertIsNotNone(sec)
+        self.assertIn("step-verdict", sec.ids)
+        if not isinstance(b, dict):
+            return
+        if isinstance(b.get("run"), dict):
+            path, r = "step_breakdown.run", b["run"]
+        else:
+            self.assertEqual(len(b["ranks"]), 1)
+            path, r = "step_breakdown.ranks.0", b["ranks"][0]
+        hid = r["comm_hidden_ns"]
+        exp = r["comm_exposed_ns"] + r["comm_waiting_ns"]
+        comm, wall = hid + exp, r["wall_ns"]
+        want = {"hidden": hid / comm if comm else None,
+                "exposed_step": math.floor(exp / wall * r["step_ns"] + 0.5) if wall and r["step_ns"] is not None else None,
+                "exposed_share": exp / wall if wall else None,
+                "bound": min(1, (r["compute_only_ns"] + hid) / comm) if comm else None}
+        got = {m.group(2): (m.group(3), m.group(4)) for m in
+               re.finditer(r'<(\w+) class="[^"]*" data-h="(\w+)" data-hv="([^"]*)">([^<]*)<', text)}
+        self.assertEqual(set(got), set(want))
+        for name, w in want.items():
+            hv, shown = got[name]
+            if w is None:
+                self.assertEqual((hv, shown), ("null", "n/a"), name)
+                continue
+            self.assertAlmostEqual(float(hv), w, delta=1e-9 * max(1, abs(w)), msg=name)
+            if name == "exposed_step":
+                self.assertEqual(shown, dur_text(w), name)
+            else:
+                self.assertEqual(shown, to_fixed(float(hv) * 100, 2) + "%", name)
+        keys = {c["k"] for c in sec.cells}
+        for k in ("step_ns", "fractions.idle", "iterations"):
+            self.assertIn(f"{path}.{k}", keys)
+        self.assertIn("verdict", keys)
+
+    def check_tables(self, rep):
+        """Every table cell: no raw JSON, no epoch time (offsets instead); headers are words (no snake_case);
+        step numbers without separators; a list of more than 12 rows is collapsed with its count; a table of
+        contents names every section; data quality is second when it holds a warning or an error."""
+        text = rep.dom_text
+        for tag, inner in re.findall(r"<t([hd])\b[^>]*>(.*?)</t\1>", text, re.S):
+            t = html_unescape(re.sub(r"<[^>]+>", "", inner))
+            self.assertIsNone(re.match(r"\s*[\[{]", t), f"raw JSON in a cell: {t[:80]!r}")
+            self.assertNotIn('":', t, f"raw JSON in a cell: {t[:80]!r}")
+            self.assertIsNone(re.search(r"\d{16,}", t.replace(",", "")), f"an epoch time in a cell: {t[:80]!r}")
+            if tag == "h":
+                self.assertNotIn("_", t, f"an identifier as a header: {t!r}")
+        for c in rep.dom.cells:
+            if c["k"].endswith(".step") or c["k"].endswith(".rank"):
+                self.assertIn(c["f"], ("id", "str"), c["k"])
+                self.assertNotIn(",", c["text"], c["k"])
+        for attrs, body in re.findall(r"<table([^>]*)>(.*?)</table>", text, re.S):
+            tb = re.search(r"<tbody>(.*)</tbody>", body, re.S)
+            n = len(re.findall(r"<tr\b", tb.group(1))) if tb else 0
+            m = re.search(r'data-collapsed="(\d+)"', attrs)
+            if n > 12 and "<thead" in body:  # a list of rows (key/value tables are not collapsed)
+                self.assertTrue(m, f"a table of {n} rows is not collapsed: {attrs}")
+                self.assertEqual(int(m.group(1)), n)
+                self.assertEqual(len(re.findall(r'<tr\b[^>]*\bclass="[^"]*\bmore\b', tb.group(1))), n - 12)
+            else:
+                self.assertIsNone(m, attrs)
+        order = re.findall(r'<section id="([^"]+)"', text)
+        if len(order) >= 3:
+            self.assertIn("toc", rep.dom.ids)
+            self.assertEqual(re.findall(r'data-target="([^"]+)"', text), order)
+        dq = rep.summary["data_quality"]
+        if dq["errors"] + dq["warnings"]:
+            self.assertEqual(order[1], "data-quality")
+        else:
+            self.assertEqual(order[-1], "data-quality")
+
+    def check_findings(self, text, s):
+        """Findings identical but for the rank are one row with their rank list; none is said."""
+        sec, stext = section_dom(text, "section-findings")
+        self.assertIsNotNone(sec)
+        groups = {}
+        for f in s.get("findings") or []:
+            g = groups.setdefault((f["analyzer"], f["severity"], f["message"]), set())
+            g.update(f.get("ranks") or ([f["rank"]] if f.get("rank") is not None else []))
+        if not groups:
+            self.assertIn("No findings", sec.ids["findings-none"]["text"])
+            return
+        self.assertNotIn("findings-none", sec.ids)
+        rows = re.findall(r'<tr class="finding" data-merged="\d+">(.*?)</tr>', stext, re.S)
+        self.assertEqual(len(rows), len(groups))
+        seen = set()
+        for row in rows:
+            i = int(re.search(r'data-k="findings\.(\d+)\.message"', row).group(1))
+            f = s["findings"][i]
+            key = (f["analyzer"], f["severity"], f["message"])
+            self.assertNotIn(key, seen)
+            seen.add(key)
+            ranks = re.search(r'data-ranks="([^"]*)"', row).group(1)
+            self.assertEqual(ranks, ",".join(str(r) for r in sorted(groups[key])))
+
+    TL_LEGEND_CLASSES = {"compute", "comm-exposed", "comm-hidden", "memory", "iteration"}
+
+    def check_legend_colours(self, rep):
+        """Each legend swatch of the timelines has the colour of the drawn shapes of its class, read from the
+        drawn SVG; the classes' colours differ."""
+        sec, text = section_dom(rep.dom_text, "timelines")
+        legend = dict(re.findall(r'<span data-class="([\w-]+)"><i style="background:([^";]+)"', text))
+        self.assertEqual(set(legend), self.TL_LEGEND_CLASSES)
+        self.assertEqual(len(set(legend.values())), len(legend), legend)
+        drawn = {}
+        for cls, fill in re.findall(r'<rect\b[^>]*\bdata-class="([\w-]+)"[^>]*\bfill="([^"]+)"', text):
+            drawn.setdefault(cls, set()).add(fill)
+        for cls, fills in drawn.items():
+            self.assertEqual(fills, {legend[cls]}, cls)
+        s = rep.summary
+        for r in s["ranks"][:64]:
+            if r["compute_ns"] > 0:
+                self.assertIn("compute", drawn)
+            if r["comm_ns"] > r["overlap_ns"]:
+                self.assertIn("comm-exposed", drawn)
+            if r["overlap_ns"] > 0:
+                self.assertIn("comm-hidden", drawn)
+
+    def check_charts(self, text, s):
+        """Per-iteration charts: y ticks round and of one unit, the top tick the first at or above the largest
+        steady value (warm-up left out of the scale); x ticks step numbers; every warm-up point marked; rank
+        colours none of exposed red, hidden green, compute blue."""
+        sec, stext = section_dom(text, "per-iteration")
+        if not s["iterations"]:
+            return
+        its = s["iterations"]
+        charted = []
+        for i, r in enumerate(s["ranks"]):
+            if any(it["rank"] == r["rank"] for it in its) and len(charted) < 64:
+                charted.append(r["rank"])
+        mine = [it for it in its if it["rank"] in charted]
+        charts = re.findall(r'<svg class="chart"[^>]*>(.*?)</svg>', stext, re.S)
+        self.assertEqual(len(charts), 2)
+        units = {"%": 0.01, " ns": 1, " \u00b5s": 1e3, " ms": 1e6, " s": 1e9}
+        for chart, key in zip(charts, ("overlap_ratio", "exposed_comm_ns")):
+            ticks = re.findall(r'<text[^>]*class="ytick"[^>]*>([^<]*)</text>', chart)
+            self.assertGreaterEqual(len(ticks), 2)
+            unit = re.sub(r"^[\d.]+", "", ticks[0])
+            self.assertIn(unit, units)
+            vals = [float(t[: len(t) - len(unit)]) for t in ticks]
+            self.assertTrue(all(t.endswith(unit) for t in ticks), ticks)
+            step = vals[1] - vals[0]
+            self.assertTrue(all(abs((b - a) - step) < 1e-9 * max(1, step) for a, b in zip(vals, vals[1:])), ticks)
+            mant = step / 10 ** math.floor(math.log10(step))
+            self.assertTrue(any(abs(mant - m) < 1e-6 for m in (1, 2, 2.5, 5)), ticks)
+            steady = [it[key] for it in mine if not it["warmup"] and it[key] is not None]
+            if key == "exposed_comm_ns" and steady and max(steady) > 0:
+                top = vals[-1] * units[unit]
+                self.assertGreaterEqual(top * (1 + 1e-9), max(steady), ticks)
+                self.assertLess((vals[-2]) * units[unit], max(steady), ticks)
+            warm = [it for it in mine if it["warmup"] and it[key] is not None]
+            self.assertEqual(len(re.findall(r'class="pt warmup"', chart)), len(warm))
+            xt = [int(x) for x in re.findall(r'<text[^>]*class="xtick"[^>]*>([^<]*)</text>', chart)]
+            if all(isinstance(it["step"], int) for it in mine):
+                self.assertIn("step number", chart)
+                self.assertTrue(set(xt) <= set(range(min(it["step"] for it in mine), max(it["step"] for it in mine) + 1)), xt)
+            for stroke in re.findall(r'<polyline[^>]*stroke="([^"]+)"', chart):
+                self.assertNotIn(stroke.lower(), ("#d9453b", "#17a88b", "#3b6fd8"))
+
     STEP_PARTS = ("compute_only", "comm_hidden", "comm_exposed", "comm_waiting", "memory_only", "idle")
 
     def check_step_breakdown(self, rep, keys):
@@ -334,8 +615,8 @@ class Checks:
         summary) and one stacked bar whose segments are the parts in order, each its share of the bar."""
         s = rep.summary
         b = s["step_breakdown"]
-        first = re.search(r'<section id="([^"]+)"', rep.dom_text)
-        self.assertEqual(first.group(1), "section-step_breakdown")
+        order = [x for x in re.findall(r'<section id="([^"]+)"', rep.dom_text) if x != "data-quality"]
+        self.assertEqual(order[:2], ["headline", "section-step_breakdown"])
         self.assertEqual(rep.dom.ids["step-verdict"]["text"], s["verdict"])
         self.assertIn("step-verdict", rep.dom.ids)
         self.assertEqual(rep.dom.ids["step-verdict"]["attrs"].get("data-k"), "verdict")
@@ -471,6 +752,50 @@ class RealTraces(unittest.TestCase, Checks):
         self.check_page(self.no_rank)
         self.assertIsNone(self.no_rank.summary["ranks"][0]["rank"])
 
+    def test_layout_and_timeline_interaction(self):
+        """At 1400 px the rank table fits (no column cut off, the key columns first), its rows are one line high;
+        at 800 px the page itself does not scroll sideways. Hovering a communication slice names its op (op,
+        bytes, sequence number, duration, exposed part); hovering compute shows nothing; the wheel zooms only once
+        the timeline has focus."""
+        for rep in (self.mixed, self.sixteen, self.two):
+            with self.subTest(rep.html_path):
+                got = probe(rep.html_path, self.tmp.name, 1400)
+                self.assertEqual(got["winW"], 1400)
+                self.assertLessEqual(got["scroll"][0], got["scroll"][1], "the rank table overflows at 1400 px")
+                self.assertLessEqual(got["keyRight"], got["wrapRight"])
+                self.assertFalse(got["pageOverflow"])
+                self.assertLessEqual(max(got["rowH"]), 30, got["rowH"])
+                self.assertLessEqual(max(got["rowH"]) - min(got["rowH"]), 1, got["rowH"])
+                self.assertLessEqual(got["headH"], 30)
+                self.assertFalse(got["wheelUnfocused"], "the wheel zoomed without focus")
+                self.assertTrue(got["wheelFocused"], "the wheel did not zoom with focus")
+                if rep is self.two:
+                    self.check_tip(got)
+                    self.assertIn("seq n/a", got["tip"])  # kineto traces carry no sequence numbers
+        narrow = probe(self.sixteen.html_path, self.tmp.name, 800)
+        self.assertFalse(narrow["pageOverflow"], "the page scrolls sideways at 800 px")
+
+    def check_tip(self, got):
+        """The hover text of the first communication op, as PROBE saw it."""
+        op = got["op"]
+        _, dur, exposed, nbytes, seq, _ = op["d"]
+        want = (f"{op['name']} \u00b7 {bytes_text(nbytes)} \u00b7 seq {seq if seq >= 0 else 'n/a'} \u00b7 "
+                f"{dur_text(dur)}, exposed {dur_text(exposed)}")
+        self.assertTrue(got["tip"].startswith(want), (got["tip"], want))
+        if dur > 0:
+            self.assertTrue(got["tip"].endswith(f" ({to_fixed(exposed / dur * 100, 2)}%)"), got["tip"])
+        self.assertIsNone(got["tipOverCompute"])
+
+    def test_report_prints_each_file(self):
+        for rep in (self.two, self.mixed):
+            self.assertIn(f"overlapprof: wrote {rep.json_path} (JSON summary)", rep.stderr)
+            self.assertIn(f"overlapprof: wrote {rep.html_path} (HTML report", rep.stderr)
+        trace = os.path.join(self.tmp.name, "two.trace.json")
+        rc, out, err = run("report", os.path.join(DATA, "a100_2rank_rank0.json.gz"), "--chrome-trace", trace, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["schema"], "overlapprof.summary/1")  # stdout stays the summary alone
+        self.assertEqual(re.findall(r"overlapprof: wrote (\S+)", err), [trace])
+
     def test_page_is_the_files(self):
         """The binary writes page.html assembled from reports/html/ byte for byte, the data at its slots."""
         (head, mid, tail), _ = page_parts()
@@ -582,6 +907,10 @@ class SyntheticTraces(unittest.TestCase, Checks):
         self.assertEqual(p.returncode, 0, p.stderr)
         rep = Report(self.dir, "xr", [d])
         self.check_page(rep)
+        got = probe(rep.html_path, self.dir, 1400)  # ops with bytes and sequence numbers: hover names them
+        self.assertGreaterEqual(got["op"]["d"][4], 0)
+        RealTraces.check_tip(self, got)
+        self.assertIn(f"seq {got['op']['d'][4]} ", got["tip"])
         s = rep.summary
         xr, colls, cs = s["cross_rank"], s["collectives"], s["collectives_summary"]
         self.assertEqual(len(xr), 4)
@@ -653,6 +982,60 @@ class SyntheticTraces(unittest.TestCase, Checks):
                     self.assertIn(f"showing the {cs['listed']:,} with the largest skew of {cs['listed'] + 7:,}", note)
                 elif name == "empty":
                     self.assertIn("section-cross_rank", dom.ids)  # the generic table says "none"
+
+    def test_findings_merged_none_said_warmup_off_scale(self):
+        """Variants of one page's summary: findings identical but for the rank become one row with the rank list;
+        no findings (empty or absent) is said; a warm-up iteration far above the others stays out of the y-scale
+        and is drawn at its top, marked."""
+        d = os.path.join(self.dir, "two_ranks")
+        os.mkdir(d)
+        for r in range(2):
+            write_trace(os.path.join(d, f"rank{r}.json"), rank=r, world=2, steps=4)
+        rep = Report(self.dir, "variants", [d])
+        self.check_page(rep)
+        s = rep.summary
+        same = "the same advice on every rank"
+        merged = json.loads(json.dumps(s))
+        merged["findings"] = [{"analyzer": "x", "rank": r, "ranks": [r], "severity": "warning", "message": same}
+                              for r in (3, 0, 1, 2, 5)]
+        merged["findings"].append({"analyzer": "x", "rank": 1, "ranks": [1], "severity": "error", "message": "other"})
+        empty = json.loads(json.dumps(s))
+        empty["findings"] = []
+        absent = json.loads(json.dumps(s))
+        absent.pop("findings", None)
+        warm = json.loads(json.dumps(s))
+        for it in warm["iterations"]:  # the first iteration of each rank a warm-up, far above the others
+            it["warmup"] = it["index"] == 0
+        w = [it for it in warm["iterations"] if it["warmup"]]
+        self.assertTrue(w)
+        steady = max(it["exposed_comm_ns"] for it in warm["iterations"] if not it["warmup"])
+        for it in w:
+            it["exposed_comm_ns"] = steady * 100
+        for name, summary in (("merged", merged), ("empty", empty), ("absent", absent), ("warm", warm)):
+            with self.subTest(name):
+                path = os.path.join(self.dir, f"variant_{name}.html")
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(with_summary(rep.page, summary))
+                dom_text, console = render(path, self.dir)
+                dom = parse_dom(dom_text)
+                self.assertEqual(console, [])
+                self.assertEqual(dom.body_status, "ok")
+                for c in dom.cells:
+                    value = resolve(summary, c["k"])
+                    self.assertEqual(json.loads(c["v"]), value, c["k"])
+                    check_text(self, c, value)
+                self.check_findings(dom_text, summary)
+                self.check_charts(dom_text, summary)
+                if name == "merged":
+                    rows = re.findall(r'<tr class="finding" data-merged="(\d+)">(.*?)</tr>', dom_text, re.S)
+                    self.assertEqual([int(n) for n, _ in rows], [1, 5])  # the error first
+                    self.assertIn('data-ranks="0,1,2,3,5"', rows[1][1])
+                    self.assertIn(">0\u20133, 5<", rows[1][1])
+                elif name in ("empty", "absent"):
+                    self.assertIn("No findings", dom.ids["findings-none"]["text"])
+                else:
+                    sec, text = section_dom(dom_text, "per-iteration")
+                    self.assertEqual(len(re.findall(r'<path class="pt warmup"', text)), len(w))
 
     def test_single_rank_has_no_cross_rank_view(self):
         rep = Report(self.dir, "single", [write_trace(os.path.join(self.dir, "single.json"), steps=2)])
