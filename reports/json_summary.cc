@@ -399,7 +399,12 @@ class JsonReport : public ReportWriter {
   std::string_view name() const override { return "json"; }
   std::string_view description() const override { return "JSON summary (overlapprof.summary/1)"; }
   Status Write(const Summary& s, const ReportOptions& options, std::ostream& out) override {
-    out << (options.summary_json ? options.summary_json->dump(2) : SummaryToJson(s).dump(2)) << "\n";
+    // Invalid UTF-8 (paths, host names, kernel names from stores and exports) becomes U+FFFD, as in
+    // the HTML and Chrome-trace writers (src/common/utf8.h), instead of throwing.
+    constexpr auto kReplace = nlohmann::ordered_json::error_handler_t::replace;
+    out << (options.summary_json ? options.summary_json->dump(2, ' ', false, kReplace)
+                                 : SummaryToJson(s).dump(2, ' ', false, kReplace))
+        << "\n";
     if (!out) return MakeError(StatusCode::kIo, "write failed");
     return OkStatus();
   }

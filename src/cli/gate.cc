@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "src/cli/command.h"
@@ -37,8 +38,27 @@ StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range
   nlohmann::json j;
   if (IsSummaryFile(path)) {
     std::ifstream f(path, std::ios::binary);
-    j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return MakeError(StatusCode::kInvalidInput, "{}: invalid JSON summary", path);
+    // NaN and Infinity are not JSON: a summary holding them is refused by the parser (exit 2),
+    // as anything else that is not JSON. A key given twice in one object: the last one is used
+    // (as nlohmann::json, Python and JavaScript do), with a warning naming it.
+    std::vector<std::set<std::string>> keys;  // per open object
+    std::vector<std::string> duplicates;
+    auto cb = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+      using E = nlohmann::json::parse_event_t;
+      if (ev == E::object_start) keys.emplace_back();
+      else if (ev == E::object_end && !keys.empty()) keys.pop_back();
+      else if (ev == E::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
+        duplicates.push_back(parsed.get<std::string>());
+      return true;
+    };
+    try {
+      j = nlohmann::json::parse(f, cb);
+    } catch (const nlohmann::json::exception& e) {
+      return MakeError(StatusCode::kInvalidInput, "{}: invalid JSON summary ({})", path, e.what());
+    }
+    if (!duplicates.empty())
+      std::fprintf(stderr, "overlapprof: warning: %s: %zu key(s) given twice in one object (the last one is used), "
+                   "first \"%s\"\n", path.c_str(), duplicates.size(), duplicates.front().c_str());
   } else {
     OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs({path}));
     ImportOptions io;
@@ -113,7 +133,12 @@ CommandResult RunCompare(const GateArgs& a) {
 CommandResult RunCheck(const GateArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(Loaded l, Load(a));
   Comparison c = Compare(l.base, l.next, l.policy);
-  OVERLAPPROF_RETURN_IF_ERROR(CheckComparable(a, l, c));
+  if (Status comparable = CheckComparable(a, l, c); !comparable.ok()) {
+    // Lost data decides before comparability (exit 4, as `analyze` on the new run exits): the
+    // loss itself can make the runs look different.
+    if (!c.data_lost) return comparable;
+    c.notes.push_back("not comparable, shown because the new run lost data: " + comparable.message());
+  }
   std::cout << RenderComparisonText(c, l.base, l.next);
   if (!a.markdown_path.empty())
     OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.markdown_path, RenderComparisonMarkdown(c, l.base, l.next, "check")));

@@ -29,6 +29,7 @@
 #include "src/importers/kineto_event.h"
 #include "src/trace/classify.h"
 #include "src/io/input_file.h"
+#include "src/common/utf8.h"
 
 namespace overlapprof {
 
@@ -136,7 +137,20 @@ class KinetoReader {
       (void)!parser_.allocate(std::max(want, size_));
     }
     od::document doc;
-    if (auto e = parser_.iterate(buf_, size_, capacity).get(doc)) return JsonError(e, nullptr);
+    if (auto e = parser_.iterate(buf_, size_, capacity).get(doc)) {
+      if (e != simdjson::UTF8_ERROR || sanitized_) return JsonError(e, nullptr);
+      // Invalid UTF-8 (raw bytes in a kernel or host name): parse a copy with each invalid
+      // sequence replaced by U+FFFD (src/common/utf8.h), counted. Costs a copy, only then.
+      size_t replaced = 0;
+      const std::string fixed = SanitizeUtf8(std::string_view(buf_, size_), &replaced);
+      sanitized_.reset(new char[fixed.size() + kInputPadding]);
+      std::memcpy(sanitized_.get(), fixed.data(), fixed.size());
+      std::memset(sanitized_.get() + fixed.size(), 0, kInputPadding);
+      buf_ = sanitized_.get();
+      size_ = fixed.size();
+      builder_.AddStat(Stat::invalid_utf8_replaced, static_cast<int64_t>(replaced));
+      return Parse(size_ + kInputPadding);
+    }
     od::json_type type;
     if (auto e = doc.type().get(type)) return JsonError(e, &doc);
     if (type == od::json_type::array) {
@@ -435,6 +449,7 @@ class KinetoReader {
 
   const char* buf_;
   size_t size_;
+  std::unique_ptr<char[]> sanitized_;  // the document with invalid UTF-8 replaced, when it had some
   od::parser& parser_;
   kineto::TraceBuilder builder_;
   bool have_events_ = false;

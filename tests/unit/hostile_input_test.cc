@@ -1,0 +1,150 @@
+// Hostile input to the readers (issue 14 §4): gzip bombs, FIFOs and devices, broken links in a
+// directory. Each test reproduces the attack and asserts the refusal and what it cost.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "src/cli/pipeline.h"
+#include "src/io/input_file.h"
+#include "test_util.h"
+
+namespace overlapprof {
+namespace {
+
+// One gzip member holding `data`.
+std::string Gzip(const std::string& data, int level = 9) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, data.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+StatusOr<InputBuffer> Gunzip(const std::string& gz, size_t limit, InputBuffer* keep = nullptr) {
+  InputBuffer local;
+  InputBuffer& out = keep ? *keep : local;
+  Status st = GunzipInto(reinterpret_cast<const uint8_t*>(gz.data()), gz.size(), out, limit);
+  if (!st.ok()) return st;
+  return std::move(out);
+}
+
+TEST(GzipBomb, RefusedAtTheLimitWithoutAllocatingTheInflatedSize) {
+  // 64 MiB of spaces in 64 KiB of gzip (a ratio of ~1000:1, as a bomb has).
+  const std::string bomb = Gzip(std::string(size_t{64} << 20, ' '));
+  ASSERT_LT(bomb.size(), size_t{200} << 10);
+  InputBuffer out;
+  StatusOr<InputBuffer> r = Gunzip(bomb, size_t{16} << 20, &out);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidInput);
+  EXPECT_NE(r.status().message().find("inflates to more than 16 MiB"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("available memory"), std::string::npos) << r.status().message();
+  // The size was learned by streaming: no buffer for the inflated data was ever allocated.
+  EXPECT_EQ(out.capacity(), 0u);
+}
+
+TEST(GzipBomb, ManyTrustedMembersAreSizedBeforeAllocating) {
+  // Ten members of 1 MiB of text that compresses ~3:1, each with an honest ISIZE: the
+  // trailer (last member) is trusted, the rest does not fit, and the whole is counted.
+  std::string text;
+  uint32_t x = 1;
+  while (text.size() < (size_t{1} << 20)) {
+    x = x * 1103515245 + 12345;
+    text += static_cast<char>('a' + (x >> 16) % 16);
+  }
+  std::string gz;
+  for (int i = 0; i < 10; ++i) gz += Gzip(text);
+  InputBuffer out;
+  StatusOr<InputBuffer> r = Gunzip(gz, size_t{4} << 20, &out);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidInput);
+  EXPECT_LT(out.capacity(), size_t{2} << 20) << "only the trusted trailer's size may have been allocated";
+  // Under the limit the same input inflates whole.
+  StatusOr<InputBuffer> ok = Gunzip(gz, size_t{10} << 20);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->size(), size_t{10} << 20);
+  EXPECT_EQ(ok->view().substr(0, 64), text.substr(0, 64));
+}
+
+TEST(GzipBomb, TheLimitIsInclusiveOnBothPaths) {
+  const std::string data(100000, 'x');  // ratio ~500:1: the slow (counting) path
+  const std::string gz = Gzip(data);
+  EXPECT_TRUE(Gunzip(gz, data.size()).ok());
+  EXPECT_FALSE(Gunzip(gz, data.size() - 1).ok());
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += std::to_string(i * 7919 % 10007) + ",";  // ratio < 100: the fast path
+  const std::string gz2 = Gzip(text);
+  ASSERT_LT(text.size() / gz2.size(), 100u);
+  StatusOr<InputBuffer> ok = Gunzip(gz2, text.size());
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->view(), text);
+  EXPECT_FALSE(Gunzip(gz2, text.size() - 1).ok());
+}
+
+TEST(GzipBomb, LimitScalesWithMemoryAndTheEnvironmentLowersIt) {
+  unsetenv("OVERLAPPROF_MAX_INFLATED_BYTES");
+  const size_t natural = InflateLimit();
+  EXPECT_LE(natural, kMaxDocumentBytes);
+  EXPECT_GT(natural, size_t{0});
+  setenv("OVERLAPPROF_MAX_INFLATED_BYTES", "12345", 1);
+  EXPECT_EQ(InflateLimit(), 12345u);
+  setenv("OVERLAPPROF_MAX_INFLATED_BYTES", "99999999999999", 1);  // never raises it
+  EXPECT_EQ(InflateLimit(), natural);
+  unsetenv("OVERLAPPROF_MAX_INFLATED_BYTES");
+}
+
+TEST(SpecialFiles, FifoIsRefusedAtOnceNotWaitedOn) {
+  testing::TempDir dir;
+  const std::string fifo = dir.File("t.json");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // No writer: a blocking open(2) would never return.
+  StatusOr<std::string> head = ReadFileHead(fifo, 16);
+  ASSERT_FALSE(head.ok());
+  EXPECT_NE(head.status().message().find("a FIFO, not a regular file"), std::string::npos) << head.status().message();
+  StatusOr<InputBuffer> whole = ReadInputFile(fifo);
+  ASSERT_FALSE(whole.ok());
+  EXPECT_EQ(whole.status().code(), StatusCode::kInvalidInput);
+  StatusOr<std::vector<std::string>> expanded = ExpandInputs({fifo});
+  ASSERT_FALSE(expanded.ok());
+  EXPECT_NE(expanded.status().message().find("a FIFO"), std::string::npos);
+  // A character device too.
+  StatusOr<InputBuffer> dev = ReadInputFile("/dev/zero");
+  ASSERT_FALSE(dev.ok());
+  EXPECT_NE(dev.status().message().find("a character device"), std::string::npos) << dev.status().message();
+}
+
+TEST(SpecialFiles, DirectoryEntriesThatAreNotFilesAreReported) {
+  testing::TempDir dir;
+  const std::string good = dir.Write("a.json", "{\"traceEvents\": []}");
+  // A FIFO named like a trace, in a subdirectory: reported, not waited on nor skipped.
+  std::filesystem::create_directory(dir.File("sub"));
+  ASSERT_EQ(mkfifo(dir.File("sub/b.json").c_str(), 0600), 0);
+  StatusOr<std::vector<std::string>> r = ExpandInputs({dir.path()});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("sub/b.json: a FIFO"), std::string::npos) << r.status().message();
+  std::filesystem::remove(dir.File("sub/b.json"));
+  // A broken symbolic link named like a trace.
+  std::filesystem::create_symlink(dir.File("gone.json"), dir.File("c.json"));
+  r = ExpandInputs({dir.path()});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("c.json: a broken symbolic link"), std::string::npos) << r.status().message();
+  std::filesystem::remove(dir.File("c.json"));
+  // Entries not named like traces are not inputs, whatever they are.
+  ASSERT_EQ(mkfifo(dir.File("notes.txt").c_str(), 0600), 0);
+  r = ExpandInputs({dir.path()});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(*r, std::vector<std::string>{good});
+}
+
+}  // namespace
+}  // namespace overlapprof
