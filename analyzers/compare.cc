@@ -23,6 +23,28 @@ std::string Fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digit
 
 }  // namespace
 
+StatusOr<nlohmann::json> ParseJsonFirstKeyWins(std::istream& in, const std::string& source,
+                                              std::vector<std::string>* duplicates) {
+  std::vector<std::set<std::string>> keys;  // of each open object
+  auto cb = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (ev == E::object_start) {
+      keys.emplace_back();
+    } else if (ev == E::object_end) {
+      if (!keys.empty()) keys.pop_back();
+    } else if (ev == E::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second) {
+      duplicates->push_back(parsed.get<std::string>());
+      return false;  // nlohmann skips this key and its value: the first one stays
+    }
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(in, cb);
+  } catch (const nlohmann::json::exception& e) {
+    return MakeError(StatusCode::kInvalidInput, "{}: invalid JSON ({})", source, e.what());
+  }
+}
+
 namespace {
 
 // Reading a summary that may have been edited, truncated or forged: every figure the gate uses
@@ -210,8 +232,13 @@ double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b) 
 StatusOr<Policy> LoadPolicy(const std::string& path, Policy p) {
   std::ifstream f(path);
   if (!f) return MakeError(StatusCode::kNotFound, "{}: cannot read the policy file", path);
-  nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
+  std::vector<std::string> duplicates;
+  StatusOr<nlohmann::json> parsed = ParseJsonFirstKeyWins(f, path, &duplicates);
+  if (!parsed.ok()) return parsed.status();
+  const nlohmann::json& j = *parsed;
+  for (const std::string& d : duplicates)
+    p.warnings.push_back(fmt::format("{}: key \"{}\" given twice: the first value is used", path, d));
+  if (!j.is_object())
     return MakeError(StatusCode::kInvalidInput, "{}: the policy must be a JSON object", path);
   for (const auto& [key, value] : j.items()) {
     if (key == "comm_kernel" || key == "not_comm") {

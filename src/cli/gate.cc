@@ -38,27 +38,13 @@ StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range
   nlohmann::json j;
   if (IsSummaryFile(path)) {
     std::ifstream f(path, std::ios::binary);
-    // NaN and Infinity are not JSON: a summary holding them is refused by the parser (exit 2),
-    // as anything else that is not JSON. A key given twice in one object: the last one is used
-    // (as nlohmann::json, Python and JavaScript do), with a warning naming it.
-    std::vector<std::set<std::string>> keys;  // per open object
+    // NaN/Infinity refuse the summary (exit 2); a key given twice keeps its first value, with
+    // a warning (ParseJsonFirstKeyWins, docs/schema.md).
     std::vector<std::string> duplicates;
-    auto cb = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
-      using E = nlohmann::json::parse_event_t;
-      if (ev == E::object_start) keys.emplace_back();
-      else if (ev == E::object_end && !keys.empty()) keys.pop_back();
-      else if (ev == E::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
-        duplicates.push_back(parsed.get<std::string>());
-      return true;
-    };
-    try {
-      j = nlohmann::json::parse(f, cb);
-    } catch (const nlohmann::json::exception& e) {
-      return MakeError(StatusCode::kInvalidInput, "{}: invalid JSON summary ({})", path, e.what());
-    }
-    if (!duplicates.empty())
-      std::fprintf(stderr, "overlapprof: warning: %s: %zu key(s) given twice in one object (the last one is used), "
-                   "first \"%s\"\n", path.c_str(), duplicates.size(), duplicates.front().c_str());
+    OVERLAPPROF_ASSIGN_OR_RETURN(j, ParseJsonFirstKeyWins(f, path, &duplicates));
+    for (const std::string& d : duplicates)
+      std::fprintf(stderr, "overlapprof: warning: %s: key \"%s\" given twice in one object: the first value is used\n",
+                   path.c_str(), d.c_str());
   } else {
     OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs({path}));
     ImportOptions io;
@@ -94,6 +80,7 @@ struct Loaded {
 StatusOr<Loaded> Load(const GateArgs& a) {
   Loaded l;
   l.policy = a.policy;
+  for (const std::string& w : a.policy.warnings) std::fprintf(stderr, "overlapprof: warning: %s\n", w.c_str());
   // The policy file's patterns, then the flags'.
   std::vector<std::string> add = a.policy.comm_kernel, veto = a.policy.not_comm;
   add.insert(add.end(), a.comm_kernel.begin(), a.comm_kernel.end());

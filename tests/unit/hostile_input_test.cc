@@ -7,10 +7,15 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
+#include "analyzers/compare.h"
 #include "src/cli/pipeline.h"
+#include "src/common/utf8.h"
 #include "src/io/input_file.h"
+#include "src/store/writer.h"
 #include "test_util.h"
 
 namespace overlapprof {
@@ -144,6 +149,93 @@ TEST(SpecialFiles, DirectoryEntriesThatAreNotFilesAreReported) {
   r = ExpandInputs({dir.path()});
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(*r, std::vector<std::string>{good});
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+TEST(Utf8, InvalidSequencesBecomeOneReplacementEach) {
+  size_t n = 0;
+  EXPECT_EQ(SanitizeUtf8("plain ascii", &n), "plain ascii");
+  EXPECT_EQ(SanitizeUtf8("h\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80", &n), "h\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(SanitizeUtf8("a\xFF" "b", &n), "a\xEF\xBF\xBD" "b");  // a byte that never starts anything
+  EXPECT_EQ(SanitizeUtf8("\xE2\x82", &n), "\xEF\xBF\xBD");         // truncated: one maximal subpart
+  EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80", &n), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
+  EXPECT_EQ(SanitizeUtf8("\xC0\xAF", &n), "\xEF\xBF\xBD\xEF\xBF\xBD");                 // overlong
+  EXPECT_EQ(n, 7u);
+  EXPECT_EQ(ValidUtf8Prefix("0123456789abcdef\x80"), 16u);
+}
+
+TEST(Utf8, KinetoNamesWithInvalidBytesAreReplacedAndCounted) {
+  // Raw bytes in a kernel name (Kineto writes names unescaped): the document is read, not refused.
+  std::string json = testing::KinetoJson({{"kernel", "gemm\xFF\xFE", "1", "1"}, {"kernel", "ok", "3", "1"}});
+  StatusOr<RankTrace> t = testing::ParseJsonText(json);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->activities.size(), 2u);
+  EXPECT_EQ(t->names.Get(t->activities[0].name_id), "gemm\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(t->stats.Get(Stat::invalid_utf8_replaced), 2);
+  // Valid input: nothing counted.
+  StatusOr<RankTrace> clean = testing::ParseJsonText(testing::KinetoJson({{"kernel", "gemm", "1", "1"}}));
+  ASSERT_TRUE(clean.ok());
+  EXPECT_EQ(clean->stats.Get(Stat::invalid_utf8_replaced), 0);
+}
+
+TEST(JsonLiterals, DuplicateKeysKeepTheFirstValueWithACounter) {
+  // ts given twice: the first (1 µs) is used, as the gate's reader does (below).
+  std::string json = testing::KinetoJson({{"kernel", "gemm", "1, \"ts\": 500", "2"}});
+  StatusOr<RankTrace> t = testing::ParseJsonText(json);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->activities.size(), 1u);
+  EXPECT_EQ(t->activities[0].start_ns, 1000);
+  EXPECT_EQ(t->activities[0].end_ns, 3000);
+  EXPECT_EQ(t->stats.Get(Stat::json_duplicate_keys), 1);
+  // A second traceEvents array is skipped, not merged.
+  std::string two = json;
+  two.insert(two.rfind('}'), ", \"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"x\", \"ts\": 9, \"dur\": 1}]");
+  StatusOr<RankTrace> t2 = testing::ParseJsonText(two);
+  ASSERT_TRUE(t2.ok()) << t2.status().message();
+  EXPECT_EQ(t2->activities.size(), 1u);
+  EXPECT_EQ(t2->stats.Get(Stat::json_duplicate_keys), 2);  // the ts above and traceEvents
+
+  std::vector<std::string> dups;
+  std::istringstream in(R"({"a": 1, "b": {"c": 2, "c": 3}, "a": 4})");
+  StatusOr<nlohmann::json> j = ParseJsonFirstKeyWins(in, "s.json", &dups);
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ((*j)["a"], 1);
+  EXPECT_EQ((*j)["b"]["c"], 2);
+  EXPECT_EQ(dups, (std::vector<std::string>{"c", "a"}));
+}
+
+TEST(JsonLiterals, NanAndInfinityAreInvalidValuesEverywhere) {
+  // In a field the importer needs: the event is skipped and counted (events_malformed).
+  std::string json = testing::KinetoJson({{"kernel", "a", "NaN", "1"}, {"kernel", "b", "2", "Infinity"},
+                                          {"kernel", "c", "3", "-Infinity"}, {"kernel", "d", "4", "1"}});
+  StatusOr<RankTrace> t = testing::ParseJsonText(json);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->activities.size(), 1u);
+  EXPECT_EQ(t->stats.Get(Stat::events_malformed), 3);
+  // In a summary or policy for the gate: not JSON, refused (exit 2) with the parser's position.
+  std::vector<std::string> dups;
+  std::istringstream in(R"({"schema": "overlapprof.summary/1", "ranks": [{"comm_ns": NaN}]})");
+  StatusOr<nlohmann::json> j = ParseJsonFirstKeyWins(in, "s.json", &dups);
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.status().code(), StatusCode::kInvalidInput);
+  EXPECT_NE(j.status().message().find("s.json: invalid JSON"), std::string::npos) << j.status().message();
+}
+
+TEST(PartialFiles, APlantedLinkIsNotWrittenThrough) {
+  // (The CLI's own outputs, WriteAtomically: tests/e2e/hostile_input_test.py.)
+  testing::TempDir dir;
+  const std::string victim = dir.Write("victim.txt", "precious");
+  // The store writer's .partial too.
+  std::filesystem::create_symlink(victim, dir.File("r.db.partial"));
+  StoreWriter w;
+  ASSERT_TRUE(w.Open(dir.File("r.db"), RunMeta{}, {}).ok());
+  EXPECT_EQ(ReadAll(victim), "precious");
+  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(dir.File("r.db.partial"))));
 }
 
 }  // namespace
