@@ -156,6 +156,24 @@ std::string ReadAll(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
+TEST(SpecialFiles, UnreadableEntriesAreReportedNotSkipped) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads files whatever their mode: permissions cannot be tested";
+  testing::TempDir dir;
+  dir.Write("a.json", "{\"traceEvents\": []}");
+  const std::string locked = dir.Write("b.json", "{}");
+  ASSERT_EQ(::chmod(locked.c_str(), 0), 0);
+  StatusOr<std::vector<std::string>> r = ExpandInputs({dir.path()});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("b.json: cannot read"), std::string::npos) << r.status().message();
+  ::chmod(locked.c_str(), 0600);
+  std::filesystem::create_directory(dir.File("sub"));
+  ASSERT_EQ(::chmod(dir.File("sub").c_str(), 0), 0);
+  r = ExpandInputs({dir.path()});
+  ::chmod(dir.File("sub").c_str(), 0700);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("sub: cannot list directory"), std::string::npos) << r.status().message();
+}
+
 TEST(Utf8, InvalidSequencesBecomeOneReplacementEach) {
   size_t n = 0;
   EXPECT_EQ(SanitizeUtf8("plain ascii", &n), "plain ascii");
