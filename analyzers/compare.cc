@@ -4,24 +4,93 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <numeric>
 #include <set>
 #include <sstream>
 
+#include "src/common/utf8.h"
+
 namespace overlapprof {
 namespace {
-
-int64_t IntOr0(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
-}
 
 double Mean(const std::vector<double>& v) {
   return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
 
 std::string Fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
+
+}  // namespace
+
+StatusOr<nlohmann::json> ParseJsonFirstKeyWins(std::istream& in, const std::string& source,
+                                              std::vector<std::string>* duplicates) {
+  std::vector<std::set<std::string>> keys;  // of each open object
+  auto cb = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (ev == E::object_start) {
+      keys.emplace_back();
+    } else if (ev == E::object_end) {
+      if (!keys.empty()) keys.pop_back();
+    } else if (ev == E::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second) {
+      duplicates->push_back(parsed.get<std::string>());
+      return false;  // nlohmann skips this key and its value: the first one stays
+    }
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(in, cb);
+  } catch (const nlohmann::json::exception& e) {
+    return MakeError(StatusCode::kInvalidInput, "{}: invalid JSON ({})", source, e.what());
+  }
+}
+
+namespace {
+
+// Reading a summary that may have been edited, truncated or forged: every figure the gate uses
+// is a required non-negative integer. A string, null, float, boolean, a missing key or a
+// negative value is malformed (exit 2), never read as 0: a baseline of zeros, or a NEW run whose
+// lost data is cancelled by a negative counter, would let the gate pass what it should stop.
+class SummaryReader {
+ public:
+  explicit SummaryReader(const std::string& source) : source_(source) {}
+
+  StatusOr<int64_t> Count(const nlohmann::json& j, const char* key, const std::string& where) const {
+    auto it = j.find(key);
+    if (it == j.end()) return Malformed(where, key, "is missing");
+    if (!it->is_number_integer()) return Malformed(where, key, fmt::format("is {}, not an integer", Kind(*it)));
+    const int64_t v = it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                          ? -1
+                          : it->get<int64_t>();
+    if (v < 0) return Malformed(where, key, fmt::format("is negative or too large ({})", it->dump()));
+    return v;
+  }
+  // Like Count, but null (unknown) gives -1.
+  StatusOr<int64_t> CountOrNull(const nlohmann::json& j, const char* key, const std::string& where) const {
+    auto it = j.find(key);
+    if (it != j.end() && it->is_null()) return int64_t{-1};
+    return Count(j, key, where);
+  }
+  // sum += v, refused when it overflows.
+  Status Add(int64_t& sum, int64_t v, const char* what) const {
+    if (__builtin_add_overflow(sum, v, &sum))
+      return MakeError(StatusCode::kInvalidInput, "{}: malformed summary: the sum of {} overflows 64 bits", source_, what);
+    return OkStatus();
+  }
+  Status Malformed(const std::string& where, const char* key, const std::string& what) const {
+    return MakeError(StatusCode::kInvalidInput, "{}: malformed summary: {}.{} {}", source_, where, key, what);
+  }
+  static const char* Kind(const nlohmann::json& j) {
+    if (j.is_null()) return "null";
+    if (j.is_string()) return "a string";
+    if (j.is_boolean()) return "a boolean";
+    if (j.is_number()) return "a fraction";
+    return j.is_array() ? "an array" : "an object";
+  }
+
+ private:
+  const std::string& source_;
+};
 
 }  // namespace
 
@@ -34,16 +103,21 @@ StatusOr<RunView> RunViewFromSummary(const nlohmann::json& s, const std::string&
                      source, s["schema"].get<std::string>());
   if (!s.contains("ranks") || !s["ranks"].is_array())
     return MakeError(StatusCode::kInvalidInput, "{}: summary without ranks", source);
+  if (s["ranks"].empty()) return MakeError(StatusCode::kInvalidInput, "{}: malformed summary: no ranks", source);
+  const SummaryReader rd(source);
   RunView v;
-  v.source = source;
+  v.source = SanitizeUtf8(source);  // a path of any bytes; the renderings are UTF-8
+  int64_t error_counters = 0;  // non-zero error-severity counters, to check against data_quality.errors
   for (const auto& r : s["ranks"]) {
-    if (!r.is_object()) return MakeError(StatusCode::kInvalidInput, "{}: a rank is not an object", source);
+    const std::string where = fmt::format("ranks[{}]", v.ranks);
+    if (!r.is_object()) return MakeError(StatusCode::kInvalidInput, "{}: malformed summary: {} is not an object", source, where);
     ++v.ranks;
-    v.comm_ns += IntOr0(r, "comm_ns");
-    v.compute_ns += IntOr0(r, "compute_ns");
-    v.overlap_ns += IntOr0(r, "overlap_ns");
-    v.exposed_comm_ns += IntOr0(r, "exposed_comm_ns");
-    v.iterations += IntOr0(r, "iterations");
+    for (auto [key, sum] : {std::pair{"comm_ns", &v.comm_ns}, std::pair{"compute_ns", &v.compute_ns},
+                            std::pair{"overlap_ns", &v.overlap_ns}, std::pair{"exposed_comm_ns", &v.exposed_comm_ns},
+                            std::pair{"iterations", &v.iterations}}) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(int64_t x, rd.Count(r, key, where));
+      OVERLAPPROF_RETURN_IF_ERROR(rd.Add(*sum, x, key));
+    }
     const std::string src = r.contains("iteration_source") && r["iteration_source"].is_string()
                                 ? r["iteration_source"].get<std::string>()
                                 : std::string();
@@ -52,43 +126,75 @@ StatusOr<RunView> RunViewFromSummary(const nlohmann::json& s, const std::string&
                                                                               : std::string("?"));
     if (v.world_size < 0 && r.contains("world_size") && r["world_size"].is_number_integer())
       v.world_size = r["world_size"].get<int64_t>();
-    if (auto dq = r.find("data_quality"); dq != r.end() && dq->is_array()) {
-      for (const auto& c : *dq) {
-        if (!c.is_object() || c.value("severity", "") != "error") continue;
-        int64_t value = IntOr0(c, "value");
-        v.data_lost += value;
-        std::string rank = r.contains("rank") && r["rank"].is_number_integer()
-                               ? std::to_string(r["rank"].get<int64_t>())
-                               : std::string("?");
-        v.data_lost_counters.push_back(fmt::format("rank {}: {} = {}", rank, c.value("counter", "?"), value));
-      }
+    auto dq = r.find("data_quality");
+    if (dq == r.end() || !dq->is_array())
+      return rd.Malformed(where, "data_quality", dq == r.end() ? "is missing" : "is not an array");
+    for (size_t k = 0; k < dq->size(); ++k) {
+      const auto& c = (*dq)[k];
+      const std::string cwhere = fmt::format("{}.data_quality[{}]", where, k);
+      if (!c.is_object() || !c.contains("severity") || !c["severity"].is_string())
+        return MakeError(StatusCode::kInvalidInput, "{}: malformed summary: {} has no severity", source, cwhere);
+      OVERLAPPROF_ASSIGN_OR_RETURN(int64_t value, rd.Count(c, "value", cwhere));
+      if (c["severity"].get<std::string>() != "error") continue;
+      error_counters += value != 0;
+      OVERLAPPROF_RETURN_IF_ERROR(rd.Add(v.data_lost, value, "error-severity counters"));
+      const std::string counter = c.contains("counter") && c["counter"].is_string() ? c["counter"].get<std::string>() : "?";
+      v.data_lost_counters.push_back(fmt::format("rank {}: {} = {}", v.rank_ids.back(), counter, value));
     }
   }
-  if (auto ot = s.find("op_types"); ot != s.end() && ot->is_array()) {
-    for (const auto& o : *ot) {
-      if (!o.is_object() || !o.contains("op") || !o["op"].is_string()) continue;
-      auto& [time, exposed] = v.op_time_exposed_ns[o["op"].get<std::string>()];
-      time += IntOr0(o, "time_ns");
-      exposed += IntOr0(o, "exposed_ns");
-      auto& [count, bytes] = v.op_count_bytes[o["op"].get<std::string>()];
-      count += IntOr0(o, "count");
-      if (bytes >= 0) bytes = o.contains("bytes") && o["bytes"].is_number_integer() ? bytes + o["bytes"].get<int64_t>() : -1;
+  // The run-level count of error counters (what `analyze` exits 4 on) cannot exceed what the
+  // ranks list: counters removed from the ranks would hide the loss. (More listed than counted:
+  // the ranks decide.)
+  if (auto dq = s.find("data_quality"); dq != s.end()) {
+    OVERLAPPROF_ASSIGN_OR_RETURN(int64_t errors, rd.Count(*dq, "errors", "data_quality"));
+    if (errors > error_counters)
+      return MakeError(StatusCode::kInvalidInput,
+                       "{}: malformed summary: data_quality.errors is {} but the ranks list {} non-zero error counter(s)",
+                       source, errors, error_counters);
+  }
+  if (auto ot = s.find("op_types"); ot != s.end()) {
+    if (!ot->is_array()) return rd.Malformed("summary", "op_types", "is not an array");
+    for (size_t k = 0; k < ot->size(); ++k) {
+      const auto& o = (*ot)[k];
+      const std::string where = fmt::format("op_types[{}]", k);
+      if (!o.is_object() || !o.contains("op") || !o["op"].is_string())
+        return MakeError(StatusCode::kInvalidInput, "{}: malformed summary: {} has no op name", source, where);
+      const std::string op = o["op"].get<std::string>();
+      OVERLAPPROF_ASSIGN_OR_RETURN(int64_t time, rd.Count(o, "time_ns", where));
+      OVERLAPPROF_ASSIGN_OR_RETURN(int64_t exposed, rd.Count(o, "exposed_ns", where));
+      OVERLAPPROF_ASSIGN_OR_RETURN(int64_t count, rd.Count(o, "count", where));
+      OVERLAPPROF_ASSIGN_OR_RETURN(int64_t bytes, rd.CountOrNull(o, "bytes", where));
+      auto& [t, e] = v.op_time_exposed_ns[op];
+      OVERLAPPROF_RETURN_IF_ERROR(rd.Add(t, time, "op_types[].time_ns"));
+      OVERLAPPROF_RETURN_IF_ERROR(rd.Add(e, exposed, "op_types[].exposed_ns"));
+      auto& [n, b] = v.op_count_bytes[op];
+      OVERLAPPROF_RETURN_IF_ERROR(rd.Add(n, count, "op_types[].count"));
+      if (b >= 0 && bytes >= 0) OVERLAPPROF_RETURN_IF_ERROR(rd.Add(b, bytes, "op_types[].bytes"));
+      else b = -1;  // some size unknown
     }
   }
-  if (auto its = s.find("iterations"); its != s.end() && its->is_array()) {
-    for (const auto& i : *its) {
-      if (!i.is_object()) continue;
+  if (auto its = s.find("iterations"); its != s.end()) {
+    if (!its->is_array()) return rd.Malformed("summary", "iterations", "is not an array");
+    for (size_t k = 0; k < its->size(); ++k) {
+      const auto& i = (*its)[k];
+      const std::string where = fmt::format("iterations[{}]", k);
+      if (!i.is_object()) return MakeError(StatusCode::kInvalidInput, "{}: malformed summary: {} is not an object", source, where);
       // Warm-up iterations (compilation, autotuning, DDP's first bucket layout) are not the
       // steady state the gate compares.
       if (auto w = i.find("warmup"); w != i.end() && w->is_boolean() && w->get<bool>()) {
         ++v.warmup_iterations;
         continue;
       }
-      if (auto r = i.find("overlap_ratio"); r != i.end() && r->is_number()) v.iter_overlap_ratio.push_back(r->get<double>());
-      v.iter_exposed_ns.push_back(static_cast<double>(IntOr0(i, "exposed_comm_ns")));
-      v.iter_comm_ns.push_back(static_cast<double>(IntOr0(i, "comm_ns")));
-      v.iter_compute_ns.push_back(static_cast<double>(IntOr0(i, "compute_ns")));
-      v.iter_wall_ns.push_back(static_cast<double>(IntOr0(i, "wall_ns")));
+      if (auto r = i.find("overlap_ratio"); r != i.end() && !r->is_null()) {
+        if (!r->is_number() || !std::isfinite(r->get<double>()) || r->get<double>() < 0 || r->get<double>() > 1)
+          return rd.Malformed(where, "overlap_ratio", "is not null nor a number in [0, 1]");
+        v.iter_overlap_ratio.push_back(r->get<double>());
+      }
+      for (auto [key, out] : {std::pair{"exposed_comm_ns", &v.iter_exposed_ns}, std::pair{"comm_ns", &v.iter_comm_ns},
+                              std::pair{"compute_ns", &v.iter_compute_ns}, std::pair{"wall_ns", &v.iter_wall_ns}}) {
+        OVERLAPPROF_ASSIGN_OR_RETURN(int64_t x, rd.Count(i, key, where));
+        out->push_back(static_cast<double>(x));
+      }
     }
   }
   return v;
@@ -126,8 +232,13 @@ double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b) 
 StatusOr<Policy> LoadPolicy(const std::string& path, Policy p) {
   std::ifstream f(path);
   if (!f) return MakeError(StatusCode::kNotFound, "{}: cannot read the policy file", path);
-  nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
+  std::vector<std::string> duplicates;
+  StatusOr<nlohmann::json> parsed = ParseJsonFirstKeyWins(f, path, &duplicates);
+  if (!parsed.ok()) return parsed.status();
+  const nlohmann::json& j = *parsed;
+  for (const std::string& d : duplicates)
+    p.warnings.push_back(fmt::format("{}: key \"{}\" given twice: the first value is used", path, d));
+  if (!j.is_object())
     return MakeError(StatusCode::kInvalidInput, "{}: the policy must be a JSON object", path);
   for (const auto& [key, value] : j.items()) {
     if (key == "comm_kernel" || key == "not_comm") {
@@ -296,7 +407,7 @@ Comparison Compare(const RunView& b, const RunView& n, const Policy& p) {
   // is applied to the gated exposed figure above: the rows then use the same (steady) iterations
   // as the gated metrics and never exceed it.
   auto per_op = [&](const RunView& v, const std::string& op, double exposed_per_iter) {
-    int64_t total = 0;
+    __int128 total = 0;  // of non-negative 64-bit sums: cannot overflow
     for (const auto& entry : v.op_time_exposed_ns) total += entry.second.second;
     auto it = v.op_time_exposed_ns.find(op);
     if (it == v.op_time_exposed_ns.end() || total <= 0) return 0.0;
@@ -393,6 +504,27 @@ std::string RenderComparisonText(const Comparison& c, const RunView& b, const Ru
   return o.str();
 }
 
+namespace {
+// Text from the inputs (paths, op and counter names) as literal Markdown: the characters that
+// can open markup anywhere in a line (emphasis, links, images, HTML, code spans, table cells,
+// strike-through, entities) are backslash-escaped and line breaks become spaces, so a hostile
+// name cannot add rows, links, HTML or lines to a CI summary. (Intraword `_` is literal in
+// GitHub-flavoured Markdown; the text never starts a line, so `#`, `-`, `+` need nothing.)
+std::string MdEscape(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (char ch : s) {
+    if (ch == '\n' || ch == '\r') {
+      o += ' ';
+      continue;
+    }
+    if (std::strchr("\\`*[]()<>!|~&", ch) != nullptr && ch != '\0') o += '\\';
+    o += ch;
+  }
+  return o;
+}
+}  // namespace
+
 std::string RenderComparisonMarkdown(const Comparison& c, const RunView& b, const RunView& n,
                                      const std::string& command) {
   std::ostringstream o;
@@ -401,25 +533,31 @@ std::string RenderComparisonMarkdown(const Comparison& c, const RunView& b, cons
                                                                  : "✅";
   o << "### " << icon << " overlapprof " << command << ": " << (c.data_lost ? "data lost" : VerdictName(c.gate))
     << "\n\n";
-  for (const std::string& note : c.notes) o << "> note: " << note << "\n\n";
+  for (const std::string& note : c.notes) o << "> note: " << MdEscape(note) << "\n\n";
   o << "| metric | base | new | change | p | gated | verdict |\n|---|---:|---:|---:|---:|:-:|---|\n";
   for (const MetricResult& m : c.metrics)
-    o << fmt::format("| {} ({}) | {} | {} | {} | {} | {} | {} |\n", m.name, m.unit, Fixed(m.base, 2),
+    o << fmt::format("| {} ({}) | {} | {} | {} | {} | {} | {} |\n", MdEscape(m.name), m.unit, Fixed(m.base, 2),
                      Fixed(m.next, 2), ChangeText(m), m.p ? fmt::format("{:.3g}", *m.p) : std::string("–"),
                      m.gated ? "yes" : "no", VerdictName(m.verdict));
   o << "\n";
   for (const MetricResult& m : c.metrics)
-    if (m.gated) o << "- **" << m.name << "**: " << m.why << "\n";
-  if (c.data_lost) o << "- **data quality**: " << c.data_lost_why << "\n";
-  o << "\nbase: `" << b.source << "` (" << b.iterations << " iterations), new: `" << n.source << "` (" << n.iterations
-    << " iterations)\n";
+    if (m.gated) o << "- **" << MdEscape(m.name) << "**: " << MdEscape(m.why) << "\n";
+  if (c.data_lost) o << "- **data quality**: " << MdEscape(c.data_lost_why) << "\n";
+  o << "\nbase: " << MdEscape(b.source) << " (" << b.iterations << " iterations), new: " << MdEscape(n.source) << " ("
+    << n.iterations << " iterations)\n";
   return o.str();
 }
 
 namespace {
-std::string XmlEscape(const std::string& s) {
+// Also valid XML 1.0 text: invalid UTF-8 and the control characters XML forbids become U+FFFD.
+std::string XmlEscape(const std::string& raw) {
+  const std::string s = SanitizeUtf8(raw);
   std::string o;
   for (char ch : s) {
+    if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') {
+      o += "\xEF\xBF\xBD";
+      continue;
+    }
     switch (ch) {
       case '&': o += "&amp;"; break;
       case '<': o += "&lt;"; break;

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <istream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,13 @@ struct RunView {
   std::vector<std::string> data_lost_counters;  // "rank 0: records_dropped_cupti = 5"
 };
 
+// Parses a JSON summary or policy as every overlapprof reader treats JSON (docs/schema.md):
+// NaN and Infinity are not JSON and refuse the document (kInvalidInput, the parser's position);
+// a key given twice in one object keeps its first value, the later keys are appended to
+// *duplicates (the caller warns).
+StatusOr<nlohmann::json> ParseJsonFirstKeyWins(std::istream& in, const std::string& source,
+                                              std::vector<std::string>* duplicates);
+
 StatusOr<RunView> RunViewFromSummary(const nlohmann::json& summary, const std::string& source);
 
 // Two-sided Mann-Whitney U test, normal approximation with tie and continuity corrections.
@@ -55,6 +63,7 @@ StatusOr<RunView> RunViewFromSummary(const nlohmann::json& summary, const std::s
 double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b);
 
 struct Policy {
+  std::vector<std::string> warnings;  // from reading the policy file (duplicate keys), for the CLI to print
   double max_step_time_increase_pct = 5;     // step time (wall per steady iteration), %
   double max_overlap_drop_pp = 2.0;          // overlap ratio, percentage points
   double max_exposed_comm_increase_pct = 10;  // exposed communication per iteration, %

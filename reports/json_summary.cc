@@ -462,13 +462,14 @@ class JsonReport : public ReportWriter {
   std::string_view name() const override { return "json"; }
   std::string_view description() const override { return "JSON summary (overlapprof.summary/1)"; }
   Status Write(const Summary& s, const ReportOptions& options, std::ostream& out) override {
-    // Invalid UTF-8 (a path, a kernel or host name) is replaced with U+FFFD, never thrown on.
+    // Invalid UTF-8 (paths, host names, kernel names from stores and exports) becomes U+FFFD, as in
+    // the HTML and Chrome-trace writers (src/common/utf8.h), instead of throwing.
     std::string text;
-    const auto replace = Json::error_handler_t::replace;
+    constexpr auto kReplace = Json::error_handler_t::replace;
     if (options.summary_doc) {
-      DumpSummaryDocument(*options.summary_doc, 2, replace, text);
+      DumpSummaryDocument(*options.summary_doc, 2, kReplace, text);
     } else {
-      DumpSummaryDocument(BuildSummaryDocument(s), 2, replace, text);
+      DumpSummaryDocument(BuildSummaryDocument(s), 2, kReplace, text);
     }
     out << text << "\n";
     if (!out) return MakeError(StatusCode::kIo, "write failed");

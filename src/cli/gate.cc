@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "src/cli/command.h"
@@ -37,8 +38,13 @@ StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range
   nlohmann::json j;
   if (IsSummaryFile(path)) {
     std::ifstream f(path, std::ios::binary);
-    j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return MakeError(StatusCode::kInvalidInput, "{}: invalid JSON summary", path);
+    // NaN/Infinity refuse the summary (exit 2); a key given twice keeps its first value, with
+    // a warning (ParseJsonFirstKeyWins, docs/schema.md).
+    std::vector<std::string> duplicates;
+    OVERLAPPROF_ASSIGN_OR_RETURN(j, ParseJsonFirstKeyWins(f, path, &duplicates));
+    for (const std::string& d : duplicates)
+      std::fprintf(stderr, "overlapprof: warning: %s: key \"%s\" given twice in one object: the first value is used\n",
+                   path.c_str(), d.c_str());
   } else {
     OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs({path}));
     ImportOptions io;
@@ -74,6 +80,7 @@ struct Loaded {
 StatusOr<Loaded> Load(const GateArgs& a) {
   Loaded l;
   l.policy = a.policy;
+  for (const std::string& w : a.policy.warnings) std::fprintf(stderr, "overlapprof: warning: %s\n", w.c_str());
   // The policy file's patterns, then the flags'.
   std::vector<std::string> add = a.policy.comm_kernel, veto = a.policy.not_comm;
   add.insert(add.end(), a.comm_kernel.begin(), a.comm_kernel.end());
@@ -113,7 +120,12 @@ CommandResult RunCompare(const GateArgs& a) {
 CommandResult RunCheck(const GateArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(Loaded l, Load(a));
   Comparison c = Compare(l.base, l.next, l.policy);
-  OVERLAPPROF_RETURN_IF_ERROR(CheckComparable(a, l, c));
+  if (Status comparable = CheckComparable(a, l, c); !comparable.ok()) {
+    // Lost data decides before comparability (exit 4, as `analyze` on the new run exits): the
+    // loss itself can make the runs look different.
+    if (!c.data_lost) return comparable;
+    c.notes.push_back("not comparable, shown because the new run lost data: " + comparable.message());
+  }
   std::cout << RenderComparisonText(c, l.base, l.next);
   if (!a.markdown_path.empty())
     OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.markdown_path, RenderComparisonMarkdown(c, l.base, l.next, "check")));

@@ -1,6 +1,11 @@
 #include "src/cli/output.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <cstdio>
 #include <filesystem>
@@ -66,6 +71,52 @@ class GzipBuf : public std::streambuf {
   bool ok_ = false;
 };
 
+// A streambuf writing to a descriptor it does not own (64 KiB buffered); a failed write(2)
+// makes the stream bad.
+class FdBuf : public std::streambuf {
+ public:
+  explicit FdBuf(int fd) : fd_(fd), buf_(1 << 16) { setp(buf_.data(), buf_.data() + buf_.size()); }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (!Flush()) return traits_type::eof();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+  int sync() override { return Flush() ? 0 : -1; }
+
+ private:
+  bool Flush() {
+    const char* p = pbase();
+    size_t n = static_cast<size_t>(pptr() - pbase());
+    while (n > 0) {
+      ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    setp(buf_.data(), buf_.data() + buf_.size());
+    return true;
+  }
+  int fd_;
+  std::vector<char> buf_;
+};
+
+// Creates `tmp` exclusively (O_EXCL|O_NOFOLLOW): never through a symbolic link planted at that
+// name, never into a file another process has open. A leftover (a killed run's, or a planted
+// link) is unlinked first, once: unlink(2) removes a link itself, not its target.
+StatusOr<int> CreatePartial(const std::string& tmp) {
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(tmp.c_str(), kFlags, 0644);
+  if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) fd = ::open(tmp.c_str(), kFlags, 0644);
+  if (fd < 0) return MakeError(StatusCode::kIo, "{}: cannot create: {}", tmp, std::strerror(errno));
+  return fd;
+}
+
 bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -74,8 +125,9 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
 
 Status WriteAtomically(const std::string& path, const std::function<Status(std::ostream&)>& write) {
   const std::string tmp = path + ".partial";
-  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-  if (!f) return MakeError(StatusCode::kIo, "{}: cannot write", path);
+  OVERLAPPROF_ASSIGN_OR_RETURN(const int fd, CreatePartial(tmp));
+  FdBuf fb(fd);
+  std::ostream f(&fb);
   Status st;
   if (EndsWith(path, ".gz")) {
     GzipBuf gz(f);
@@ -86,8 +138,9 @@ Status WriteAtomically(const std::string& path, const std::function<Status(std::
   } else {
     st = write(f);
   }
-  f.close();
-  if (st.ok() && !f) st = MakeError(StatusCode::kIo, "write failed");
+  f.flush();
+  const bool closed = ::close(fd) == 0;
+  if (st.ok() && (!f || !closed)) st = MakeError(StatusCode::kIo, "write failed");
   if (!st.ok()) {
     std::remove(tmp.c_str());
     return st.WithPrefix(path);

@@ -7,6 +7,11 @@
 #include <numeric>
 #include <system_error>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "src/common/progress.h"
 #include "src/cli/registry.h"
 
@@ -21,6 +26,56 @@ bool LooksLikeTraceFile(const std::string& name) {
   return ends(".json") || ends(".json.gz") || ends(".db") || ends(".sqlite") || ends(".sqlite3");
 }
 
+namespace {
+
+const char* FileTypeName(fs::file_type t) {
+  switch (t) {
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::socket: return "a socket";
+    case fs::file_type::character: return "a character device";
+    case fs::file_type::block: return "a block device";
+    case fs::file_type::symlink: return "a broken symbolic link";
+    case fs::file_type::not_found: return "a broken symbolic link";
+    default: return "not a regular file";
+  }
+}
+
+// Appends the trace files under `dir` (recursively, symbolic links followed for files, not for
+// directories). Nothing is skipped silently: a subdirectory that cannot be listed, or an entry
+// named like a trace that is not a readable regular file (a FIFO, a socket, a device, a broken
+// link), is an error naming it.
+Status ListTraceFiles(const std::string& dir, std::vector<std::string>& found) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  if (ec) return MakeError(StatusCode::kIo, "{}: cannot list directory: {}", dir, ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) return MakeError(StatusCode::kIo, "{}: cannot list directory: {}", dir, ec.message());
+    const fs::path& p = it->path();
+    std::error_code sec;
+    const fs::file_status lst = it->symlink_status(sec);
+    if (sec) return MakeError(StatusCode::kIo, "{}: cannot stat: {}", p.string(), sec.message());
+    if (fs::is_directory(lst)) {
+      OVERLAPPROF_RETURN_IF_ERROR(ListTraceFiles(p.string(), found));
+      continue;
+    }
+    if (fs::is_symlink(lst) && fs::is_directory(it->status(sec))) continue;  // no cycles through links
+    if (!LooksLikeTraceFile(p.filename().string())) continue;
+    const fs::file_status st = it->status(sec);
+    if (sec && sec != std::errc::no_such_file_or_directory)
+      return MakeError(StatusCode::kIo, "{}: cannot stat: {}", p.string(), sec.message());
+    if (!fs::is_regular_file(st))
+      return MakeError(StatusCode::kInvalidInput, "{}: {}, not a regular file: refused", p.string(),
+                       FileTypeName(sec ? fs::file_type::not_found : st.type()));
+    if (::access(p.c_str(), R_OK) != 0)
+      return MakeError(StatusCode::kIo, "{}: cannot read: {}", p.string(), std::strerror(errno));
+    found.push_back(p.string());
+  }
+  if (ec) return MakeError(StatusCode::kIo, "{}: cannot list directory: {}", dir, ec.message());
+  return OkStatus();
+}
+
+}  // namespace
+
 StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& args,
                                                 const std::string& nsys_cache_dir) {
   std::vector<std::string> out;
@@ -29,6 +84,9 @@ StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& 
     fs::file_status st = fs::status(a, ec);
     if (ec || !fs::exists(st)) return MakeError(StatusCode::kNotFound, "{}: no such file or directory", a);
     if (!fs::is_directory(st)) {
+      // A FIFO, socket or device is refused at once, never waited on.
+      if (!fs::is_regular_file(st))
+        return MakeError(StatusCode::kInvalidInput, "{}: {}, not a regular file: refused", a, FileTypeName(st.type()));
       if (a.size() > 9 && a.compare(a.size() - 9, 9, ".nsys-rep") == 0) {  // Nsight Systems: its SQLite export
         StatusOr<std::string> exported = ExportNsysReport(a, nsys_cache_dir);
         if (!exported.ok()) return exported.status().WithPrefix(a);
@@ -39,12 +97,7 @@ StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& 
       continue;
     }
     std::vector<std::string> found;
-    for (fs::recursive_directory_iterator it(a, fs::directory_options::skip_permission_denied, ec), end;
-         !ec && it != end; it.increment(ec)) {
-      if (it->is_regular_file(ec) && LooksLikeTraceFile(it->path().filename().string()))
-        found.push_back(it->path().string());
-    }
-    if (ec) return MakeError(StatusCode::kIo, "{}: cannot list directory: {}", a, ec.message());
+    OVERLAPPROF_RETURN_IF_ERROR(ListTraceFiles(a, found));
     if (found.empty())
       return MakeError(StatusCode::kInvalidInput, "{}: directory holds no trace files (.json, .json.gz, .db)", a);
     std::sort(found.begin(), found.end());

@@ -29,6 +29,7 @@
 #include "src/importers/kineto_event.h"
 #include "src/trace/classify.h"
 #include "src/io/input_file.h"
+#include "src/common/utf8.h"
 
 namespace overlapprof {
 
@@ -136,7 +137,20 @@ class KinetoReader {
       (void)!parser_.allocate(std::max(want, size_));
     }
     od::document doc;
-    if (auto e = parser_.iterate(buf_, size_, capacity).get(doc)) return JsonError(e, nullptr);
+    if (auto e = parser_.iterate(buf_, size_, capacity).get(doc)) {
+      if (e != simdjson::UTF8_ERROR || sanitized_) return JsonError(e, nullptr);
+      // Invalid UTF-8 (raw bytes in a kernel or host name): parse a copy with each invalid
+      // sequence replaced by U+FFFD (src/common/utf8.h), counted. Costs a copy, only then.
+      size_t replaced = 0;
+      const std::string fixed = SanitizeUtf8(std::string_view(buf_, size_), &replaced);
+      sanitized_.reset(new char[fixed.size() + kInputPadding]);
+      std::memcpy(sanitized_.get(), fixed.data(), fixed.size());
+      std::memset(sanitized_.get() + fixed.size(), 0, kInputPadding);
+      buf_ = sanitized_.get();
+      size_ = fixed.size();
+      builder_.AddStat(Stat::invalid_utf8_replaced, static_cast<int64_t>(replaced));
+      return Parse(size_ + kInputPadding);
+    }
     od::json_type type;
     if (auto e = doc.type().get(type)) return JsonError(e, &doc);
     if (type == od::json_type::array) {
@@ -147,11 +161,17 @@ class KinetoReader {
     } else if (type == od::json_type::object) {
       od::object obj;
       if (auto e = doc.get_object().get(obj)) return JsonError(e, &doc);
+      uint32_t seen = 0;
       for (auto fr : obj) {
         od::field f;
         if (auto e = std::move(fr).get(f)) return JsonError(e, &doc);
         std::string_view key = KeyOf(f);
         od::value v = f.value();
+        if (key == "traceEvents" && !First(seen, 0)) continue;
+        if (key == "distributedInfo" && !First(seen, 1)) continue;
+        if (key == "deviceProperties" && !First(seen, 2)) continue;
+        if (key == "baseTimeNanoseconds" && !First(seen, 3)) continue;
+        if ((key == "host_name" || key == "hostname") && !First(seen, 4)) continue;
         if (key == "traceEvents") {
           od::array arr;
           if (auto e = v.get_array().get(arr)) return JsonError(e, &doc, "\"traceEvents\" is not an array");
@@ -226,6 +246,19 @@ class KinetoReader {
     return MakeError(StatusCode::kInvalidInput, "invalid JSON near byte {} ({})", offset, simdjson::error_message(e));
   }
 
+  // Duplicate keys: the first occurrence of a key overlapprof reads is used, later ones are
+  // skipped and counted (json_duplicate_keys, a warning); docs/schema.md. `seen` holds one bit
+  // per key of the object being read. Keys overlapprof does not read are never compared.
+  bool First(uint32_t& seen, int bit) {
+    const uint32_t m = uint32_t{1} << bit;
+    if (seen & m) {
+      builder_.AddStat(Stat::json_duplicate_keys, 1);
+      return false;
+    }
+    seen |= m;
+    return true;
+  }
+
   // The raw (escaped) text of a key. Keys of interest never contain escapes.
   static std::string_view KeyOf(od::field& f) {
     const char* p = f.key().raw();
@@ -266,6 +299,7 @@ class KinetoReader {
   Status ParseDistributedInfo(od::value& v, od::document* doc) {
     od::object obj;
     if (v.get_object().get(obj) != simdjson::SUCCESS) return OkStatus();  // ignored if not an object
+    uint32_t seen = 0;
     for (auto fr : obj) {
       od::field f;
       if (auto e = std::move(fr).get(f)) return JsonError(e, doc);
@@ -273,6 +307,11 @@ class KinetoReader {
       od::value fv = f.value();
       int64_t n;
       std::string_view s;
+      static constexpr std::string_view kKeys[] = {"rank", "world_size", "backend", "nccl_version", "pg_config"};
+      bool dup = false;
+      for (int k = 0; k < 5; ++k)
+        if (key == kKeys[k]) dup = !First(seen, k);
+      if (dup) continue;
       if (key == "rank" && AnyInt(fv, &n)) {
         builder_.SetRank(n);
       } else if (key == "world_size" && AnyInt(fv, &n)) {
@@ -300,12 +339,18 @@ class KinetoReader {
       od::object obj;
       if (ev.get_object().get(obj) != simdjson::SUCCESS) continue;
       Device d;
+      uint32_t seen = 0;
       for (auto fr : obj) {
         od::field f;
         if (auto e = std::move(fr).get(f)) return JsonError(e, doc);
         std::string_view key = KeyOf(f);
         od::value fv = f.value();
         std::string_view s;
+        static constexpr std::string_view kKeys[] = {"id", "name", "totalGlobalMem", "computeMajor", "computeMinor", "numSms"};
+        bool dup = false;
+        for (int k = 0; k < 6; ++k)
+          if (key == kKeys[k]) dup = !First(seen, k);
+        if (dup) continue;
         if (key == "id") AnyInt(fv, &d.id);
         else if (key == "name" && RawString(fv, &s)) d.name = Unescape(s);
         else if (key == "totalGlobalMem") AnyInt(fv, &d.total_memory);
@@ -321,6 +366,7 @@ class KinetoReader {
   Status ParseArgs(od::value& v, RawEvent& ev, od::document* doc) {
     od::object obj;
     if (v.get_object().get(obj) != simdjson::SUCCESS) return OkStatus();
+    uint32_t seen = 0;
     for (auto fr : obj) {
       od::field f;
       if (auto e = std::move(fr).get(f)) return JsonError(e, doc);
@@ -328,52 +374,52 @@ class KinetoReader {
       od::value fv = f.value();
       switch (key.size()) {
         case 3:
-          if (key == "Seq" || key == "seq") AnyInt(fv, &ev.seq);
+          if ((key == "Seq" && First(seen, 0)) || (key == "seq" && First(seen, 1))) AnyInt(fv, &ev.seq);
           break;
         case 4:
-          if (key == "name") RawString(fv, &ev.arg_name);
+          if (key == "name" && First(seen, 2)) RawString(fv, &ev.arg_name);
           break;
         case 5:
-          if (key == "bytes") AnyInt(fv, &ev.bytes);
-          else if (key == "dtype") RawString(fv, &ev.dtype);
+          if (key == "bytes" && First(seen, 3)) AnyInt(fv, &ev.bytes);
+          else if (key == "dtype" && First(seen, 4)) RawString(fv, &ev.dtype);
           break;
         case 6:
-          if (key == "device") AnyInt(fv, &ev.device);
-          else if (key == "stream") AnyInt(fv, &ev.stream);
-          else if (key == "labels") RawString(fv, &ev.arg_labels);
+          if (key == "device" && First(seen, 5)) AnyInt(fv, &ev.device);
+          else if (key == "stream" && First(seen, 6)) AnyInt(fv, &ev.stream);
+          else if (key == "labels" && First(seen, 7)) RawString(fv, &ev.arg_labels);
           break;
         case 8:
-          if (key == "Src Rank") AnyInt(fv, &ev.src_rank);
-          else if (key == "Dst Rank") AnyInt(fv, &ev.dst_rank);
-          else if (key == "toDevice") AnyInt(fv, &ev.to_device);
-          else if (key == "inDevice") AnyInt(fv, &ev.in_device);
+          if (key == "Src Rank" && First(seen, 8)) AnyInt(fv, &ev.src_rank);
+          else if (key == "Dst Rank" && First(seen, 9)) AnyInt(fv, &ev.dst_rank);
+          else if (key == "toDevice" && First(seen, 20)) AnyInt(fv, &ev.to_device);
+          else if (key == "inDevice" && First(seen, 21)) AnyInt(fv, &ev.in_device);
           break;
         case 10:
-          if (key == "Group size") AnyInt(fv, &ev.group_size);
-          else if (key == "fromDevice") AnyInt(fv, &ev.from_device);
+          if (key == "Group size" && First(seen, 10)) AnyInt(fv, &ev.group_size);
+          else if (key == "fromDevice" && First(seen, 22)) AnyInt(fv, &ev.from_device);
           break;
         case 11:
-          if (key == "correlation") AnyInt(fv, &ev.correlation);
-          else if (key == "External id") ev.external_id = fv.raw_json_token();
+          if (key == "correlation" && First(seen, 11)) AnyInt(fv, &ev.correlation);
+          else if (key == "External id" && First(seen, 12)) ev.external_id = fv.raw_json_token();
           break;
         case 13:
-          if (key == "In msg nelems") AnyInt(fv, &ev.in_nelems);
+          if (key == "In msg nelems" && First(seen, 13)) AnyInt(fv, &ev.in_nelems);
           break;
         case 14:
-          if (key == "Out msg nelems") AnyInt(fv, &ev.out_nelems);
+          if (key == "Out msg nelems" && First(seen, 14)) AnyInt(fv, &ev.out_nelems);
           break;
         case 15:
-          if (key == "Collective name") RawString(fv, &ev.coll_name);
+          if (key == "Collective name" && First(seen, 15)) RawString(fv, &ev.coll_name);
           break;
         case 18:
-          if (key == "Process Group Name") RawString(fv, &ev.pg_name);
+          if (key == "Process Group Name" && First(seen, 16)) RawString(fv, &ev.pg_name);
           break;
         case 19:
-          if (key == "Process Group Ranks") RawString(fv, &ev.pg_ranks);
-          else if (key == "Sequence number") AnyInt(fv, &ev.seq);
+          if (key == "Process Group Ranks" && First(seen, 17)) RawString(fv, &ev.pg_ranks);
+          else if (key == "Sequence number" && First(seen, 18)) AnyInt(fv, &ev.seq);
           break;
         case 25:
-          if (key == "Process Group Description") RawString(fv, &ev.pg_desc);
+          if (key == "Process Group Description" && First(seen, 19)) RawString(fv, &ev.pg_desc);
           break;
         default:
           break;
@@ -392,6 +438,7 @@ class KinetoReader {
         continue;
       }
       RawEvent ev;
+      uint32_t seen = 0;
       for (auto fr : obj) {
         od::field f;
         if (auto e = std::move(fr).get(f)) return JsonError(e, doc);
@@ -399,24 +446,24 @@ class KinetoReader {
         od::value fv = f.value();
         switch (key.size()) {
           case 2:
-            if (key == "ph") {
+            if (key == "ph" && First(seen, 0)) {
               std::string_view s;
               if (RawString(fv, &s) && !s.empty()) ev.ph = s[0];
-            } else if (key == "ts") {
+            } else if (key == "ts" && First(seen, 1)) {
               ev.ts = fv.raw_json_token();
             }
             break;
           case 3:
-            if (key == "cat") RawString(fv, &ev.cat);
-            else if (key == "pid") AnyInt(fv, &ev.pid);
-            else if (key == "tid") AnyInt(fv, &ev.tid);
-            else if (key == "dur") {
+            if (key == "cat" && First(seen, 2)) RawString(fv, &ev.cat);
+            else if (key == "pid" && First(seen, 3)) AnyInt(fv, &ev.pid);
+            else if (key == "tid" && First(seen, 4)) AnyInt(fv, &ev.tid);
+            else if (key == "dur" && First(seen, 5)) {
               ev.dur = fv.raw_json_token();
             }
             break;
           case 4:
-            if (key == "name") ev.has_name = RawString(fv, &ev.name);
-            else if (key == "args") {
+            if (key == "name" && First(seen, 6)) ev.has_name = RawString(fv, &ev.name);
+            else if (key == "args" && First(seen, 7)) {
               // cpu_op args (shapes, call stacks) are large and unused: skip undecoded, except
               // for host ops that launch communication (their External id links their kernels,
               // rule 2) and record_param_comms, whose NCCL arguments name SendRecv kernels
@@ -438,6 +485,7 @@ class KinetoReader {
 
   const char* buf_;
   size_t size_;
+  std::unique_ptr<char[]> sanitized_;  // the document with invalid UTF-8 replaced, when it had some
   od::parser& parser_;
   kineto::TraceBuilder builder_;
   bool have_events_ = false;

@@ -26,8 +26,12 @@ bool TraceBuilder::Times(const RawEvent& ev, int64_t* start, int64_t* end) {
   }
   if (!ParseScaledDecimal(ev.ts, opts_.kineto_time_exp, &ts) ||
       !ParseScaledDecimal(ev.dur, opts_.kineto_time_exp, &dur)) {
-    // A number that does not fit int64 ns is out of range; anything else is malformed.
-    auto numeric = [](std::string_view t) { return !t.empty() && (t[0] == '-' || (t[0] >= '0' && t[0] <= '9')); };
+    // A number that does not fit int64 ns is out of range; anything else is malformed, the
+    // NaN and (-)Infinity literals included (not JSON numbers; docs/schema.md).
+    auto numeric = [](std::string_view t) {
+      if (!t.empty() && t[0] == '-') t.remove_prefix(1);
+      return !t.empty() && t[0] >= '0' && t[0] <= '9';
+    };
     t_.stats.Add(numeric(ev.ts) && numeric(ev.dur) ? Stat::events_timestamp_out_of_range : Stat::events_malformed);
     return false;
   }

@@ -38,6 +38,7 @@ class TraceBuilder {
   void AddDevice(Device d) { t_.devices.push_back(std::move(d)); }
   // An element of traceEvents that is not an object.
   void AddMalformed() { t_.stats.Add(Stat::events_malformed); }
+  void AddStat(Stat s, int64_t n) { t_.stats.Add(s, n); }
   // One event, in file order.
   void AddEvent(const RawEvent& ev);
   // After the last event: the rank's trace (finalized), or an error when times overflow.

@@ -7,6 +7,7 @@
 // Files are untrusted: opened like stores (OpenUntrustedReadOnly), every value validated,
 // keys from the file kept in ordered containers (no identity-hashed maps).
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -787,9 +788,19 @@ StatusOr<std::string> ExportNsysReport(const std::string& path, const std::strin
                                     : fs::path(tmp && *tmp ? tmp : "/tmp") / fmt::format("overlapprof-nsys-{}", ::getuid());
   fs::create_directories(dir, ec);
   if (ec) return MakeError(StatusCode::kIo, "{}: cannot create directory: {}", dir.string(), ec.message());
+  if (cache_dir.empty()) {
+    // The default cache is in a shared /tmp: another user could have created it (or a link
+    // by that name) to feed us an export or catch our writes.
+    struct stat st;
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 022) != 0)
+      return MakeError(StatusCode::kInvalidInput,
+                       "{}: not a directory owned by you and writable only by you: refused (--cache-dir DIR picks another)",
+                       dir.string());
+  }
   const std::string out = (dir / fmt::format("{}-{}-{}.sqlite", stem, size, static_cast<int64_t>(mtime))).string();
   if (fs::exists(out, ec)) return out;  // exported before, report unchanged
   const std::string partial = out + ".partial.sqlite";
+  ::unlink(partial.c_str());  // a leftover, or a link planted at that name: nsys must not write through it
   std::vector<std::string> args = {"nsys", "export", "--type", "sqlite", "--force-overwrite", "true",
                                    "--output", partial, path};
   std::vector<char*> argv;

@@ -62,9 +62,20 @@ StatusOr<InputBuffer> ReadInputFile(const std::string& path);
 // the gzip bytes meanwhile).
 Status ReadInputFileInto(const std::string& path, InputBuffer& out, std::vector<uint8_t>& compressed);
 
-// Decompresses gzip data held in memory (exposed for tests and the fuzzer).
-StatusOr<InputBuffer> GunzipBuffer(const uint8_t* data, size_t size);
-Status GunzipInto(const uint8_t* data, size_t size, InputBuffer& out);
+// The largest document overlapprof parses in one piece: simdjson's maximum (4 GiB - 1).
+inline constexpr size_t kMaxDocumentBytes = 0xFFFFFFFFu;
+
+// The most bytes gzip input may inflate to: the smaller of kMaxDocumentBytes and half the
+// memory available (MemAvailable, or the cgroup v2 limit's room when tighter), lowered further
+// by the environment variable OVERLAPPROF_MAX_INFLATED_BYTES. Read when called.
+size_t InflateLimit();
+
+// Decompresses gzip data held in memory (exposed for tests and the fuzzer). Inflating past
+// `limit` bytes is refused (kInvalidInput) with peak memory bounded: when the gzip trailer's
+// size cannot be trusted the members are first inflated without being kept (64 KiB of
+// scratch) to learn their size, so a bomb costs its compressed size, not its inflated one.
+StatusOr<InputBuffer> GunzipBuffer(const uint8_t* data, size_t size, size_t limit = InflateLimit());
+Status GunzipInto(const uint8_t* data, size_t size, InputBuffer& out, size_t limit = InflateLimit());
 
 bool IsGzip(std::string_view head);
 bool IsSqlite(std::string_view head);

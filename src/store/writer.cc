@@ -1,5 +1,6 @@
 #include "src/store/writer.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,9 +34,17 @@ Status StoreWriter::Open(const std::string& path, const RunMeta& meta, const Opt
       return MakeError(StatusCode::kIo, "cannot replace: {}", std::strerror(errno));
   }
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) ::unlink((write_path_ + suffix).c_str());
+  int open_flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  if (options.mode == Mode::kBulk) {
+    // The .partial is created here, exclusively and not through a link (O_EXCL|O_NOFOLLOW): a
+    // link planted at that name since the unlink above is refused, not written through.
+    int fd = ::open(write_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return MakeError(StatusCode::kIo, "{}: cannot create: {}", write_path_, std::strerror(errno));
+    ::close(fd);
+    open_flags |= SQLITE_OPEN_NOFOLLOW;
+  }
 
-  OVERLAPPROF_RETURN_IF_ERROR(
-      db_.Open(write_path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX));
+  OVERLAPPROF_RETURN_IF_ERROR(db_.Open(write_path_, open_flags));
   open_ = true;
   std::string pragmas = fmt::format(
       "PRAGMA page_size=16384; PRAGMA application_id={}; PRAGMA user_version={}; "

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 namespace overlapprof {
 namespace {
 
@@ -78,13 +80,92 @@ TEST(Compare, SummaryJsonIsValidated) {
                 .code(),
             StatusCode::kUnsupportedVersion);
   auto v = RunViewFromSummary(nlohmann::json::parse(R"({"schema": "overlapprof.summary/1", "ranks": [
-      {"rank": 0, "comm_ns": 10, "overlap_ns": 5, "iterations": 2,
+      {"rank": 0, "comm_ns": 10, "compute_ns": 20, "overlap_ns": 5, "exposed_comm_ns": 5, "iterations": 2,
        "data_quality": [{"counter": "records_dropped_cupti", "severity": "error", "value": 4}]}],
-      "iterations": [{"overlap_ratio": 0.5, "exposed_comm_ns": 5}, {"overlap_ratio": null}]})"),
+      "iterations": [{"overlap_ratio": 0.5, "exposed_comm_ns": 5, "comm_ns": 5, "compute_ns": 10, "wall_ns": 20},
+                     {"overlap_ratio": null, "exposed_comm_ns": 0, "comm_ns": 5, "compute_ns": 10, "wall_ns": 20}]})"),
                               "t");
-  ASSERT_TRUE(v.ok());
+  ASSERT_TRUE(v.ok()) << v.status().message();
   EXPECT_EQ(v->iter_overlap_ratio.size(), 1u);  // null ratios are not samples
   EXPECT_EQ(v->data_lost, 4);
+}
+
+// A malformed baseline (issue 14 §4) or NEW run (§3) is refused, never read as zeros: each
+// mutation of a valid summary below must fail with kInvalidInput naming the field.
+TEST(Compare, MalformedSummariesAreRefusedNotReadAsZero) {
+  const nlohmann::json good = nlohmann::json::parse(R"({"schema": "overlapprof.summary/1", "ranks": [
+      {"rank": 0, "comm_ns": 10, "compute_ns": 20, "overlap_ns": 5, "exposed_comm_ns": 5, "iterations": 1,
+       "data_quality": [{"counter": "records_dropped_cupti", "severity": "error", "value": 4},
+                        {"counter": "rank_unknown", "severity": "warning", "value": 1}]}],
+      "iterations": [{"overlap_ratio": 0.5, "exposed_comm_ns": 5, "comm_ns": 10, "compute_ns": 20, "wall_ns": 40}],
+      "op_types": [{"op": "allreduce", "count": 3, "bytes": null, "time_ns": 10, "exposed_ns": 5}],
+      "data_quality": {"errors": 1, "warnings": 1}})");
+  auto ok = RunViewFromSummary(good, "t");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->data_lost, 4);
+  EXPECT_EQ(ok->op_count_bytes.at("allreduce"), std::make_pair(int64_t{3}, int64_t{-1}));
+  struct Case {
+    const char* pointer;
+    nlohmann::json value;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"/ranks/0/comm_ns", "10", "ranks[0].comm_ns is a string"},
+      {"/ranks/0/overlap_ns", nullptr, "ranks[0].overlap_ns is null"},
+      {"/ranks/0/compute_ns", 2.5, "ranks[0].compute_ns is a fraction"},
+      {"/ranks/0/iterations", true, "ranks[0].iterations is a boolean"},
+      {"/ranks/0/exposed_comm_ns", -5, "ranks[0].exposed_comm_ns is negative"},
+      {"/ranks/0/comm_ns", 18446744073709551615ull, "ranks[0].comm_ns is negative or too large"},
+      // §3: an error counter cancelled by a negative one must not read as "no loss".
+      {"/ranks/0/data_quality/1", nlohmann::json{{"counter", "x"}, {"severity", "error"}, {"value", -4}},
+       "data_quality[1].value is negative"},
+      {"/ranks/0/data_quality", nullptr, "ranks[0].data_quality is not an array"},
+      {"/iterations/0/wall_ns", "40", "iterations[0].wall_ns is a string"},
+      {"/iterations/0/overlap_ratio", "0.5", "overlap_ratio is not null nor a number"},
+      {"/op_types/0/count", nullptr, "op_types[0].count is null"},
+      {"/ranks", nlohmann::json::array(), "no ranks"},
+      {"/data_quality/errors", 2, "data_quality.errors is 2 but the ranks list 1"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json bad = good;
+    bad[nlohmann::json::json_pointer(c.pointer)] = c.value;
+    auto v = RunViewFromSummary(bad, "t");
+    ASSERT_FALSE(v.ok()) << c.pointer;
+    EXPECT_EQ(v.status().code(), StatusCode::kInvalidInput) << c.pointer;
+    EXPECT_NE(v.status().message().find(c.expect), std::string::npos) << c.pointer << ": " << v.status().message();
+  }
+  // A missing key is malformed too.
+  nlohmann::json missing = good;
+  missing["ranks"][0].erase("comm_ns");
+  EXPECT_NE(RunViewFromSummary(missing, "t").status().message().find("ranks[0].comm_ns is missing"), std::string::npos);
+  // Sums are overflow-checked: two ranks of INT64_MAX communication.
+  nlohmann::json big = good;
+  big["ranks"][0]["comm_ns"] = INT64_MAX;
+  big["ranks"].push_back(big["ranks"][0]);
+  big["data_quality"]["errors"] = 2;
+  auto o = RunViewFromSummary(big, "t");
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("the sum of comm_ns overflows"), std::string::npos) << o.status().message();
+}
+
+TEST(Compare, MarkdownEscapesPathsAndNames) {
+  RunView b = View({75, 76, 74, 75, 77, 73, 75, 76}), n = View({75, 76, 74, 75, 77, 73, 75, 76});
+  b.source = "base|x](http://evil)\n# injected <img src=x>`code`";
+  n.source = "new*bold*";
+  n.op_time_exposed_ns["a|b"] = {1, 1};
+  const std::string md = RenderComparisonMarkdown(Compare(b, n, Policy{}), b, n, "check");
+  EXPECT_EQ(md.find("\n# injected"), std::string::npos) << md;
+  EXPECT_NE(md.find("base\\|x\\]\\(http://evil\\) # injected \\<img src=x\\>\\`code\\`"), std::string::npos) << md;
+  EXPECT_NE(md.find("new\\*bold\\*"), std::string::npos) << md;
+  EXPECT_NE(md.find("| exposed_a\\|b_per_iter (ms) |"), std::string::npos) << md;
+  // Every table row has the header's 8 cell separators.
+  std::istringstream lines(md);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| ", 0) != 0) continue;
+    size_t bars = 0;
+    for (size_t i = 0; i < line.size(); ++i) bars += line[i] == '|' && (i == 0 || line[i - 1] != '\\');
+    EXPECT_EQ(bars, 8u) << line;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Hostile input to the readers and the gate (issue 14 §4 and §3), through the real CLI.
+
+Each test reproduces an attack and asserts the documented outcome: the exit code, one line on
+stderr, and that nothing was waited on, written through, or read as zero.
+
+usage: hostile_input_test.py PATH/TO/overlapprof
+"""
+import gzip
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import unittest
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "data")
+SMALL = os.path.join(DATA, "kineto", "cpu_only_ops.json.gz")   # one rank, 1 MB inflated
+A100_2 = os.path.join(DATA, "kineto", "a100_2rank_rank0.json.gz")
+CLI = None
+
+
+def run(*args, env=None, timeout=60):
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run([CLI, *args], capture_output=True, timeout=timeout, env=e)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+class HostileInputTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="overlapprof-hostile-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def summary(self, trace=A100_2, name="base.summary.json"):
+        out = self.path(name)
+        rc, _, err = run("analyze", trace, "--json", out)
+        self.assertEqual(rc, 0, err)
+        return out
+
+    # --- gzip bombs -------------------------------------------------------------------------
+    def test_gzip_bomb_is_refused_with_one_line(self):
+        # 40 members of 8 MiB of spaces (320 MiB inflated, ~320 KiB compressed); the limit is
+        # lowered to 64 MiB by the environment so that the test stays small.
+        member = zlib.compressobj(9, zlib.DEFLATED, 31)
+        one = member.compress(b" " * (8 << 20)) + member.flush()
+        bomb = self.path("bomb.json.gz")
+        with open(bomb, "wb") as f:
+            f.write(gzip.compress(b'{"traceEvents": [') + one * 40 + gzip.compress(b"]}"))
+        rc, out, err = run("analyze", bomb, env={"OVERLAPPROF_MAX_INFLATED_BYTES": str(64 << 20)})
+        self.assertEqual(rc, 2, err)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn("bomb.json.gz: gzip data inflates to more than 64 MiB, the limit on this machine", err)
+        self.assertIn("half the available memory", err)
+        # Under the limit, the same kind of input is read (and then refused as no trace): the
+        # limit, not the ratio, decides.
+        small = self.path("small.json.gz")
+        with open(small, "wb") as f:
+            f.write(gzip.compress(b'{"traceEvents": [' + b" " * (1 << 20) + b"]}"))
+        rc, _, err = run("analyze", small, env={"OVERLAPPROF_MAX_INFLATED_BYTES": str(64 << 20)})
+        self.assertNotIn("inflates to more than", err)
+
+    # --- FIFOs, sockets, devices, directory entries -------------------------------------------
+    def test_fifo_and_device_inputs_are_refused_at_once(self):
+        fifo = self.path("t.json")
+        os.mkfifo(fifo)
+        rc, _, err = run("analyze", fifo, timeout=20)  # a blocking open would hang until killed
+        self.assertEqual(rc, 2, err)
+        self.assertIn("t.json: a FIFO, not a regular file: refused", err)
+        rc, _, err = run("analyze", "/dev/zero", timeout=20)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("a character device, not a regular file", err)
+        rc, _, err = run("check", fifo, "--baseline", self.summary(), timeout=20)
+        self.assertEqual(rc, 2, err)
+
+    def test_directory_entries_that_cannot_be_read_are_reported(self):
+        d = self.path("traces")
+        os.makedirs(os.path.join(d, "sub"))
+        shutil.copy(SMALL, d)
+        os.mkfifo(os.path.join(d, "sub", "rank1.json"))
+        rc, _, err = run("analyze", d, timeout=20)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("sub/rank1.json: a FIFO, not a regular file: refused", err)
+        os.remove(os.path.join(d, "sub", "rank1.json"))
+        os.symlink(self.path("gone.json"), os.path.join(d, "rank2.json"))
+        rc, _, err = run("analyze", d, timeout=20)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("rank2.json: a broken symbolic link", err)
+        os.remove(os.path.join(d, "rank2.json"))
+        rc, _, err = run("analyze", d)
+        self.assertEqual(rc, 0, err)
+
+    # --- invalid UTF-8 --------------------------------------------------------------------------
+    def test_invalid_utf8_never_exits_5(self):
+        bad = os.path.join(self.tmp.encode(), b"rank\xff\xfe.json.gz")
+        shutil.copy(A100_2, bad)
+        out = self.path("s.json")
+        p = subprocess.run([CLI, "analyze", bad, "--json", out], capture_output=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        s = json.load(open(out, encoding="utf-8"))  # valid UTF-8, strict
+        self.assertTrue(s["ranks"][0]["source"].endswith("rank\ufffd\ufffd.json.gz"), s["ranks"][0]["source"])
+        p = subprocess.run([CLI, "check", bad, "--baseline", out, "--markdown", self.path("c.md"),
+                            "--junit", self.path("j.xml")], capture_output=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        open(self.path("c.md"), encoding="utf-8").read()
+        import xml.etree.ElementTree as ET
+        ET.parse(self.path("j.xml"))
+        # Raw bytes in a kernel name inside the trace: read, replaced, counted.
+        doc = gzip.decompress(open(A100_2, "rb").read())
+        i = doc.index(b'"name": "') + len(b'"name": "')
+        raw = self.path("raw.json")
+        open(raw, "wb").write(doc[:i] + b"\xc3\x28" + doc[i:])
+        rc, stdout, err = run("analyze", raw, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        dq = {c["counter"]: c["value"] for c in json.loads(stdout)["ranks"][0]["data_quality"]}
+        self.assertEqual(dq.get("invalid_utf8_replaced"), 1, dq)
+
+    # --- outputs ------------------------------------------------------------------------------
+    def test_partial_file_is_not_written_through_a_link(self):
+        victim = self.path("victim")
+        open(victim, "w").write("precious")
+        out = self.path("s.json")
+        os.symlink(victim, out + ".partial")
+        rc, _, err = run("analyze", SMALL, "--json", out)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(open(victim).read(), "precious")
+        self.assertEqual(json.load(open(out))["schema"], "overlapprof.summary/1")
+        self.assertFalse(os.path.lexists(out + ".partial"))
+
+    def test_markdown_escapes_paths(self):
+        base = self.summary()
+        odd = self.path("run|x](javascript:e) <b>`.summary.json")
+        shutil.copy(base, odd)
+        md = self.path("s.md")
+        rc, _, err = run("check", odd, "--baseline", base, "--markdown", md)
+        self.assertEqual(rc, 0, err)
+        text = open(md).read()
+        self.assertIn("run\\|x\\]\\(javascript:e\\) \\<b\\>\\`.summary.json", text)
+        self.assertNotIn("<b>", text)
+
+    # --- malformed baselines and lost data (§4, §3) ---------------------------------------------
+    def write(self, name, s):
+        p = self.path(name)
+        with open(p, "w") as f:
+            json.dump(s, f)
+        return p
+
+    def test_malformed_baseline_exits_2_not_zero(self):
+        base = self.summary()
+        good = json.load(open(base))
+        mutations = {
+            "string": lambda s: s["ranks"][0].__setitem__("comm_ns", str(s["ranks"][0]["comm_ns"])),
+            "null": lambda s: s["ranks"][0].__setitem__("overlap_ns", None),
+            "empty ranks": lambda s: s.__setitem__("ranks", []),
+            "missing": lambda s: s["iterations"][0].pop("wall_ns"),
+            "negative": lambda s: s["ranks"][0].__setitem__("exposed_comm_ns", -1),
+            "overflow": lambda s: (s["ranks"][0].__setitem__("comm_ns", 2**63 - 1),
+                                   s["ranks"].append(dict(s["ranks"][0]))),
+        }
+        for what, mutate in mutations.items():
+            s = json.loads(json.dumps(good))
+            mutate(s)
+            bad = self.write("bad.summary.json", s)
+            rc, out, err = run("check", base, "--baseline", bad)
+            self.assertEqual(rc, 2, f"{what}: {out}{err}")
+            self.assertIn("malformed summary", err, what)
+            self.assertEqual(err.count("\n"), 1, err)
+        # NaN is not JSON: refused; a duplicate key keeps its first value, with a warning.
+        text = open(base).read().replace('"comm_ns": ', '"comm_ns": NaN, "x": ', 1)
+        open(self.path("nan.summary.json"), "w").write(text)
+        rc, _, err = run("check", base, "--baseline", self.path("nan.summary.json"))
+        self.assertEqual(rc, 2, err)
+        self.assertIn("invalid JSON", err)
+        text = open(base).read().replace('"comm_ns": ', '"comm_ns": 1, "comm_ns": ', 1)
+        open(self.path("dup.summary.json"), "w").write(text)
+        rc, out, err = run("compare", base, self.path("dup.summary.json"))
+        self.assertIn('key "comm_ns" given twice in one object: the first value is used', err)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("comm_per_iter", out)
+
+    def test_negative_counter_cannot_cancel_lost_data(self):
+        base = self.summary()
+        s = json.load(open(base))
+        s["ranks"][0]["data_quality"] += [
+            {"counter": "records_dropped_cupti", "severity": "error", "value": 7, "description": "x"},
+            {"counter": "records_dropped_hooks", "severity": "error", "value": -7, "description": "x"}]
+        s["data_quality"]["errors"] = 2
+        rc, _, err = run("check", self.write("lossy.summary.json", s), "--baseline", base)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("value is negative", err)
+        # Counters removed from the ranks while the run says they were set: refused, not passed.
+        s = json.load(open(base))
+        s["data_quality"]["errors"] = 1
+        rc, _, err = run("check", self.write("hidden.summary.json", s), "--baseline", base)
+        self.assertEqual(rc, 2, err)
+
+    def test_check_exits_4_whenever_analyze_does(self):
+        # A store whose recording lost CUPTI records, of another world size than the baseline:
+        # analyze exits 4; check must too (lost data decides before comparability, exit 2).
+        store = self.path("lossy.db")
+        rc, _, err = run("import", A100_2, "-o", store)
+        self.assertEqual(rc, 0, err)
+        db = sqlite3.connect(store)
+        db.execute("INSERT OR REPLACE INTO stats(name, severity, value, description) "
+                   "VALUES('records_dropped_cupti', 'error', 3, 'x')")
+        db.commit()
+        db.close()
+        rc, _, err = run("analyze", store)
+        self.assertEqual(rc, 4, err)
+        base = json.load(open(self.summary()))
+        base["ranks"][0]["world_size"] = 8
+        other = self.write("other.summary.json", base)
+        rc, out, err = run("check", store, "--baseline", other)
+        self.assertEqual(rc, 4, out + err)
+        self.assertIn("records_dropped_cupti = 3", err)
+        self.assertIn("not comparable, shown because the new run lost data: the runs are not comparable: world size",
+                      out)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    CLI = os.path.abspath(sys.argv.pop(1))
+    import warnings
+    warnings.simplefilter("ignore", ResourceWarning)
+    unittest.main(verbosity=2)
