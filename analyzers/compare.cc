@@ -1,5 +1,7 @@
 #include "analyzers/compare.h"
 
+#include "src/io/input_file.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -230,8 +232,13 @@ double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b) 
 }
 
 StatusOr<Policy> LoadPolicy(const std::string& path, Policy p) {
-  std::ifstream f(path);
-  if (!f) return MakeError(StatusCode::kNotFound, "{}: cannot read the policy file", path);
+  // Read as the traces are (src/io/input_file.h): opened without blocking, a FIFO, socket or
+  // device refused at once instead of waited on.
+  StatusOr<InputBuffer> buf = ReadInputFile(path);
+  if (!buf.ok())
+    return MakeError(buf.status().code() == StatusCode::kNotFound ? StatusCode::kNotFound : StatusCode::kInvalidInput,
+                     "{}: cannot read the policy file: {}", path, buf.status().message());
+  std::istringstream f(std::string(buf->data(), buf->size()));
   std::vector<std::string> duplicates;
   StatusOr<nlohmann::json> parsed = ParseJsonFirstKeyWins(f, path, &duplicates);
   if (!parsed.ok()) return parsed.status();

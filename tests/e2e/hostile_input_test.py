@@ -81,6 +81,11 @@ class HostileInputTest(unittest.TestCase):
         self.assertIn("a character device, not a regular file", err)
         rc, _, err = run("check", fifo, "--baseline", self.summary(), timeout=20)
         self.assertEqual(rc, 2, err)
+        # The gate's policy file too (it was read with a blocking ifstream).
+        rc, _, err = run("check", self.summary(name="new.summary.json"), "--baseline", self.summary(),
+                         "--policy", fifo, timeout=20)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("cannot read the policy file: a FIFO, not a regular file: refused", err)
 
     def test_directory_entries_that_cannot_be_read_are_reported(self):
         d = self.path("traces")
