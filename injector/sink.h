@@ -90,7 +90,13 @@ class Sink {
     int32_t rank, nranks, device;
     uint8_t call;
     int64_t created_ns, destroyed_ns;
+    bool pending;  // non-blocking, not ready at creation: kCommReady fills rank/size/device
   };
+  // The process's rank from a communicator, when no launcher variable named it: the world
+  // communicator (created by InitRank*, the largest seen) wins over any sub-communicator
+  // (Split/Shrink); a rank from a sub-communicator only is marked uncertain.
+  void ConsiderRank(int32_t rank, int32_t nranks, uint8_t call, uint64_t parent);
+  void ApplyRankCandidate();
   struct OpenRange {
     int64_t start;
     uint32_t name;
@@ -104,6 +110,10 @@ class Sink {
   std::unordered_map<int32_t, std::vector<OpenRange>> stacks_;  // NVTX push/pop per thread
   std::unordered_map<uint64_t, OpenRange> started_;             // NVTX start/end by range id
   bool meta_dirty_ = false;
+  // The rank candidate chosen so far (ConsiderRank); rank_nranks_ 0: none.
+  int32_t rank_rank_ = -1, rank_nranks_ = 0;
+  bool rank_derived_ = false;
+  std::string rank_source_;  // meta rank_source: "environment", "communicator", "sub_communicator"
 };
 
 }  // namespace overlapprof::inject
