@@ -109,7 +109,8 @@ size_t Sink::DrainRing(Ring<HookRecord>* ring) {
   HookRecord r;
   size_t n = 0;
   while (ring->TryPop(&r)) {
-    Take(r);
+    if (failed_) g_recorder.stats().Add(Stat::records_lost_write_failed);
+    else Take(r);
     if ((++n & 4095) == 0) g_recorder.WriterProgress();
   }
   if (n) g_recorder.WriterProgress();
@@ -119,15 +120,35 @@ size_t Sink::DrainRing(Ring<HookRecord>* ring) {
 void Sink::DrainCupti(bool force) {
   if (!CuptiActive()) return;
   CuptiFlush(force);
-  CuptiDrain(decoder_.get(), &trace_);
+  if (failed_) g_recorder.stats().Add(Stat::records_lost_write_failed, CuptiDiscard());
+  else CuptiDrain(decoder_.get(), &trace_);
 }
 
 void Sink::DrainCuptiFinal() {
   if (!CuptiActive()) return;
   CuptiFlush(true);
   CuptiShutdown();
-  CuptiDrain(decoder_.get(), &trace_);
+  if (failed_) g_recorder.stats().Add(Stat::records_lost_write_failed, CuptiDiscard());
+  else CuptiDrain(decoder_.get(), &trace_);
 }
+
+void Sink::EnterFailed() {
+  if (failed_) return;
+  failed_ = true;
+  auto lost = static_cast<int64_t>(Pending() + trace_.external_correlations.size());
+  g_recorder.stats().Add(Stat::records_lost_write_failed, lost > 0 ? lost : 1);
+  // The batch's memory is released, not only cleared.
+  RankTrace empty;
+  empty.meta = trace_.meta;
+  empty.stats = trace_.stats;
+  trace_ = std::move(empty);
+  comm_names_.clear();
+  stacks_.clear();
+  started_.clear();
+  CuptiStopActivities();
+}
+
+Status Sink::MarkFailed() { return writer_.MarkWriteFailed(Stats(), Extras()); }
 
 size_t Sink::Pending() const {
   return trace_.comm_ops.size() + trace_.activities.size() + trace_.host_calls.size() + trace_.ranges.size();
@@ -385,6 +406,7 @@ class WriterLoop {
     } else if (!failed_) {
       if (Status st = sink_.Finish(); !st.ok()) Log("finishing %s failed: %s", cfg_.path.c_str(), st.message().c_str());
     } else {
+      if (sink_.MarkFailed().ok()) SetMarker(false);  // the final counts, when there is room again
       sink_.Abort();
     }
     rec_->SignalFlushDone();
@@ -402,10 +424,28 @@ class WriterLoop {
     Status st = sink_.Commit();
     rec_->WriterProgress();
     if (!st.ok()) {
-      Log("writing %s failed: %s; recording stops here", cfg_.path.c_str(), st.message().c_str());
       failed_ = true;
-      rec_->WriterFailed();
+      rec_->WriterFailed();  // hooks stop recording
+      sink_.EnterFailed();   // nothing more is kept; the loss is counted
+      Status mark = sink_.MarkFailed();
+      // Not even that fits: an empty marker beside the file (no data block needed) tells
+      // `overlapprof run`, which then sets records_lost_write_failed itself.
+      if (!mark.ok()) SetMarker(true);
+      Log("writing %s failed: %s; recording stops here, everything since the last commit is lost "
+          "(records_lost_write_failed)%s",
+          cfg_.path.c_str(), st.message().c_str(), mark.ok() ? "" : "; the failure could not be noted in the file either");
     }
+  }
+
+  // FILE.write_failed (sink.h, kWriteFailedSuffix): created or removed.
+  void SetMarker(bool present) {
+    std::string m = cfg_.path + kWriteFailedSuffix;
+    if (!present) {
+      ::unlink(m.c_str());
+      return;
+    }
+    int fd = ::open(m.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) ::close(fd);
   }
 
   Recorder* rec_;

@@ -367,6 +367,35 @@ class InjectorTest(unittest.TestCase):
         s = self.only_store()
         self.assertEqual((s.meta("rank"), s.meta("rank_source")), (3, "environment"))
 
+    def test_full_disk_loss_is_an_error_and_memory_stays_flat(self):
+        # The recording process cannot grow its file past 1 MiB (RLIMIT_FSIZE, set by the
+        # driver on itself: a full disk as the process sees it). The failed commit stops
+        # recording; CUPTI launches after it must not accumulate (they used to be decoded
+        # into a batch never written: memory grew without bound); the loss is an error-level
+        # counter and `run` marks the file incomplete.
+        limit = 1 << 20
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "fullfile", FAKE_CUPTI, str(limit)],
+                           env=env_with(OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI, OVERLAPPROF_FLUSH_MS=50,
+                                        OVERLAPPROF_CUPTI_BUFFERS=4))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("failed", err)
+        self.assertIn("recording stops here", err)
+        launches = int(out.split("launches ")[1].split()[0])
+        growth_kib = int(out.split("heap_growth_kib ")[1].split()[0])
+        # Kept, ~170k launches grew the heap by ~48 MiB at a vector's doubling; now only the
+        # CUPTI pool (4 x 4 MiB, allocated once) and the double's queue between flushes.
+        self.assertGreater(launches, 50_000, out)
+        self.assertLess(growth_kib, 24 * 1024, out)
+        s = self.only_store()
+        self.assertEqual(s.integrity(), "ok")
+        self.assertEqual(s.meta("recording_state"), "incomplete")
+        self.assertEqual(s.stat("recording_incomplete"), 1)
+        self.assertGreater(s.stat("records_lost_write_failed"), 0)
+        self.assertEqual(glob.glob(os.path.join(self.out, "*.write_failed")), [])
+        # The analysis fails on it (data quality).
+        rc, _, err = run(["analyze", self.out])
+        self.assertEqual(rc, 4, err)
+
     def test_nccl_loaded_with_rtld_local(self):
         # PyTorch loads NCCL inside libraries opened with RTLD_LOCAL: the hooks must still
         # find the real functions.

@@ -8,6 +8,7 @@
 #include <nccl.h>
 #include <nvtx3/nvToolsExt.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -551,6 +552,62 @@ long RssKib() {
   std::fclose(f);
   return kib;
 }
+// A full disk, as the recording process sees it: RLIMIT_FSIZE = LIMIT bytes (SIGXFSZ
+// ignored, so a write past it fails with EFBIG). Phase 1 (PHASE1_MS, default 1000): NCCL calls and CUPTI
+// launches until the rank file cannot grow; phase 2 (2 s): CUPTI launches only (paced), with the
+// heap in use measured across it. Prints "launches N" and "heap_growth_kib K" (phase 2).
+// Bytes the process's allocator has handed out and not had back (every arena, plus mmapped
+// blocks): unlike RSS, memory freed but kept by the allocator does not count.
+long long HeapInUse() {
+  struct mallinfo2 m = mallinfo2();
+  return static_cast<long long>(m.uordblks + m.hblkhd);
+}
+
+int FullFile(const char* fake_cupti, long limit, long phase1_ms) {
+  if (!dlopen(fake_cupti, RTLD_NOW | RTLD_GLOBAL)) return 1;
+  auto init = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "InitializeInjection"));
+  auto launch = reinterpret_cast<void (*)(const char*, uint32_t, uint64_t, uint64_t, uint64_t, int)>(
+      dlsym(RTLD_DEFAULT, "fake_cupti_launch"));
+  if (!init || !launch) return 1;
+  init();
+  signal(SIGXFSZ, SIG_IGN);
+  struct rlimit rl = {static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
+  if (setrlimit(RLIMIT_FSIZE, &rl) != 0) return 1;
+  ncclComm_t comm = InitWorld();
+  auto now = [] {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return uint64_t(t.tv_sec) * 1000000000u + uint64_t(t.tv_nsec);
+  };
+  const uint64_t start = now();
+  // kind 1 (a memcpy): the double keeps nothing per launch (kernels keep their name).
+  while (now() - start < uint64_t(phase1_ms) * 1000000u) {
+    for (int i = 0; i < 100; ++i) {
+      NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 1024 + i, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+      uint64_t t = now();
+      launch("", 7, t, t + 1000, t, 1);
+    }
+  }
+  usleep(200000);  // the writer's failed commit and what follows it
+  long long before = HeapInUse();
+  uint64_t launches = 0;
+  const uint64_t phase2 = now();
+  // Paced (at most 100 launches per ms) so the double's own queue between two flushes
+  // stays small next to what a recorder that kept the records would grow by.
+  while (now() - phase2 < 2000000000u) {
+    for (int i = 0; i < 100; ++i, ++launches) {
+      uint64_t t = now();
+      launch("", 7, t, t + 1000, t, 1);
+    }
+    usleep(1000);
+  }
+  usleep(200000);
+  long long after = HeapInUse();
+  std::printf("launches %llu\nheap_growth_kib %lld\n", static_cast<unsigned long long>(launches), (after - before) / 1024);
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
 int Rss() {
   long before = RssKib();
   ncclComm_t comm = InitWorld();
@@ -584,11 +641,12 @@ int main(int argc, char** argv) {
   if (mode == "ranks_sub") return Ranks(true);
   if (mode == "simulate") return Simulate();
   if (mode == "finalize") return Finalize();
+  if (mode == "fullfile" && argc > 3) return FullFile(argv[2], std::atol(argv[3]), argc > 4 ? std::atol(argv[4]) : 1000);
   if (mode == "closefds" && argc > 2) return CloseFds(argv[2]);
   if (mode == "forkrace") return ForkRace();
   if (mode == "sigflags") return SigFlags();
   if (mode == "rss") return Rss();
   std::fprintf(stderr,
-               "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|cupti FAKE_CUPTI|cupti_race FAKE_CUPTI|cupti_peer FAKE_CUPTI|none|nonblocking_split|ranks|ranks_sub|simulate|finalize\n");
+               "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|cupti FAKE_CUPTI|cupti_race FAKE_CUPTI|cupti_peer FAKE_CUPTI|none|nonblocking_split|ranks|ranks_sub|simulate|finalize|fullfile FAKE_CUPTI LIMIT [PHASE1_MS]\n");
   return 2;
 }
