@@ -491,6 +491,36 @@ void CuptiDroppedByStream(std::vector<ExtraStat>* out) {
   }
 }
 
+void CuptiStopActivities() noexcept {
+  CuptiState& c = Cupti();
+  if (!c.active.load(std::memory_order_acquire) || !c.api.Disable) return;
+  for (CUpti_ActivityKind k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                               CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
+                               CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                               CUPTI_ACTIVITY_KIND_SYNCHRONIZATION})
+    c.api.Disable(k);
+}
+
+int64_t CuptiDiscard() noexcept {
+  CuptiState& c = Cupti();
+  if (!c.api_ready.load(std::memory_order_acquire)) return 0;
+  int64_t n = 0;
+  // One buffer at a time out of the queue (no allocation), counted and recycled without
+  // the lock held across the CUPTI calls.
+  for (;;) {
+    CuptiState::Completed b;
+    {
+      std::lock_guard<std::mutex> lock(c.mu);
+      if (c.n_completed == 0) return n;
+      b = c.completed[--c.n_completed];
+    }
+    CUpti_Activity* rec = nullptr;
+    while (Api().GetNextRecord(b.data, b.valid, &rec) == CUPTI_SUCCESS) ++n;
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.free_buffers[c.n_free++] = b.data;
+  }
+}
+
 void CuptiShutdown() noexcept {
   // Further buffers may still complete; they stay queued and are never decoded.
   Cupti().active.store(false, std::memory_order_release);

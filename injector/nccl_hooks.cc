@@ -69,7 +69,8 @@ enum class Fn : size_t {
   ncclAllReduce, ncclBroadcast, ncclBcast, ncclReduce, ncclAllGather, ncclReduceScatter, ncclAlltoAll,
   ncclGather, ncclScatter, ncclSend, ncclRecv, ncclGroupStart, ncclGroupEnd, ncclCommInitRank,
   ncclCommInitRankConfig, ncclCommInitRankScalable, ncclCommInitAll, ncclCommSplit, ncclCommShrink,
-  ncclCommDestroy, ncclCommAbort, ncclCommCuDevice, ncclCommUserRank, ncclCommCount, kCount
+  ncclCommDestroy, ncclCommAbort, ncclCommCuDevice, ncclCommUserRank, ncclCommCount, ncclGroupSimulateEnd,
+  ncclCommFinalize, ncclCommRevoke, ncclCommGetAsyncError, kCount
 };
 static_assert(static_cast<size_t>(Fn::kCount) <= NcclFunctions::kMax);
 
@@ -77,14 +78,26 @@ void* const kMissing = reinterpret_cast<void*>(1);  // in a slot: the loaded NCC
 
 // Slow path of Real(): resolves `name` into its slot (a benign race: every thread resolves
 // the same pointer, published with release). nullptr when the loaded NCCL lacks it (logged).
+// "Missing" is cached only when an NCCL is loaded (its ncclGetVersion resolves): a call made
+// before the host loaded NCCL (a dlopen later on) must not make the function missing for
+// good. Until then every such call takes this path again (a dl_iterate_phdr; only a host
+// calling NCCL without an NCCL pays it).
 __attribute__((noinline)) void* ResolveInto(std::atomic<void*>& slot, const char* name) {
   void* f = slot.load(std::memory_order_acquire);
   if (f == kMissing) return nullptr;
   if (f) return f;
   f = Resolve(name);
-  slot.store(f ? f : kMissing, std::memory_order_release);
-  if (!f) Log("%s is not in the loaded NCCL (or no NCCL is loaded): the call returns ncclInvalidUsage", name);
-  return f;
+  if (f) {
+    slot.store(f, std::memory_order_release);
+    return f;
+  }
+  if (Resolve("ncclGetVersion")) {
+    slot.store(kMissing, std::memory_order_release);
+    Log("%s is not in the loaded NCCL: the call returns ncclInvalidUsage", name);
+  } else if (!g_recorder.nccl().logged_not_loaded.exchange(true, std::memory_order_relaxed)) {
+    Log("%s called before any NCCL is loaded: the call returns ncclInvalidUsage (resolved again later)", name);
+  }
+  return nullptr;
 }
 
 // The real function: one acquire load (a plain load on x86) once resolved.
@@ -131,9 +144,9 @@ CommInfo* CommTable::Add(const void* c, uint64_t id, int rank, int nranks, int d
   auto* info = new (std::nothrow) CommInfo();
   if (!info) return nullptr;
   info->id = id;
-  info->rank = rank;
-  info->nranks = nranks;
-  info->device = device;
+  info->rank.store(rank, std::memory_order_relaxed);
+  info->nranks.store(nranks, std::memory_order_relaxed);
+  info->device.store(device, std::memory_order_relaxed);
   info->nonblocking = nonblocking;
   std::lock_guard<std::mutex> lock(mu_);
   size_t i = SlotOf(c);
@@ -171,17 +184,39 @@ uint64_t Fnv(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ULL) {
   return h;
 }
 
-int DeviceOf(ncclComm_t c) {
-  int dev = -1;
-  auto fn = OVERLAPPROF_REAL(ncclCommCuDevice);
-  if (fn && c && fn(c, &dev) != ncclSuccess) dev = -1;
-  return dev;
+// The communicator's rank, size and device as NCCL reports them; false when any query
+// fails (a non-blocking communicator still initializing answers ncclInProgress).
+bool QueryComm(ncclComm_t c, int* rank, int* nranks, int* device) {
+  auto fr = OVERLAPPROF_REAL(ncclCommUserRank);
+  auto fc = OVERLAPPROF_REAL(ncclCommCount);
+  auto fd = OVERLAPPROF_REAL(ncclCommCuDevice);
+  int r = -1, n = -1, d = -1;
+  bool ok = c && fr && fc && fd && fr(c, &r) == ncclSuccess && fc(c, &n) == ncclSuccess && fd(c, &d) == ncclSuccess;
+  if (ok) *rank = r, *nranks = n, *device = d;
+  return ok;
 }
 
+// `rank`/`nranks`: what the creating call said (-1: unknown, asked from NCCL). When NCCL
+// cannot answer yet (non-blocking, in progress) the communicator is recorded pending and
+// RefreshPending fills it in once it is ready.
 void RecordInit(CommInitCall call, ncclComm_t c, uint64_t id, uint64_t parent, int rank, int nranks,
                 bool nonblocking, int64_t t0) {
-  int device = DeviceOf(c);
-  g_recorder.comms().Add(c, id, rank, nranks, device, nonblocking);
+  int qr = -1, qn = -1, device = -1;
+  bool known = QueryComm(c, &qr, &qn, &device);
+  if (known) {
+    if (rank < 0) rank = qr;
+    if (nranks < 0) nranks = qn;
+  }
+  CommTable& table = g_recorder.comms();
+  CommInfo* info = table.Add(c, id, rank, nranks, device, nonblocking);
+  bool pending = !known && nonblocking;
+  if (info) {
+    info->derived = call == CommInitCall::kSplit || call == CommInitCall::kShrink;
+    if (pending) {
+      table.pending_count.fetch_add(1, std::memory_order_relaxed);
+      info->pending.store(true, std::memory_order_release);
+    }
+  }
   HookRecord r;
   r.kind = RecKind::kCommInit;
   r.op = static_cast<uint8_t>(call);
@@ -193,7 +228,31 @@ void RecordInit(CommInitCall call, ncclComm_t c, uint64_t id, uint64_t parent, i
   r.comm_nranks = nranks;
   r.device = device;
   r.seq = parent;
-  r.flags = nonblocking ? kFlagNonblocking : 0;
+  r.flags = static_cast<uint8_t>((nonblocking ? kFlagNonblocking : 0) | (pending ? kFlagPending : 0));
+  Push(r);
+}
+
+// A pending communicator that NCCL now answers for: its rank, size and device are stored
+// and a kCommReady record tells the writer (once: the thread that clears `pending` pushes).
+// Called from ncclCommGetAsyncError (once it reports ready) and before an op on it. Holds
+// no lock; the queries are NCCL calls.
+__attribute__((noinline)) void RefreshPending(ncclComm_t c, CommInfo* info) {
+  int rank = -1, nranks = -1, device = -1;
+  if (!QueryComm(c, &rank, &nranks, &device)) return;
+  bool expected = true;
+  if (!info->pending.compare_exchange_strong(expected, false, std::memory_order_acq_rel)) return;
+  info->rank.store(rank, std::memory_order_relaxed);
+  info->nranks.store(nranks, std::memory_order_relaxed);
+  info->device.store(device, std::memory_order_relaxed);
+  g_recorder.comms().pending_count.fetch_sub(1, std::memory_order_relaxed);
+  HookRecord r;
+  r.kind = RecKind::kCommReady;
+  r.tid = Tid();
+  r.t_enter = r.t_exit = NowNs();
+  r.comm_id = info->id;
+  r.comm_rank = rank;
+  r.comm_nranks = nranks;
+  r.device = device;
   Push(r);
 }
 
@@ -216,10 +275,11 @@ class OpScope {
     r_.stream = reinterpret_cast<uintptr_t>(stream);
     r_.tid = Tid();
     if (CommInfo* info = FindComm(comm)) {
+      if (__builtin_expect(info->pending.load(std::memory_order_relaxed), 0)) RefreshPending(comm, info);
       r_.comm_id = info->id;
-      r_.comm_rank = info->rank;
-      r_.comm_nranks = info->nranks;
-      r_.device = info->device;
+      r_.comm_rank = info->rank.load(std::memory_order_relaxed);
+      r_.comm_nranks = info->nranks.load(std::memory_order_relaxed);
+      r_.device = info->device.load(std::memory_order_relaxed);
       r_.seq = info->seq.fetch_add(1, std::memory_order_relaxed);
     }
     if (t_thread.group_depth > 0) {
@@ -336,6 +396,30 @@ OVERLAPPROF_EXPORT ncclResult_t ncclGroupEnd() {
   return res;
 }
 
+// A simulated group (NCCL 2.24+) launches nothing: no external id around it, and the
+// writer drops the group's ops (kGroupSimulated), which never ran.
+OVERLAPPROF_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  auto fn = OVERLAPPROF_REAL(ncclGroupSimulateEnd);
+  if (!fn) return Missing();
+  if (t_thread.group_depth <= 0 || !Recording()) return fn(simInfo);
+  if (t_thread.group_depth > 1) {
+    --t_thread.group_depth;
+    return fn(simInfo);
+  }
+  int64_t t0 = NowNs();
+  ncclResult_t res = fn(simInfo);
+  t_thread.group_depth = 0;
+  HookRecord r;
+  r.kind = RecKind::kGroupSimulated;
+  r.tid = Tid();
+  r.t_enter = t0;
+  r.t_exit = NowNs();
+  r.launch_id = t_thread.group_launch_id;
+  r.result = res;
+  Push(r);
+  return res;
+}
+
 // ---- Communicator creation and destruction --------------------------------------------
 
 OVERLAPPROF_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
@@ -404,10 +488,7 @@ OVERLAPPROF_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int ke
   ncclResult_t res = fn(comm, color, key, newcomm, config);
   if ((res == ncclSuccess || res == ncclInProgress) && newcomm && *newcomm) {
     uint64_t k[3] = {parent ? parent->id : 0, split_index, static_cast<uint64_t>(static_cast<int64_t>(color))};
-    int r = -1, n = -1;
-    if (auto f = OVERLAPPROF_REAL(ncclCommUserRank); f && f(*newcomm, &r) != ncclSuccess) r = -1;
-    if (auto f = OVERLAPPROF_REAL(ncclCommCount); f && f(*newcomm, &n) != ncclSuccess) n = -1;
-    RecordInit(CommInitCall::kSplit, *newcomm, Fnv(k, sizeof k), parent ? parent->id : 0, r, n,
+    RecordInit(CommInitCall::kSplit, *newcomm, Fnv(k, sizeof k), parent ? parent->id : 0, -1, -1,
                IsNonblocking(config) || (parent && parent->nonblocking), t0);
   }
   return res;
@@ -424,30 +505,35 @@ OVERLAPPROF_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRank
   ncclResult_t res = fn(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   if ((res == ncclSuccess || res == ncclInProgress) && newcomm && *newcomm) {
     uint64_t k[3] = {parent ? parent->id : 0, split_index, 0x7368726e6bULL};
-    int r = -1, n = -1;
-    if (auto f = OVERLAPPROF_REAL(ncclCommUserRank); f && f(*newcomm, &r) != ncclSuccess) r = -1;
-    if (auto f = OVERLAPPROF_REAL(ncclCommCount); f && f(*newcomm, &n) != ncclSuccess) n = -1;
-    RecordInit(CommInitCall::kShrink, *newcomm, Fnv(k, sizeof k), parent ? parent->id : 0, r, n,
+    RecordInit(CommInitCall::kShrink, *newcomm, Fnv(k, sizeof k), parent ? parent->id : 0, -1, -1,
                IsNonblocking(config) || (parent && parent->nonblocking), t0);
   }
   return res;
 }
 
 namespace {
-ncclResult_t EndComm(ncclResult_t (*fn)(ncclComm_t), ncclComm_t comm) {
-  if (!Recording()) return fn(comm);
+// The end of a communicator's life for our bookkeeping: Destroy, Abort, Finalize (after
+// which only Destroy is allowed) and Revoke (after which only Destroy/Abort/Shrink are).
+// The first of them removes it from the table and records its end; a later one (Destroy
+// after Finalize) finds nothing and records an end without identity, which the writer
+// ignores.
+template <typename Call>
+ncclResult_t EndComm(ncclComm_t comm, Call call) {
+  if (!Recording()) return call();
   CommInfo* info = FindComm(comm);
   HookRecord r;
   r.kind = RecKind::kCommDestroy;
   r.tid = Tid();
   r.t_enter = NowNs();
-  ncclResult_t res = fn(comm);
+  ncclResult_t res = call();
   r.t_exit = NowNs();
   r.result = res;
   if (info) {
     r.comm_id = info->id;
-    r.comm_rank = info->rank;
-    r.comm_nranks = info->nranks;
+    r.comm_rank = info->rank.load(std::memory_order_relaxed);
+    r.comm_nranks = info->nranks.load(std::memory_order_relaxed);
+    if (info->pending.exchange(false, std::memory_order_acq_rel))
+      g_recorder.comms().pending_count.fetch_sub(1, std::memory_order_relaxed);
     g_recorder.comms().Remove(comm);
   }
   Push(r);
@@ -458,11 +544,40 @@ ncclResult_t EndComm(ncclResult_t (*fn)(ncclComm_t), ncclComm_t comm) {
 OVERLAPPROF_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   auto fn = OVERLAPPROF_REAL(ncclCommDestroy);
   if (!fn) return Missing();
-  return EndComm(fn, comm);
+  return EndComm(comm, [&] { return fn(comm); });
 }
 
 OVERLAPPROF_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   auto fn = OVERLAPPROF_REAL(ncclCommAbort);
   if (!fn) return Missing();
-  return EndComm(fn, comm);
+  return EndComm(comm, [&] { return fn(comm); });
+}
+
+// NCCL 2.18+ (Finalize, older) and 2.28+ (Revoke); a loaded NCCL without them answers
+// ncclInvalidUsage as for any missing function.
+OVERLAPPROF_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  auto fn = OVERLAPPROF_REAL(ncclCommFinalize);
+  if (!fn) return Missing();
+  return EndComm(comm, [&] { return fn(comm); });
+}
+
+OVERLAPPROF_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  auto fn = OVERLAPPROF_REAL(ncclCommRevoke);
+  if (!fn) return Missing();
+  return EndComm(comm, [&] { return fn(comm, revokeFlags); });
+}
+
+// Polled by hosts until a non-blocking communicator is ready: then a pending one gets its
+// rank, size and device. Passed through at once while no communicator is pending.
+OVERLAPPROF_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  auto fn = OVERLAPPROF_REAL(ncclCommGetAsyncError);
+  if (!fn) return Missing();
+  if (!Recording()) return fn(comm, asyncError);
+  ncclResult_t res = fn(comm, asyncError);
+  if (res == ncclSuccess && asyncError && *asyncError == ncclSuccess &&
+      g_recorder.comms().pending_count.load(std::memory_order_relaxed) > 0) {
+    if (CommInfo* info = FindComm(comm); info && info->pending.load(std::memory_order_acquire))
+      RefreshPending(comm, info);
+  }
+  return res;
 }

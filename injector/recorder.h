@@ -131,8 +131,12 @@ struct StoreSyscalls {
 // ---- Communicators (nccl_hooks.cc) ------------------------------------------------------
 struct CommInfo {
   uint64_t id = 0;  // identical on every rank of the communicator
-  int32_t rank = -1, nranks = -1, device = -1;
+  // Relaxed atomics (plain loads on x86): a non-blocking communicator's are filled in once
+  // it is ready (nccl_hooks.cc, RefreshPending), while other threads may read them.
+  std::atomic<int32_t> rank{-1}, nranks{-1}, device{-1};
   bool nonblocking = false;
+  bool derived = false;           // created by Split/Shrink (a sub-communicator)
+  std::atomic<bool> pending{false};  // non-blocking and not ready at creation: rank/size/device unknown
   std::atomic<uint64_t> seq{0};     // next op's sequence number
   std::atomic<uint64_t> splits{0};  // ncclCommSplit/Shrink calls so far (derives child ids)
 };
@@ -148,6 +152,9 @@ class CommTable {
   // still returned (the caller's record keeps its identity) but never found again.
   CommInfo* Add(const void* comm, uint64_t id, int rank, int nranks, int device, bool nonblocking) noexcept;
   void Remove(const void* comm) noexcept;
+  // Communicators created pending (non-blocking, not ready) and not resolved yet: while 0,
+  // ncclCommGetAsyncError's hook looks nothing up.
+  std::atomic<int> pending_count{0};
 
  private:
   struct Slot {
@@ -159,11 +166,16 @@ class CommTable {
 };
 
 // ---- NCCL's real functions (nccl_hooks.cc) ----------------------------------------------
-// Resolved on first use; `fn[i]` is null (not yet), kMissing, or the function.
+// Resolved on first use; `fn[i]` is null (not yet), kMissing, or the function. kMissing is
+// cached only once an NCCL is loaded (ncclGetVersion resolves): a call made before NCCL is
+// loaded answers ncclInvalidUsage and leaves the slot null, so a later load is found.
 struct NcclFunctions {
   static constexpr size_t kMax = 32;
   std::atomic<void*> fn[kMax] = {};
   std::atomic<void*> library{nullptr};  // the loaded libnccl's handle (RTLD_NOLOAD)
+  // A call came before any NCCL was loaded (logged once; nothing cached, so a later load
+  // is found).
+  std::atomic<bool> logged_not_loaded{false};
 };
 
 // ---- CUPTI (cupti.cc) -------------------------------------------------------------------

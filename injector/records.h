@@ -16,6 +16,8 @@ enum class RecKind : uint8_t {
   kRangeStart = 6,   // NVTX start/end range (by id, any thread)
   kRangeEnd = 7,
   kMark = 8,         // NVTX instantaneous marker
+  kCommReady = 9,    // a non-blocking communicator became ready: its rank, size, device (same comm_id)
+  kGroupSimulated = 10,  // ncclGroupSimulateEnd ended the group `launch_id`: its ops never ran
 };
 
 // Collectives and point-to-point calls, in the normalized names of docs/classification.md.
@@ -50,6 +52,7 @@ struct HookRecord {
 inline constexpr uint8_t kFlagInGroup = 1;      // issued inside ncclGroupStart/End
 inline constexpr uint8_t kFlagNonblocking = 2;  // communicator created non-blocking
 inline constexpr uint8_t kFlagTruncated = 4;    // name did not fit
+inline constexpr uint8_t kFlagPending = 8;      // kCommInit: rank/size/device not known yet (kCommReady follows)
 
 enum class CommInitCall : uint8_t {
   kInitRank = 1, kInitRankConfig, kInitAll, kSplit, kInitRankScalable, kShrink,

@@ -99,6 +99,7 @@ Status Sink::Open() {
   o.overwrite = false;
   o.row_copies = false;  // chunks only: what analysis reads, at a fraction of the cost
   OVERLAPPROF_RETURN_IF_ERROR(writer_.Open(cfg_.path, trace_.meta, o));
+  if (cfg_.rank_from_env) OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("rank_source", "environment"));
   // "finished" once Finish() ran; `overlapprof run` marks files still "recording" after
   // the job as incomplete (the process was killed before its last flush).
   return writer_.PutMeta("recording_state", "recording");
@@ -108,7 +109,8 @@ size_t Sink::DrainRing(Ring<HookRecord>* ring) {
   HookRecord r;
   size_t n = 0;
   while (ring->TryPop(&r)) {
-    Take(r);
+    if (failed_) g_recorder.stats().Add(Stat::records_lost_write_failed);
+    else Take(r);
     if ((++n & 4095) == 0) g_recorder.WriterProgress();
   }
   if (n) g_recorder.WriterProgress();
@@ -118,15 +120,35 @@ size_t Sink::DrainRing(Ring<HookRecord>* ring) {
 void Sink::DrainCupti(bool force) {
   if (!CuptiActive()) return;
   CuptiFlush(force);
-  CuptiDrain(decoder_.get(), &trace_);
+  if (failed_) g_recorder.stats().Add(Stat::records_lost_write_failed, CuptiDiscard());
+  else CuptiDrain(decoder_.get(), &trace_);
 }
 
 void Sink::DrainCuptiFinal() {
   if (!CuptiActive()) return;
   CuptiFlush(true);
   CuptiShutdown();
-  CuptiDrain(decoder_.get(), &trace_);
+  if (failed_) g_recorder.stats().Add(Stat::records_lost_write_failed, CuptiDiscard());
+  else CuptiDrain(decoder_.get(), &trace_);
 }
+
+void Sink::EnterFailed() {
+  if (failed_) return;
+  failed_ = true;
+  auto lost = static_cast<int64_t>(Pending() + trace_.external_correlations.size());
+  g_recorder.stats().Add(Stat::records_lost_write_failed, lost > 0 ? lost : 1);
+  // The batch's memory is released, not only cleared.
+  RankTrace empty;
+  empty.meta = trace_.meta;
+  empty.stats = trace_.stats;
+  trace_ = std::move(empty);
+  comm_names_.clear();
+  stacks_.clear();
+  started_.clear();
+  CuptiStopActivities();
+}
+
+Status Sink::MarkFailed() { return writer_.MarkWriteFailed(Stats(), Extras()); }
 
 size_t Sink::Pending() const {
   return trace_.comm_ops.size() + trace_.activities.size() + trace_.host_calls.size() + trace_.ranges.size();
@@ -142,6 +164,8 @@ Status Sink::Commit() {
   if (meta_dirty_) {
     OVERLAPPROF_RETURN_IF_ERROR(writer_.UpdateMeta(trace_.meta));
     OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("communicators", CommunicatorsJson()));
+    if (!cfg_.rank_from_env && !rank_source_.empty())
+      OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("rank_source", rank_source_));
     meta_dirty_ = false;
   }
   return writer_.WriteStats(Stats(), Extras());
@@ -206,14 +230,35 @@ void Sink::Take(const HookRecord& r) {
       break;
     }
     case RecKind::kCommInit: {
-      comms_.push_back({r.comm_id, r.seq, r.comm_rank, r.comm_nranks, r.device, r.op, r.t_exit, 0});
-      if (!cfg_.rank_from_env && trace_.meta.rank == kUnknown && r.comm_nranks > 1 &&
-          r.op != static_cast<uint8_t>(CommInitCall::kInitAll)) {
-        // No launcher variable named the rank: the first multi-rank communicator does.
-        trace_.meta.rank = r.comm_rank;
-        trace_.meta.world_size = r.comm_nranks;
-      }
+      bool pending = (r.flags & kFlagPending) != 0;
+      comms_.push_back({r.comm_id, r.seq, r.comm_rank, r.comm_nranks, r.device, r.op, r.t_exit, 0, pending});
+      if (!pending) ConsiderRank(r.comm_rank, r.comm_nranks, r.op, r.seq);
       meta_dirty_ = true;
+      break;
+    }
+    case RecKind::kCommReady:
+      // The oldest pending communicator of that id (ids are unique per communicator but
+      // for InitAll's, which are blocking, never pending).
+      for (auto& c : comms_) {
+        if (c.id != r.comm_id || !c.pending) continue;
+        c.pending = false;
+        c.rank = r.comm_rank;
+        c.nranks = r.comm_nranks;
+        c.device = r.device;
+        ConsiderRank(c.rank, c.nranks, c.call, c.parent);
+        meta_dirty_ = true;
+        break;
+      }
+      break;
+    case RecKind::kGroupSimulated: {
+      // The group's ops still in the open batch are dropped (they never ran); any committed
+      // before this record arrived stay (a commit inside a group's microseconds: rare).
+      auto& ops = trace_.comm_ops;
+      size_t before = ops.size();
+      auto launch = static_cast<int64_t>(r.launch_id);
+      ops.erase(std::remove_if(ops.begin(), ops.end(), [&](const CommOp& o) { return o.launch_id == launch; }),
+                ops.end());
+      trace_.stats.Add(Stat::nccl_simulated_ops, static_cast<int64_t>(before - ops.size()));
       break;
     }
     case RecKind::kCommDestroy:
@@ -252,6 +297,32 @@ void Sink::Take(const HookRecord& r) {
       AddRange(r.t_enter, r.t_enter, NameOf(r), r.tid);
       break;
   }
+}
+
+void Sink::ConsiderRank(int32_t rank, int32_t nranks, uint8_t call, uint64_t parent) {
+  const auto kInitAll = static_cast<uint8_t>(CommInitCall::kInitAll);
+  if (cfg_.rank_from_env || nranks <= 1 || rank < 0 || call == kInitAll) return;
+  bool derived = call == static_cast<uint8_t>(CommInitCall::kSplit) || call == static_cast<uint8_t>(CommInitCall::kShrink);
+  // A communicator derived from a single-process InitAll (a helper, not a rank) says
+  // nothing about the process's rank.
+  if (derived && parent != 0)
+    for (const auto& c : comms_)
+      if (c.id == parent && c.call == kInitAll) return;
+  bool better = rank_nranks_ == 0 || (rank_derived_ && !derived) ||
+                (derived == rank_derived_ && nranks > rank_nranks_);
+  if (!better) return;
+  rank_rank_ = rank;
+  rank_nranks_ = nranks;
+  rank_derived_ = derived;
+  ApplyRankCandidate();
+}
+
+void Sink::ApplyRankCandidate() {
+  trace_.meta.rank = rank_rank_;
+  trace_.meta.world_size = rank_nranks_;
+  rank_source_ = rank_derived_ ? "sub_communicator" : "communicator";
+  trace_.stats.Set(Stat::rank_uncertain, rank_derived_ ? 1 : 0);
+  meta_dirty_ = true;
 }
 
 // The communicator's id as text, formatted once per communicator.
@@ -335,6 +406,7 @@ class WriterLoop {
     } else if (!failed_) {
       if (Status st = sink_.Finish(); !st.ok()) Log("finishing %s failed: %s", cfg_.path.c_str(), st.message().c_str());
     } else {
+      if (sink_.MarkFailed().ok()) SetMarker(false);  // the final counts, when there is room again
       sink_.Abort();
     }
     rec_->SignalFlushDone();
@@ -352,10 +424,28 @@ class WriterLoop {
     Status st = sink_.Commit();
     rec_->WriterProgress();
     if (!st.ok()) {
-      Log("writing %s failed: %s; recording stops here", cfg_.path.c_str(), st.message().c_str());
       failed_ = true;
-      rec_->WriterFailed();
+      rec_->WriterFailed();  // hooks stop recording
+      sink_.EnterFailed();   // nothing more is kept; the loss is counted
+      Status mark = sink_.MarkFailed();
+      // Not even that fits: an empty marker beside the file (no data block needed) tells
+      // `overlapprof run`, which then sets records_lost_write_failed itself.
+      if (!mark.ok()) SetMarker(true);
+      Log("writing %s failed: %s; recording stops here, everything since the last commit is lost "
+          "(records_lost_write_failed)%s",
+          cfg_.path.c_str(), st.message().c_str(), mark.ok() ? "" : "; the failure could not be noted in the file either");
     }
+  }
+
+  // FILE.write_failed (sink.h, kWriteFailedSuffix): created or removed.
+  void SetMarker(bool present) {
+    std::string m = cfg_.path + kWriteFailedSuffix;
+    if (!present) {
+      ::unlink(m.c_str());
+      return;
+    }
+    int fd = ::open(m.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) ::close(fd);
   }
 
   Recorder* rec_;

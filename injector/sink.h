@@ -17,6 +17,11 @@ namespace overlapprof::inject {
 
 class Recorder;
 
+// Beside a rank file whose write failed and whose failure could not be noted in it either
+// (recording_state "write_failed", records_lost_write_failed): an empty FILE.write_failed.
+// `overlapprof run` (src/cli/run.cc, same name) sets the counter from it and removes it.
+inline constexpr const char* kWriteFailedSuffix = ".write_failed";
+
 struct SinkConfig {
   std::string path;        // the rank's store file
   RunMeta meta;            // rank, world size, pid, host, ... (rank may be learnt later)
@@ -41,6 +46,11 @@ void CuptiDrain(CuptiDecoder* d, RankTrace* t) noexcept;
 // Called once by the writer thread before its final drain: disables CUPTI activity so no
 // buffer is completed after the store is closed.
 void CuptiShutdown() noexcept;
+// After the store failed: CUPTI's activity kinds are disabled (it stops producing records)
+// and what it still completes is recycled by CuptiDiscard without decoding, so nothing
+// accumulates. CuptiDiscard returns how many records it threw away.
+void CuptiStopActivities() noexcept;
+int64_t CuptiDiscard() noexcept;
 // The dropped-record counts per (context, stream) so far, as extra stats rows.
 void CuptiDroppedByStream(std::vector<ExtraStat>* out);
 
@@ -73,6 +83,15 @@ class Sink {
   // Commit, then recording_state = "finished", the stats and indexes, and close.
   Status Finish();
   void Abort();
+  // After a failed Commit (disk full, quota, I/O error): the open batch is dropped and
+  // counted (records_lost_write_failed, error), CUPTI stops producing, and from then on
+  // DrainRing/DrainCupti throw away and count what arrives instead of keeping it: memory
+  // stays flat. MarkFailed then tries one small transaction (recording_state =
+  // "write_failed" and the counters); it usually fits in the WAL space the failed commit
+  // had already taken, and `overlapprof run` marks the file incomplete either way.
+  void EnterFailed();
+  Status MarkFailed();
+  bool failed() const { return failed_; }
   const RankTrace& trace() const { return trace_; }
 
  private:
@@ -90,7 +109,13 @@ class Sink {
     int32_t rank, nranks, device;
     uint8_t call;
     int64_t created_ns, destroyed_ns;
+    bool pending;  // non-blocking, not ready at creation: kCommReady fills rank/size/device
   };
+  // The process's rank from a communicator, when no launcher variable named it: the world
+  // communicator (created by InitRank*, the largest seen) wins over any sub-communicator
+  // (Split/Shrink); a rank from a sub-communicator only is marked uncertain.
+  void ConsiderRank(int32_t rank, int32_t nranks, uint8_t call, uint64_t parent);
+  void ApplyRankCandidate();
   struct OpenRange {
     int64_t start;
     uint32_t name;
@@ -104,6 +129,11 @@ class Sink {
   std::unordered_map<int32_t, std::vector<OpenRange>> stacks_;  // NVTX push/pop per thread
   std::unordered_map<uint64_t, OpenRange> started_;             // NVTX start/end by range id
   bool meta_dirty_ = false;
+  bool failed_ = false;  // EnterFailed ran: nothing more is kept
+  // The rank candidate chosen so far (ConsiderRank); rank_nranks_ 0: none.
+  int32_t rank_rank_ = -1, rank_nranks_ = 0;
+  bool rank_derived_ = false;
+  std::string rank_source_;  // meta rank_source: "environment", "communicator", "sub_communicator"
 };
 
 }  // namespace overlapprof::inject

@@ -292,7 +292,11 @@ Settled Settle(const fs::path& file) {
     unfinished = v && std::strcmp(reinterpret_cast<const char*>(v), "finished") != 0;
   }
   sqlite3_finalize(st);
-  std::string sql = "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;";
+  // The mark first, in its own transaction, then the checkpoint: on a full disk the
+  // checkpoint (which copies the WAL into the file) is what fails, and the mark must not
+  // depend on it (issue 14). A small transaction usually fits in the WAL space the failed
+  // commit had already taken; if even it fails, the note below says so.
+  bool mark_failed = false, write_failed_marker = false;
   if (unfinished) {
     // INSERT OR REPLACE: a process stopped before its first data commit has no stats rows yet,
     // and the mark must not depend on a commit that never happened (issue 14).
@@ -300,12 +304,35 @@ Settled Settle(const fs::path& file) {
     std::string desc(info.description);
     std::string quoted;
     for (char c : desc) quoted += c == '\'' ? std::string("''") : std::string(1, c);
-    sql += "INSERT OR REPLACE INTO stats(name, severity, value, description) VALUES('recording_incomplete','" +
-           std::string(SeverityName(info.severity)) + "',1,'" + quoted + "');"
-           "UPDATE meta SET value='incomplete' WHERE key='recording_state';";
+    std::string mark = "BEGIN; INSERT OR REPLACE INTO stats(name, severity, value, description) VALUES('recording_incomplete','" +
+                       std::string(SeverityName(info.severity)) + "',1,'" + quoted + "');"
+                       "UPDATE meta SET value='incomplete' WHERE key='recording_state';";
+    // The injector could not write its file and could not even note it there: its marker
+    // (injector/sink.h, kWriteFailedSuffix) says so; at least one record was lost.
+    if (fs::exists(file.string() + ".write_failed", ec)) {
+      const StatInfo& lost = GetStatInfo(Stat::records_lost_write_failed);
+      std::string d;
+      for (char c : std::string(lost.description)) d += c == '\'' ? std::string("''") : std::string(1, c);
+      mark += "INSERT OR IGNORE INTO stats(name, severity, value, description) VALUES('records_lost_write_failed','" +
+              std::string(SeverityName(lost.severity)) + "',1,'" + d + "');"
+              "UPDATE stats SET value=max(value,1) WHERE name='records_lost_write_failed';";
+      write_failed_marker = true;
+    }
+    mark += "COMMIT;";
+    if (sqlite3_exec(db, mark.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      mark_failed = true;
+      Note(file.string() + ": cannot mark it incomplete: " + (err ? err : "unknown error") +
+           " (disk full?); its recording did not finish: treat its figures as incomplete");
+      sqlite3_free(err);
+      err = nullptr;
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    }
   }
-  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-    Note(file.string() + ": settling failed: " + (err ? err : "unknown error"));
+  if (write_failed_marker && !mark_failed) fs::remove(file.string() + ".write_failed", ec);
+  if (sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;", nullptr, nullptr, &err) !=
+      SQLITE_OK) {
+    Note(file.string() + ": settling failed: " + (err ? err : "unknown error") +
+         (unfinished && !mark_failed ? " (it is marked incomplete all the same)" : ""));
     sqlite3_free(err);
   }
   sqlite3_close(db);

@@ -54,6 +54,9 @@ class StoreWriter {
   // Writes the stats table (replacing earlier values), the indexes, and closes. In kBulk
   // mode it also renames the partial file into place.
   Status Finish(const StatCounters& stats, const std::vector<ExtraStat>& extra = {});
+  // kLive, after a failed write: rolls back what the failed transaction left open, then one
+  // small transaction: meta recording_state = "write_failed" and the stats table.
+  Status MarkWriteFailed(const StatCounters& stats, const std::vector<ExtraStat>& extra = {});
   // Closes without finishing; a kBulk partial file is removed.
   void Abort();
 

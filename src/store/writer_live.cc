@@ -31,6 +31,20 @@ Status StoreWriter::WriteStats(const StatCounters& stats, const std::vector<Extr
   return Commit();
 }
 
+Status StoreWriter::MarkWriteFailed(const StatCounters& stats, const std::vector<ExtraStat>& extra) {
+  if (!open_) return MakeError(StatusCode::kInternal, "StoreWriter::MarkWriteFailed before Open");
+  if (!sqlite3_get_autocommit(db_.get())) (void)db_.Exec("ROLLBACK");
+  Stmt q, m;
+  OVERLAPPROF_RETURN_IF_ERROR(q.Prepare(db_.get(), store_detail::kInsertStatSql));
+  OVERLAPPROF_RETURN_IF_ERROR(m.Prepare(db_.get(), "INSERT OR REPLACE INTO meta(key, value) VALUES('recording_state', 'write_failed')"));
+  OVERLAPPROF_RETURN_IF_ERROR(Begin());
+  Status st = m.StepDone("insert meta");
+  if (st.ok()) st = store_detail::InsertStats(q, stats, extra);
+  if (st.ok()) st = Commit();
+  if (!st.ok() && !sqlite3_get_autocommit(db_.get())) (void)db_.Exec("ROLLBACK");
+  return st;
+}
+
 Status MaterializeCommOpRows(const std::string& path) {
   Db db;
   OVERLAPPROF_RETURN_IF_ERROR(db.Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX));

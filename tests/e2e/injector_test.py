@@ -12,6 +12,7 @@ Usage: injector_test.py OVERLAPPROF NCCL_DRIVER FAKE_OLD_DIR LOCAL_USER_LIB FAKE
 Every process runs under a timeout: a hang is a failure.
 """
 import glob
+import json
 import os
 import shutil
 import signal
@@ -274,6 +275,126 @@ class InjectorTest(unittest.TestCase):
         self.assertEqual((op["op"], op["count"], op["comm_rank"], op["comm_nranks"], op["seq"]),
                          ("allreduce", 5, 1, 2, 0))
         self.assertIn('"created_by":"ncclCommInitRankConfig"', s.meta("communicators"))
+
+    def test_call_before_nccl_is_loaded_does_not_poison_resolution(self):
+        # A call made before the host loads NCCL fails, but the function is resolved again
+        # once NCCL is loaded (it used to stay "missing" for the life of the process).
+        late = os.path.join(os.path.dirname(DRIVER), "nccl_late")
+        lib = os.path.join(os.path.dirname(DRIVER), "fake", "libnccl.so.2")
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", late, lib])
+        self.assertEqual(rc, 0, err)
+        self.assertIn("before load: 5\n", out)  # ncclInvalidUsage
+        self.assertIn("after load: 0\nallreduce: 0\ndestroy: 0\n", out)
+        self.assertIn("ncclCommInitRank called before any NCCL is loaded", err)
+        s = self.only_store()
+        self.assertEqual(s.stat("nccl_missing_function"), 1)
+        ops = s.ops()
+        self.assertEqual([(o["op"], o["count"], o["comm_rank"], o["comm_nranks"]) for o in ops],
+                         [("allreduce", 16, 1, 2)])
+
+    def test_nonblocking_split_and_shrink_learn_rank_size_device_once_ready(self):
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "nonblocking_split"],
+                         env=env_with(FAKE_NCCL_INPROGRESS=3, FAKE_NCCL_DEVICE=5))
+        self.assertEqual(rc, 0, err)
+        s = self.only_store()
+        self.assertClean(s)
+        comms = json.loads(s.meta("communicators"))
+        self.assertEqual([(c["created_by"], c["rank"], c["nranks"], c["device"]) for c in comms],
+                         [("ncclCommInitRankConfig", 2, 4, 5), ("ncclCommSplit", 1, 2, 5),
+                          ("ncclCommShrink", 1, 3, 5)])
+        self.assertEqual([(o["count"], o["comm_rank"], o["comm_nranks"]) for o in s.ops()], [(6, 1, 2), (7, 1, 3)])
+        # No RANK: the world communicator names the rank, once it is ready.
+        self.assertEqual((s.meta("rank"), s.meta("world_size"), s.meta("rank_source")), (2, 4, "communicator"))
+
+    def test_simulated_group_is_not_a_launch(self):
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "simulate"])
+        self.assertEqual(rc, 0, err)
+        self.assertIn("simulate: 0 1.0", out)
+        s = self.only_store()
+        self.assertClean(s)
+        [op] = s.ops()  # the simulated group's three ops never ran
+        self.assertEqual((op["op"], op["count"]), ("allreduce", 14))
+        self.assertEqual(s.stat("nccl_simulated_ops"), 3)
+        # The real group after it is a group of its own (own launch id), not nested in the simulated one.
+        self.assertGreater(op["launch_id"], 0)
+
+    def test_finalize_and_revoke_end_a_communicator(self):
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "finalize"])
+        self.assertEqual(rc, 0, err)
+        self.assertIn("revoke: 0", out)
+        destroy_a, destroy_b = (int(v) for v in out.split("destroy_ns ")[1].split())
+        s = self.only_store()
+        self.assertClean(s)
+        comms = json.loads(s.meta("communicators"))
+        self.assertEqual(len(comms), 2)
+        # Ended at Finalize/Revoke, 100 ms before Destroy.
+        self.assertIsNotNone(comms[0]["destroyed_ns"])
+        self.assertIsNotNone(comms[1]["destroyed_ns"])
+        self.assertLess(comms[0]["destroyed_ns"], destroy_a - 50_000_000)
+        self.assertLess(comms[1]["destroyed_ns"], destroy_b - 50_000_000)
+        # An NCCL without ncclCommRevoke/ncclGroupSimulateEnd: ncclInvalidUsage, no crash.
+        shutil.rmtree(self.out)
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "finalize"],
+                           env=env_with(LD_LIBRARY_PATH=FAKE_OLD))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("revoke: 5", out)
+        self.assertEqual(self.only_store().stat("nccl_missing_function"), 1)
+        shutil.rmtree(self.out)
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "simulate"],
+                           env=env_with(LD_LIBRARY_PATH=FAKE_OLD))
+        self.assertIn("simulate: 5", out)
+
+    def test_rank_from_world_communicator_not_sub_or_helper(self):
+        # No RANK: a split of a single-process InitAll and a small communicator come first;
+        # the world communicator (rank 5 of 8) names the rank.
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "ranks"])
+        self.assertEqual(rc, 0, err)
+        s = self.only_store()
+        self.assertClean(s)
+        self.assertEqual((s.meta("rank"), s.meta("world_size"), s.meta("rank_source")), (5, 8, "communicator"))
+        self.assertEqual(s.stat("rank_uncertain"), 0)
+        # Only a sub-communicator seen: its rank is used, and said to be uncertain.
+        shutil.rmtree(self.out)
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "ranks_sub"])
+        self.assertEqual(rc, 0, err)
+        s = self.only_store()
+        self.assertEqual((s.meta("rank"), s.meta("rank_source")), (1, "sub_communicator"))
+        self.assertEqual(s.stat("rank_uncertain"), 1)
+        # A launcher's RANK is never displaced by any communicator.
+        shutil.rmtree(self.out)
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "ranks"], env=env_with(RANK=3))
+        self.assertEqual(rc, 0, err)
+        s = self.only_store()
+        self.assertEqual((s.meta("rank"), s.meta("rank_source")), (3, "environment"))
+
+    def test_full_disk_loss_is_an_error_and_memory_stays_flat(self):
+        # The recording process cannot grow its file past 1 MiB (RLIMIT_FSIZE, set by the
+        # driver on itself: a full disk as the process sees it). The failed commit stops
+        # recording; CUPTI launches after it must not accumulate (they used to be decoded
+        # into a batch never written: memory grew without bound); the loss is an error-level
+        # counter and `run` marks the file incomplete.
+        limit = 1 << 20
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "fullfile", FAKE_CUPTI, str(limit)],
+                           env=env_with(OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI, OVERLAPPROF_FLUSH_MS=50,
+                                        OVERLAPPROF_CUPTI_BUFFERS=4))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("failed", err)
+        self.assertIn("recording stops here", err)
+        launches = int(out.split("launches ")[1].split()[0])
+        growth_kib = int(out.split("heap_growth_kib ")[1].split()[0])
+        # Kept, ~170k launches grew the heap by ~48 MiB at a vector's doubling; now only the
+        # CUPTI pool (4 x 4 MiB, allocated once) and the double's queue between flushes.
+        self.assertGreater(launches, 50_000, out)
+        self.assertLess(growth_kib, 24 * 1024, out)
+        s = self.only_store()
+        self.assertEqual(s.integrity(), "ok")
+        self.assertEqual(s.meta("recording_state"), "incomplete")
+        self.assertEqual(s.stat("recording_incomplete"), 1)
+        self.assertGreater(s.stat("records_lost_write_failed"), 0)
+        self.assertEqual(glob.glob(os.path.join(self.out, "*.write_failed")), [])
+        # The analysis fails on it (data quality).
+        rc, _, err = run(["analyze", self.out])
+        self.assertEqual(rc, 4, err)
 
     def test_nccl_loaded_with_rtld_local(self):
         # PyTorch loads NCCL inside libraries opened with RTLD_LOCAL: the hooks must still

@@ -6,7 +6,8 @@
 // FAKE_NCCL_OLD (a second build, libnccl_old) leaves out the functions newer NCCLs added
 // (AlltoAll, Gather, Scatter, InitRankScalable, Shrink), to test calls into a function the
 // loaded NCCL lacks. FAKE_NCCL_INPROGRESS=N (environment) makes non-blocking communicators
-// report ncclInProgress from init and from their first N-1 ncclCommGetAsyncError polls.
+// report ncclInProgress from init and from their first N-1 ncclCommGetAsyncError polls;
+// until then ncclCommUserRank/Count/CuDevice answer ncclInProgress too, as NCCL's do.
 #include <dlfcn.h>
 #include <nccl.h>
 #include <time.h>
@@ -141,16 +142,19 @@ FAKE_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* err
 }
 FAKE_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
   if (!comm || !count) return ncclInvalidArgument;
+  if (comm->pending_polls.load() > 0) return ncclInProgress;
   *count = comm->nranks;
   return ncclSuccess;
 }
 FAKE_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
   if (!comm || !device) return ncclInvalidArgument;
+  if (comm->pending_polls.load() > 0) return ncclInProgress;
   *device = comm->device;
   return ncclSuccess;
 }
 FAKE_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
   if (!comm || !rank) return ncclInvalidArgument;
+  if (comm->pending_polls.load() > 0) return ncclInProgress;
   *rank = comm->rank;
   return ncclSuccess;
 }
@@ -198,6 +202,14 @@ FAKE_API(ncclResult_t, ncclGroupEnd) {
   return ncclSuccess;
 }
 #ifndef FAKE_NCCL_OLD
+// Newer entry points (2.24+, 2.28+): absent from the "old NCCL" build.
+FAKE_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* sim) {
+  if (g_group_depth <= 0 || !sim) return ncclInvalidUsage;
+  --g_group_depth;  // nothing is launched
+  sim->estimatedTime = 1.0f;
+  return ncclSuccess;
+}
+FAKE_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int) { return Check(comm); }
 FAKE_API(ncclResult_t, ncclAlltoAll, const void*, void*, size_t, ncclDataType_t t, ncclComm_t comm, cudaStream_t) {
   return Op(comm, t);
 }

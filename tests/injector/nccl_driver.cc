@@ -8,6 +8,7 @@
 #include <nccl.h>
 #include <nvtx3/nvToolsExt.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -439,6 +440,106 @@ int SigFlags() {
   return bad ? 1 : 0;
 }
 
+// Polls a non-blocking communicator until it is ready (bounded: 1000 polls).
+void WaitReady(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  for (int polls = 0; state == ncclInProgress && polls < 1000; ++polls) NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+}
+
+// Non-blocking communicators all the way: a world communicator (rank 2 of 4), a split of it
+// and a shrink of it, each in progress at creation (FAKE_NCCL_INPROGRESS), one op on each
+// child once ready. The double's split with color 0 gives rank 1 of 2; the shrink without
+// rank 0 gives rank 1 of 3.
+int NonblockingSplit() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t world = nullptr, child = nullptr, shrunk = nullptr;
+  NCCL_CHECK(ncclCommInitRankConfig(&world, 4, MakeId(8), 2, &config));
+  WaitReady(world);
+  NCCL_CHECK(ncclCommSplit(world, 0, 0, &child, &config));
+  WaitReady(child);
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 6, ncclFloat32, ncclSum, child, Stream(0x5100)));
+  int exclude[1] = {0};
+  NCCL_CHECK(ncclCommShrink(world, exclude, 1, &shrunk, &config, NCCL_SHRINK_DEFAULT));
+  WaitReady(shrunk);
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 7, ncclFloat32, ncclSum, shrunk, Stream(0x5100)));
+  NCCL_CHECK(ncclCommDestroy(shrunk));
+  NCCL_CHECK(ncclCommDestroy(child));
+  NCCL_CHECK(ncclCommDestroy(world));
+  return 0;
+}
+
+// Communicators that must not set the process's rank (no RANK in the environment): a split
+// of a single-process ncclCommInitAll (a helper, not a rank), a small 2-rank communicator
+// (rank 1), then the world (rank 5 of 8), which wins. Then, with "sub": the only
+// communicator the injector sees is a split (rank 1 of 2) of a parent created through
+// pncclCommInitRank (bypassing the hooks, as a library calling NCCL's p-aliases does): its
+// rank is uncertain.
+int Ranks(bool sub) {
+  if (sub) {
+    using InitFn = ncclResult_t (*)(ncclComm_t*, int, ncclUniqueId, int);
+    auto pinit = reinterpret_cast<InitFn>(dlsym(RTLD_DEFAULT, "pncclCommInitRank"));
+    if (!pinit) return 1;
+    ncclComm_t parent = nullptr, child = nullptr;
+    NCCL_CHECK(pinit(&parent, 4, MakeId(9), 3));
+    NCCL_CHECK(ncclCommSplit(parent, 1, 0, &child, nullptr));
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 8, ncclFloat32, ncclSum, child, Stream(0x5100)));
+    NCCL_CHECK(ncclCommDestroy(child));
+    return 0;
+  }
+  ncclComm_t all[4] = {}, helper_child = nullptr, small = nullptr, world = nullptr;
+  NCCL_CHECK(ncclCommInitAll(all, 4, nullptr));
+  NCCL_CHECK(ncclCommSplit(all[2], 0, 0, &helper_child, nullptr));  // rank 1 of 2
+  NCCL_CHECK(ncclCommInitRank(&small, 2, MakeId(10), 1));
+  NCCL_CHECK(ncclCommInitRank(&world, 8, MakeId(11), 5));
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 9, ncclFloat32, ncclSum, world, Stream(0x5100)));
+  for (ncclComm_t c : {helper_child, small, world, all[0], all[1], all[2], all[3]}) NCCL_CHECK(ncclCommDestroy(c));
+  return 0;
+}
+
+// A simulated group (ncclGroupSimulateEnd: nothing launched) of three ops, then a real
+// group of one allreduce. Prints the simulation's result and estimate.
+int Simulate() {
+  ncclComm_t comm = InitWorld();
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  NCCL_CHECK(ncclGroupStart());
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 11, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+  NCCL_CHECK(ncclSend(g_buf, 12, ncclFloat32, 1, comm, Stream(0x5100)));
+  NCCL_CHECK(ncclRecv(g_buf, 13, ncclFloat32, 1, comm, Stream(0x5100)));
+  ncclResult_t r = ncclGroupSimulateEnd(&sim);
+  std::printf("simulate: %d %.1f\n", static_cast<int>(r), sim.estimatedTime);
+  NCCL_CHECK(ncclGroupStart());
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 14, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+  NCCL_CHECK(ncclGroupEnd());
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
+int64_t NowNs() {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+// ncclCommFinalize then (100 ms later) ncclCommDestroy; ncclCommRevoke then Destroy. Prints
+// the realtime ns just before each Destroy ("destroy_ns A B") and Revoke's result.
+int Finalize() {
+  ncclComm_t a = InitWorld(), b = nullptr;
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 15, ncclFloat32, ncclSum, a, Stream(0x5100)));
+  NCCL_CHECK(ncclCommFinalize(a));
+  usleep(100000);
+  int64_t destroy_a = NowNs();
+  NCCL_CHECK(ncclCommDestroy(a));
+  NCCL_CHECK(ncclCommInitRank(&b, 2, MakeId(12), 1));
+  ncclResult_t r = ncclCommRevoke(b, NCCL_REVOKE_DEFAULT);
+  std::printf("revoke: %d\n", static_cast<int>(r));
+  usleep(100000);
+  int64_t destroy_b = NowNs();
+  NCCL_CHECK(ncclCommDestroy(b));
+  std::printf("destroy_ns %lld %lld\n", static_cast<long long>(destroy_a), static_cast<long long>(destroy_b));
+  return 0;
+}
+
 // Resident memory growth across the first NCCL call (the recorder's activation), printed as
 // "rss_growth_kib N".
 long RssKib() {
@@ -451,6 +552,62 @@ long RssKib() {
   std::fclose(f);
   return kib;
 }
+// A full disk, as the recording process sees it: RLIMIT_FSIZE = LIMIT bytes (SIGXFSZ
+// ignored, so a write past it fails with EFBIG). Phase 1 (PHASE1_MS, default 1000): NCCL calls and CUPTI
+// launches until the rank file cannot grow; phase 2 (2 s): CUPTI launches only (paced), with the
+// heap in use measured across it. Prints "launches N" and "heap_growth_kib K" (phase 2).
+// Bytes the process's allocator has handed out and not had back (every arena, plus mmapped
+// blocks): unlike RSS, memory freed but kept by the allocator does not count.
+long long HeapInUse() {
+  struct mallinfo2 m = mallinfo2();
+  return static_cast<long long>(m.uordblks + m.hblkhd);
+}
+
+int FullFile(const char* fake_cupti, long limit, long phase1_ms) {
+  if (!dlopen(fake_cupti, RTLD_NOW | RTLD_GLOBAL)) return 1;
+  auto init = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "InitializeInjection"));
+  auto launch = reinterpret_cast<void (*)(const char*, uint32_t, uint64_t, uint64_t, uint64_t, int)>(
+      dlsym(RTLD_DEFAULT, "fake_cupti_launch"));
+  if (!init || !launch) return 1;
+  init();
+  signal(SIGXFSZ, SIG_IGN);
+  struct rlimit rl = {static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
+  if (setrlimit(RLIMIT_FSIZE, &rl) != 0) return 1;
+  ncclComm_t comm = InitWorld();
+  auto now = [] {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return uint64_t(t.tv_sec) * 1000000000u + uint64_t(t.tv_nsec);
+  };
+  const uint64_t start = now();
+  // kind 1 (a memcpy): the double keeps nothing per launch (kernels keep their name).
+  while (now() - start < uint64_t(phase1_ms) * 1000000u) {
+    for (int i = 0; i < 100; ++i) {
+      NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 1024 + i, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+      uint64_t t = now();
+      launch("", 7, t, t + 1000, t, 1);
+    }
+  }
+  usleep(200000);  // the writer's failed commit and what follows it
+  long long before = HeapInUse();
+  uint64_t launches = 0;
+  const uint64_t phase2 = now();
+  // Paced (at most 100 launches per ms) so the double's own queue between two flushes
+  // stays small next to what a recorder that kept the records would grow by.
+  while (now() - phase2 < 2000000000u) {
+    for (int i = 0; i < 100; ++i, ++launches) {
+      uint64_t t = now();
+      launch("", 7, t, t + 1000, t, 1);
+    }
+    usleep(1000);
+  }
+  usleep(200000);
+  long long after = HeapInUse();
+  std::printf("launches %llu\nheap_growth_kib %lld\n", static_cast<unsigned long long>(launches), (after - before) / 1024);
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
 int Rss() {
   long before = RssKib();
   ncclComm_t comm = InitWorld();
@@ -479,11 +636,17 @@ int main(int argc, char** argv) {
   if (mode == "cupti_race" && argc > 2) return CuptiRace(argv[2]);
   if (mode == "cupti_peer" && argc > 2) return CuptiPeer(argv[2]);
   if (mode == "none") return 0;
+  if (mode == "nonblocking_split") return NonblockingSplit();
+  if (mode == "ranks") return Ranks(false);
+  if (mode == "ranks_sub") return Ranks(true);
+  if (mode == "simulate") return Simulate();
+  if (mode == "finalize") return Finalize();
+  if (mode == "fullfile" && argc > 3) return FullFile(argv[2], std::atol(argv[3]), argc > 4 ? std::atol(argv[4]) : 1000);
   if (mode == "closefds" && argc > 2) return CloseFds(argv[2]);
   if (mode == "forkrace") return ForkRace();
   if (mode == "sigflags") return SigFlags();
   if (mode == "rss") return Rss();
   std::fprintf(stderr,
-               "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|cupti FAKE_CUPTI|cupti_race FAKE_CUPTI|cupti_peer FAKE_CUPTI|none\n");
+               "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|cupti FAKE_CUPTI|cupti_race FAKE_CUPTI|cupti_peer FAKE_CUPTI|none|nonblocking_split|ranks|ranks_sub|simulate|finalize|fullfile FAKE_CUPTI LIMIT [PHASE1_MS]\n");
   return 2;
 }
