@@ -218,19 +218,32 @@ int Nvtx() {
 // [0, 6) ms and an all-reduce kernel on stream 20 over [4, 8) ms: 2 of 4 ms hidden. Then a
 // grouped send/recv whose one kernel [52, 53) ms does not overlap the GEMM [50, 51) ms, and
 // a memcpy [60, 61) ms. Expected: comm 21 ms, compute 31 ms, overlap 10 ms, memory 1 ms.
-int Cupti(const char* fake_cupti) {
-  if (!dlopen(fake_cupti, RTLD_NOW | RTLD_GLOBAL)) {
-    std::fprintf(stderr, "nccl_driver: dlopen %s: %s\n", fake_cupti, dlerror());
-    return 1;
-  }
-  auto init = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "InitializeInjection"));
-  auto launch = reinterpret_cast<void (*)(const char*, uint32_t, uint64_t, uint64_t, uint64_t, int)>(
-      dlsym(RTLD_DEFAULT, "fake_cupti_launch"));
-  auto next = reinterpret_cast<void (*)(uint64_t, uint64_t)>(dlsym(RTLD_DEFAULT, "fake_nccl_next_kernel"));
-  if (!init || !launch || !next) {
+// The CUPTI double's entry points (dlopen'ed globally so the injector's CUPTI calls resolve
+// to it) and the injector's InitializeInjection; false (said on stderr) when one is missing.
+struct CuptiDouble {
+  int (*init)() = nullptr;
+  void (*launch)(const char*, uint32_t, uint64_t, uint64_t, uint64_t, int) = nullptr;
+  void (*next)(uint64_t, uint64_t) = nullptr;  // the NCCL double's next kernel times
+  bool Load(const char* fake_cupti) {
+    if (!dlopen(fake_cupti, RTLD_NOW | RTLD_GLOBAL)) {
+      std::fprintf(stderr, "nccl_driver: dlopen %s: %s\n", fake_cupti, dlerror());
+      return false;
+    }
+    init = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "InitializeInjection"));
+    launch = reinterpret_cast<decltype(launch)>(dlsym(RTLD_DEFAULT, "fake_cupti_launch"));
+    next = reinterpret_cast<decltype(next)>(dlsym(RTLD_DEFAULT, "fake_nccl_next_kernel"));
+    if (init && launch && next) return true;
     std::fprintf(stderr, "nccl_driver: the injector or a double is missing\n");
-    return 1;
+    return false;
   }
+};
+
+int Cupti(const char* fake_cupti) {
+  CuptiDouble d;
+  if (!d.Load(fake_cupti)) return 1;
+  auto init = d.init;
+  auto launch = d.launch;
+  auto next = d.next;
   init();  // what libcuda does at cuInit when CUDA_INJECTION64_PATH names the injector
   ncclComm_t comm = InitWorld();
   struct timespec ts;
@@ -266,18 +279,10 @@ int Cupti(const char* fake_cupti) {
 // stream 9 (CUPTI's MEMCPY2 record). Expected: the copy is communication (kind p2p_copy), named
 // with both devices in the store; comm 3 ms, compute 2 ms, overlap 1 ms.
 int CuptiPeer(const char* fake_cupti) {
-  if (!dlopen(fake_cupti, RTLD_NOW | RTLD_GLOBAL)) {
-    std::fprintf(stderr, "nccl_driver: dlopen %s: %s\n", fake_cupti, dlerror());
-    return 1;
-  }
-  auto init = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "InitializeInjection"));
-  auto launch = reinterpret_cast<void (*)(const char*, uint32_t, uint64_t, uint64_t, uint64_t, int)>(
-      dlsym(RTLD_DEFAULT, "fake_cupti_launch"));
-  if (!init || !launch) {
-    std::fprintf(stderr, "nccl_driver: the injector or a double is missing\n");
-    return 1;
-  }
-  init();
+  CuptiDouble d;
+  if (!d.Load(fake_cupti)) return 1;
+  auto launch = d.launch;
+  d.init();
   ncclComm_t comm = InitWorld();  // the rank file's rank comes from the communicator
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
