@@ -100,7 +100,8 @@ TEST(DdpBuckets, VolumeFindingWhenCommunicationExceedsBackwardCompute) {
                                                     0) == 0;
   EXPECT_TRUE(volume) << j["findings"].dump();
   // And not in the original step (270 µs of buckets, 300 µs of compute).
-  for (const Json& f : Analyze(KinetoJson(DdpStep()))["findings"])
+  const Json step = Analyze(KinetoJson(DdpStep()));  // (a range-for over a temporary's member dangles)
+  for (const Json& f : step["findings"])
     EXPECT_EQ(f["message"].get<std::string>().find("exceeds backward compute"), std::string::npos);
 }
 
