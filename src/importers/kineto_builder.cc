@@ -242,35 +242,14 @@ void TraceBuilder::FillFromMeta(const RawEvent& ev, CommOp& op) {
 void TraceBuilder::MaybeAddHostCommOp(const RawEvent& ev) {
   if (ev.coll_name.empty() && !IsNamingHostOp(ev.name)) return;  // most host ops
   HostCommOp h;
-  h.name = ev.name;
-  h.ts = ev.ts;
-  h.dur = ev.dur;
-  h.coll_name = ev.coll_name;
-  h.dtype = ev.dtype;
-  h.pg_name = ev.pg_name;
-  h.pg_desc = ev.pg_desc;
-  h.pg_ranks = ev.pg_ranks;
-  h.tid = ev.tid;
-  h.external_id = IdFromToken(ev.external_id);
-  h.in_nelems = ev.in_nelems;
-  h.group_size = ev.group_size;
-  h.seq = ev.seq;
-  h.src_rank = ev.src_rank;
-  h.dst_rank = ev.dst_rank;
+  static_cast<RawEvent&>(h) = ev;
+  h.ext = IdFromToken(ev.external_id);
   host_comm_ops_.push_back(h);
 }
 
 bool TraceBuilder::HostOpNames(const HostCommOp& h, CommOp& op) {
   if (!h.coll_name.empty()) {
-    RawEvent ev;
-    ev.coll_name = h.coll_name;
-    ev.dtype = h.dtype;
-    ev.pg_name = h.pg_name;
-    ev.pg_desc = h.pg_desc;
-    ev.in_nelems = h.in_nelems;
-    ev.group_size = h.group_size;
-    ev.seq = h.seq;
-    FillFromMeta(ev, op);
+    FillFromMeta(h, op);
   } else {
     // "nccl:all_to_all", "c10d::alltoall_base_", "nccl:send 0->1": the op's name after the prefix.
     std::string_view n = h.name;
@@ -296,7 +275,7 @@ void TraceBuilder::NameFromHostOps() {
   // By External id (one with "Collective name" first).
   std::vector<std::pair<int64_t, size_t>> by_ext;
   for (size_t i = 0; i < host_comm_ops_.size(); ++i)
-    if (host_comm_ops_[i].external_id != kUnknown) by_ext.emplace_back(host_comm_ops_[i].external_id, i);
+    if (host_comm_ops_[i].ext != kUnknown) by_ext.emplace_back(host_comm_ops_[i].ext, i);
   std::sort(by_ext.begin(), by_ext.end(), [&](const auto& x, const auto& y) {
     if (x.first != y.first) return x.first < y.first;
     return host_comm_ops_[x.second].coll_name.size() > host_comm_ops_[y.second].coll_name.size();

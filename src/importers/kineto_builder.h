@@ -77,10 +77,9 @@ class TraceBuilder {
   std::unordered_map<size_t, std::string> pg_ranks_;
   // Kept as views into the input (alive until Finish returns) and decoded only when a SendRecv
   // kernel needs a name: most traces have none, and copying every host op would cost.
-  struct HostCommOp {
-    std::string_view name, ts, dur, coll_name, dtype, pg_name, pg_desc, pg_ranks;
-    int64_t tid = kUnknown, external_id = kUnknown, in_nelems = kUnknown, group_size = kUnknown, seq = kUnknown,
-            src_rank = kUnknown, dst_rank = kUnknown;
+  // A host op kept as read (its views point into the input buffer, as RawEvent's do).
+  struct HostCommOp : RawEvent {
+    int64_t ext = kUnknown;            // RawEvent::external_id decoded
     int64_t start_ns = 0, end_ns = 0;  // decoded in NameFromHostOps
   };
   // The op a host op names (normalized; with its NCCL arguments when it has "Collective name"),
