@@ -70,7 +70,8 @@ enum class Fn : size_t {
   ncclGather, ncclScatter, ncclSend, ncclRecv, ncclGroupStart, ncclGroupEnd, ncclCommInitRank,
   ncclCommInitRankConfig, ncclCommInitRankScalable, ncclCommInitAll, ncclCommSplit, ncclCommShrink,
   ncclCommDestroy, ncclCommAbort, ncclCommCuDevice, ncclCommUserRank, ncclCommCount, ncclGroupSimulateEnd,
-  ncclCommFinalize, ncclCommRevoke, ncclCommGetAsyncError, kCount
+  ncclCommFinalize, ncclCommRevoke, ncclCommGetAsyncError, ncclCommRegister, ncclCommDeregister,
+  ncclCommWindowRegister, ncclCommWindowDeregister, kCount
 };
 static_assert(static_cast<size_t>(Fn::kCount) <= NcclFunctions::kMax);
 
@@ -565,6 +566,55 @@ OVERLAPPROF_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
   auto fn = OVERLAPPROF_REAL(ncclCommRevoke);
   if (!fn) return Missing();
   return EndComm(comm, [&] { return fn(comm, revokeFlags); });
+}
+
+namespace {
+// Buffer registration (NCCL 2.19+) and windows (2.27+; NCCL_WIN_COLL_SYMMETRIC windows are what
+// symmetric-memory kernels run on): passed through unchanged, and a record per call so the
+// communicator's entry says how many buffers and windows (and bytes) it had registered.
+template <typename Call>
+ncclResult_t Registration(RegisterCall what, ncclComm_t comm, size_t bytes, int win_flags, Call call) {
+  if (!Recording()) return call();
+  HookRecord r;
+  r.kind = RecKind::kBufferRegister;
+  r.op = static_cast<uint8_t>(what);
+  r.tid = Tid();
+  r.t_enter = NowNs();
+  ncclResult_t res = call();
+  r.t_exit = NowNs();
+  r.result = res;
+  r.count = bytes;
+  r.flags = static_cast<uint8_t>(win_flags);
+  if (CommInfo* info = FindComm(comm)) r.comm_id = info->id;
+  Push(r);
+  return res;
+}
+}  // namespace
+
+OVERLAPPROF_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  auto fn = OVERLAPPROF_REAL(ncclCommRegister);
+  if (!fn) return Missing();
+  return Registration(RegisterCall::kBuffer, comm, size, 0, [&] { return fn(comm, buff, size, handle); });
+}
+
+OVERLAPPROF_EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  auto fn = OVERLAPPROF_REAL(ncclCommDeregister);
+  if (!fn) return Missing();
+  return Registration(RegisterCall::kBufferDeregister, comm, 0, 0, [&] { return fn(comm, handle); });
+}
+
+OVERLAPPROF_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                                       int winFlags) {
+  auto fn = OVERLAPPROF_REAL(ncclCommWindowRegister);
+  if (!fn) return Missing();
+  return Registration(RegisterCall::kWindow, comm, size, winFlags,
+                      [&] { return fn(comm, buff, size, win, winFlags); });
+}
+
+OVERLAPPROF_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  auto fn = OVERLAPPROF_REAL(ncclCommWindowDeregister);
+  if (!fn) return Missing();
+  return Registration(RegisterCall::kWindowDeregister, comm, 0, 0, [&] { return fn(comm, win); });
 }
 
 // Polled by hosts until a non-blocking communicator is ready: then a pending one gets its

@@ -170,7 +170,7 @@ class CommTable {
 // cached only once an NCCL is loaded (ncclGetVersion resolves): a call made before NCCL is
 // loaded answers ncclInvalidUsage and leaves the slot null, so a later load is found.
 struct NcclFunctions {
-  static constexpr size_t kMax = 32;
+  static constexpr size_t kMax = 40;
   std::atomic<void*> fn[kMax] = {};
   std::atomic<void*> library{nullptr};  // the loaded libnccl's handle (RTLD_NOLOAD)
   // A call came before any NCCL was loaded (logged once; nothing cached, so a later load

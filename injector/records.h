@@ -18,6 +18,7 @@ enum class RecKind : uint8_t {
   kMark = 8,         // NVTX instantaneous marker
   kCommReady = 9,    // a non-blocking communicator became ready: its rank, size, device (same comm_id)
   kGroupSimulated = 10,  // ncclGroupSimulateEnd ended the group `launch_id`: its ops never ran
+  kBufferRegister = 11,  // ncclCommRegister / WindowRegister and their deregistrations (op: RegisterCall)
 };
 
 // Collectives and point-to-point calls, in the normalized names of docs/classification.md.
@@ -53,6 +54,10 @@ inline constexpr uint8_t kFlagInGroup = 1;      // issued inside ncclGroupStart/
 inline constexpr uint8_t kFlagNonblocking = 2;  // communicator created non-blocking
 inline constexpr uint8_t kFlagTruncated = 4;    // name did not fit
 inline constexpr uint8_t kFlagPending = 8;      // kCommInit: rank/size/device not known yet (kCommReady follows)
+
+// kBufferRegister's op. count: the registered bytes (0 for a deregistration); flags: the
+// window flags (NCCL_WIN_COLL_SYMMETRIC) for kWindow; result: what NCCL returned.
+enum class RegisterCall : uint8_t { kBuffer = 1, kBufferDeregister, kWindow, kWindowDeregister };
 
 enum class CommInitCall : uint8_t {
   kInitRank = 1, kInitRankConfig, kInitAll, kSplit, kInitRankScalable, kShrink,

@@ -200,7 +200,13 @@ std::string Sink::CommunicatorsJson() const {
          ",\"created_by\":\"" + InitCallName(c.call) + "\",\"parent\":" +
          (c.parent ? "\"" + Hex(c.parent) + "\"" : std::string("null")) +
          ",\"created_ns\":" + std::to_string(c.created_ns) +
-         ",\"destroyed_ns\":" + (c.destroyed_ns ? std::to_string(c.destroyed_ns) : std::string("null")) + "}";
+         ",\"destroyed_ns\":" + (c.destroyed_ns ? std::to_string(c.destroyed_ns) : std::string("null"));
+    if (c.buffers || c.windows || c.deregistered)
+      j += ",\"registered_buffers\":" + std::to_string(c.buffers) + ",\"registered_buffer_bytes\":" +
+           std::to_string(c.buffer_bytes) + ",\"windows\":" + std::to_string(c.windows) +
+           ",\"symmetric_windows\":" + std::to_string(c.symmetric_windows) + ",\"window_bytes\":" +
+           std::to_string(c.window_bytes) + ",\"deregistrations\":" + std::to_string(c.deregistered);
+    j += "}";
   }
   return j + "]";
 }
@@ -259,6 +265,30 @@ void Sink::Take(const HookRecord& r) {
       ops.erase(std::remove_if(ops.begin(), ops.end(), [&](const CommOp& o) { return o.launch_id == launch; }),
                 ops.end());
       trace_.stats.Add(Stat::nccl_simulated_ops, static_cast<int64_t>(before - ops.size()));
+      break;
+    }
+    case RecKind::kBufferRegister: {
+      if (r.result != 0) break;  // NCCL refused it: nothing was registered
+      Comm* c = nullptr;
+      for (auto& e : comms_)
+        if (e.id == r.comm_id && e.destroyed_ns == 0) c = &e;
+      if (!c) break;  // a communicator we never saw created (or already ended)
+      switch (static_cast<RegisterCall>(r.op)) {
+        case RegisterCall::kBuffer:
+          ++c->buffers;
+          c->buffer_bytes += static_cast<int64_t>(r.count);
+          break;
+        case RegisterCall::kWindow:
+          ++c->windows;
+          if (r.flags & 0x01) ++c->symmetric_windows;  // NCCL_WIN_COLL_SYMMETRIC
+          c->window_bytes += static_cast<int64_t>(r.count);
+          break;
+        case RegisterCall::kBufferDeregister:
+        case RegisterCall::kWindowDeregister:
+          ++c->deregistered;
+          break;
+      }
+      meta_dirty_ = true;
       break;
     }
     case RecKind::kCommDestroy:
@@ -356,6 +386,9 @@ namespace {
 
 // The writer thread's loop, in phases: open the store, drain/commit passes until asked to
 // stop, the final drain and close. Every failure is logged and leaves the host process alone.
+// Slots the writer populates ahead of the producers from its start (64 Ki records, 12 MiB).
+constexpr size_t kFirstPrefault = size_t{1} << 16;
+
 class WriterLoop {
  public:
   explicit WriterLoop(Recorder* rec) : rec_(rec), cfg_(rec->config()), ring_(rec->ring()), sink_(cfg_),
@@ -372,7 +405,7 @@ class WriterLoop {
   // Passes until a stop request; each pass drains the ring and commits when the policy says.
   void Run() {
     size_t last_drained = 0;
-    ring_->Prefault(size_t{1} << 16);
+    ring_->Prefault(kFirstPrefault);
     for (;;) {
       // A wake eventfd the host closed or reused is not polled (fd -1: the poll is a plain
       // sleep) nor read: never a spin on someone else's file, never a read from it.
@@ -385,7 +418,7 @@ class WriterLoop {
       last_drained = sink_.DrainRing(ring_);
       // Keep the ring's pages populated ahead of the producers (ring.h, Prefault): twice
       // what the last pass drained, at least 64 Ki records (12 MiB).
-      ring_->Prefault(std::max<size_t>(size_t{1} << 16, 2 * last_drained));
+      ring_->Prefault(std::max<size_t>(kFirstPrefault, 2 * last_drained));
       int64_t now = NowNs();
       if (!policy_.ShouldCommit(now, sink_.Pending(), requests, stopping)) continue;
       policy_.Committed(now);
@@ -570,6 +603,9 @@ bool InstallStoreFdGuards() {
 
 void RunWriter(Recorder* rec) noexcept {
   try {
+    // The ring's first pages before anything else: creating the store takes milliseconds, and
+    // producers already pushing would otherwise take those first-touch faults themselves.
+    rec->ring()->Prefault(kFirstPrefault);
     if (!InstallStoreFdGuards()) {
       Log("cannot guard the store's descriptors (SQLite VFS); this process is not recorded");
       rec->WriterFinished();

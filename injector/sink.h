@@ -110,6 +110,9 @@ class Sink {
     uint8_t call;
     int64_t created_ns, destroyed_ns;
     bool pending;  // non-blocking, not ready at creation: kCommReady fills rank/size/device
+    // Successful registrations (kBufferRegister): buffers, windows, symmetric windows, their
+    // bytes, and deregistrations of either.
+    int64_t buffers = 0, buffer_bytes = 0, windows = 0, symmetric_windows = 0, window_bytes = 0, deregistered = 0;
   };
   // The process's rank from a communicator, when no launcher variable named it: the world
   // communicator (created by InitRank*, the largest seen) wins over any sub-communicator

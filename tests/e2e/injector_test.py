@@ -14,6 +14,7 @@ Every process runs under a timeout: a hang is a failure.
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -32,7 +33,15 @@ def env_with(**kw):
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID",
               "OVERLAPPROF_OUTPUT_DIR", "LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"):
         e.pop(k, None)
+    # A sanitizer runtime preloaded for a sanitizer build's run (docs/testing.md) is kept: the
+    # instrumented injector cannot load without it first.
+    san = [x for x in os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":")
+           if re.match(r"lib(asan|tsan|ubsan|lsan|hwasan)\.so|libclang_rt\..*san", os.path.basename(x))]
+    if san:
+        e["LD_PRELOAD"] = ":".join(san)
     e.update({k: str(v) for k, v in kw.items()})
+    if san and "LD_PRELOAD" in kw:
+        e["LD_PRELOAD"] = ":".join(san + [str(kw["LD_PRELOAD"])])
     return e
 
 
@@ -343,6 +352,26 @@ class InjectorTest(unittest.TestCase):
         rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "simulate"],
                            env=env_with(LD_LIBRARY_PATH=FAKE_OLD))
         self.assertIn("simulate: 5", out)
+
+    def test_buffer_and_window_registration_pass_through_and_are_counted(self):
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "register"])
+        self.assertEqual(rc, 0, err)
+        self.assertIn("handles_ok 1", out)  # NCCL's handles and windows reached the caller
+        self.assertIn("bad_window: 4", out)  # ncclInvalidArgument passed back as NCCL said it
+        s = self.only_store()
+        self.assertClean(s)
+        [comm] = json.loads(s.meta("communicators"))
+        # The refused registration is not counted; deregistrations are.
+        self.assertEqual((comm["registered_buffers"], comm["registered_buffer_bytes"]), (1, 8192))
+        self.assertEqual((comm["windows"], comm["symmetric_windows"], comm["window_bytes"]), (2, 1, 12288))
+        self.assertEqual(comm["deregistrations"], 3)
+        self.assertEqual(len(s.ops()), 1)
+        # An NCCL without them (older than 2.19/2.27): ncclInvalidUsage from each, counted, no crash.
+        shutil.rmtree(self.out)
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "register"],
+                           env=env_with(LD_LIBRARY_PATH=FAKE_OLD))
+        self.assertNotEqual(rc, 0)  # the driver's NCCL_CHECK stops at the first refused call
+        self.assertGreaterEqual(self.only_store().stat("nccl_missing_function"), 1)
 
     def test_rank_from_world_communicator_not_sub_or_helper(self):
         # No RANK: a split of a single-process InitAll and a small communicator come first;

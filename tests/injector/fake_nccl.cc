@@ -4,7 +4,7 @@
 // datatype) and returns ncclSuccess; communication itself is not simulated.
 //
 // FAKE_NCCL_OLD (a second build, libnccl_old) leaves out the functions newer NCCLs added
-// (AlltoAll, Gather, Scatter, InitRankScalable, Shrink), to test calls into a function the
+// (AlltoAll, Gather, Scatter, InitRankScalable, Shrink, Revoke, registration and windows), to test calls into a function the
 // loaded NCCL lacks. FAKE_NCCL_INPROGRESS=N (environment) makes non-blocking communicators
 // report ncclInProgress from init and from their first N-1 ncclCommGetAsyncError polls;
 // until then ncclCommUserRank/Count/CuDevice answer ncclInProgress too, as NCCL's do.
@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -210,6 +211,30 @@ FAKE_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* sim) {
   return ncclSuccess;
 }
 FAKE_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int) { return Check(comm); }
+// Registration: the handle / window handed back is the buffer's address + 1 (so the test can
+// see the real function's output came through); a window must be 4096-aligned as in NCCL.
+FAKE_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  if (ncclResult_t r = Check(comm); r != ncclSuccess) return r;
+  if (!buff || !size || !handle) return ncclInvalidArgument;
+  *handle = static_cast<char*>(buff) + 1;
+  return ncclSuccess;
+}
+FAKE_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
+  if (ncclResult_t r = Check(comm); r != ncclSuccess) return r;
+  return handle ? ncclSuccess : ncclInvalidArgument;
+}
+FAKE_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+         int winFlags) {
+  if (ncclResult_t r = Check(comm); r != ncclSuccess) return r;
+  if (!buff || !size || !win || reinterpret_cast<uintptr_t>(buff) % NCCL_WIN_REQUIRED_ALIGNMENT) return ncclInvalidArgument;
+  (void)winFlags;
+  *win = reinterpret_cast<ncclWindow_t>(static_cast<char*>(buff) + 1);
+  return ncclSuccess;
+}
+FAKE_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
+  if (ncclResult_t r = Check(comm); r != ncclSuccess) return r;
+  return win ? ncclSuccess : ncclInvalidArgument;
+}
 FAKE_API(ncclResult_t, ncclAlltoAll, const void*, void*, size_t, ncclDataType_t t, ncclComm_t comm, cudaStream_t) {
   return Op(comm, t);
 }

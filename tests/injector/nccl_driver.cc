@@ -545,6 +545,29 @@ int Finalize() {
   return 0;
 }
 
+// Buffer registration and windows (a symmetric one, a plain one, one NCCL refuses), each
+// deregistered. Prints "handles_ok 1" when every handle NCCL handed back reached the caller
+// unchanged, and the refused call's result ("bad_window: N").
+int Register() {
+  ncclComm_t a = InitWorld();
+  alignas(4096) static char bufs[3][8192];
+  void* h = nullptr;
+  ncclWindow_t w1 = nullptr, w2 = nullptr, w3 = nullptr;
+  NCCL_CHECK(ncclCommRegister(a, bufs[0], 8192, &h));
+  NCCL_CHECK(ncclCommWindowRegister(a, bufs[1], 8192, &w1, NCCL_WIN_COLL_SYMMETRIC));
+  NCCL_CHECK(ncclCommWindowRegister(a, bufs[2], 4096, &w2, NCCL_WIN_DEFAULT));
+  ncclResult_t bad = ncclCommWindowRegister(a, bufs[2] + 1, 4096, &w3, NCCL_WIN_DEFAULT);  // misaligned
+  bool ok = h == bufs[0] + 1 && reinterpret_cast<char*>(w1) == bufs[1] + 1 &&
+            reinterpret_cast<char*>(w2) == bufs[2] + 1 && w3 == nullptr;
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 15, ncclFloat32, ncclSum, a, Stream(0x5200)));
+  NCCL_CHECK(ncclCommWindowDeregister(a, w1));
+  NCCL_CHECK(ncclCommWindowDeregister(a, w2));
+  NCCL_CHECK(ncclCommDeregister(a, h));
+  NCCL_CHECK(ncclCommDestroy(a));
+  std::printf("handles_ok %d\nbad_window: %d\n", ok ? 1 : 0, static_cast<int>(bad));
+  return 0;
+}
+
 // Resident memory growth across the first NCCL call (the recorder's activation), printed as
 // "rss_growth_kib N".
 long RssKib() {
@@ -559,8 +582,8 @@ long RssKib() {
 }
 // A full disk, as the recording process sees it: RLIMIT_FSIZE = LIMIT bytes (SIGXFSZ
 // ignored, so a write past it fails with EFBIG). Phase 1 (PHASE1_MS, default 1000): NCCL calls and CUPTI
-// launches until the rank file cannot grow; phase 2 (2 s): CUPTI launches only (paced), with the
-// heap in use measured across it. Prints "launches N" and "heap_growth_kib K" (phase 2).
+// launches until the rank file cannot grow; phase 2 (2 + 2 s): CUPTI launches only (paced), with the
+// heap in use measured across the second 2 s. Prints "launches N" and "heap_growth_kib K" (phase 2).
 // Bytes the process's allocator has handed out and not had back (every arena, plus mmapped
 // blocks): unlike RSS, memory freed but kept by the allocator does not count.
 long long HeapInUse() {
@@ -594,18 +617,27 @@ int FullFile(const char* fake_cupti, long limit, long phase1_ms) {
     }
   }
   usleep(200000);  // the writer's failed commit and what follows it
-  long long before = HeapInUse();
-  uint64_t launches = 0;
-  const uint64_t phase2 = now();
   // Paced (at most 100 launches per ms) so the double's own queue between two flushes
-  // stays small next to what a recorder that kept the records would grow by.
-  while (now() - phase2 < 2000000000u) {
-    for (int i = 0; i < 100; ++i, ++launches) {
-      uint64_t t = now();
-      launch("", 7, t, t + 1000, t, 1);
+  // stays small next to what a recorder that kept the records would grow by. A first 2 s
+  // is not measured: under load the failed commit, the CUPTI pool's last buffers and the
+  // queue's high-water mark can land after the 200 ms above. A recorder that kept the
+  // records would at least double what it kept across the measured window (as long as all
+  // the time since the failure before it), so a vector of them reallocates in it at least once.
+  auto paced = [&](uint64_t ns) {
+    uint64_t n = 0;
+    const uint64_t t0 = now();
+    while (now() - t0 < ns) {
+      for (int i = 0; i < 100; ++i, ++n) {
+        uint64_t t = now();
+        launch("", 7, t, t + 1000, t, 1);
+      }
+      usleep(1000);
     }
-    usleep(1000);
-  }
+    return n;
+  };
+  paced(2000000000u);
+  long long before = HeapInUse();
+  uint64_t launches = paced(2000000000u);
   usleep(200000);
   long long after = HeapInUse();
   std::printf("launches %llu\nheap_growth_kib %lld\n", static_cast<unsigned long long>(launches), (after - before) / 1024);
@@ -646,6 +678,7 @@ int main(int argc, char** argv) {
   if (mode == "ranks_sub") return Ranks(true);
   if (mode == "simulate") return Simulate();
   if (mode == "finalize") return Finalize();
+  if (mode == "register") return Register();
   if (mode == "fullfile" && argc > 3) return FullFile(argv[2], std::atol(argv[3]), argc > 4 ? std::atol(argv[4]) : 1000);
   if (mode == "closefds" && argc > 2) return CloseFds(argv[2]);
   if (mode == "forkrace") return ForkRace();
