@@ -452,8 +452,8 @@ CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(con
   } link_cleanup{link_dir};
 
   // The environment of the whole process tree.
-  std::string preload = preload_path;
-  if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
+  const char* old_preload = std::getenv("LD_PRELOAD");
+  std::string preload = ComposePreload(preload_path, old_preload ? old_preload : "");
   ::setenv("LD_PRELOAD", preload.c_str(), 1);
   if (const char* other = std::getenv("CUDA_INJECTION64_PATH");
       other && *other && injector != other && preload_path != other) {

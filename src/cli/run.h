@@ -23,6 +23,13 @@ struct RunArgs {
 // Outcome::CommandExited), or an error when it could not start: kInvalidArgument / kIo (exit 2)
 // for a missing command or injector, an output directory that is used, locked or not writable;
 // kInternal (exit 5) when the system refused a pipe or a fork.
+// The job's LD_PRELOAD: the injector first (its NCCL hooks interpose before any other
+// preloaded library's), then what was there before, in order; except a sanitizer runtime
+// (libasan, libtsan, libubsan, libhwasan, clang's libclang_rt.*san), which must be the first
+// library loaded and so stays ahead of the injector. Entries are split at ':' and spaces, as
+// the dynamic loader splits them; empty ones are dropped.
+std::string ComposePreload(const std::string& injector, const std::string& existing);
+
 CommandResult RunCommand(const RunArgs& args, const std::function<CommandResult(const std::string& dir)>& analyze);
 
 }  // namespace overlapprof

@@ -31,8 +31,16 @@ def env_with(**kw):
               "OVERLAPPROF_OUTPUT_DIR", "LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH",
               "OVERLAPPROF_INJECTOR"):
         e.pop(k, None)
+    # A sanitizer runtime preloaded for a sanitizer build's run (docs/testing.md) is kept: the
+    # instrumented injector cannot load without it first.
+    san = [x for x in os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":")
+           if re.match(r"lib(asan|tsan|ubsan|lsan|hwasan)\.so|libclang_rt\..*san", os.path.basename(x))]
+    if san:
+        e["LD_PRELOAD"] = ":".join(san)
     e.update({"RANK": "0", "WORLD_SIZE": "1"})
     e.update({k: str(v) for k, v in kw.items()})
+    if san and "LD_PRELOAD" in kw:
+        e["LD_PRELOAD"] = ":".join(san + [str(kw["LD_PRELOAD"])])
     return e
 
 
@@ -130,8 +138,9 @@ class RunOwnsJobTreeTest(unittest.TestCase):
         # Ctrl-C reaches each of its processes once (the terminal's), and run is not ended by it.
         import fcntl, pty, select, termios
         stop = os.path.join(self.tmp, "stop")
-        job = (f"trap 'n=$((n+1)); echo int $n' INT; echo pgid $(ps -o pgid= -p $$) tpgid $(ps -o tpgid= -p $$) "
-               f"pid $$; echo ready; while [ ! -e '{stop}' ]; do sleep 0.02; done; echo total $n; exit 5")
+        # pgid and tpgid from /proc/$$/stat (fields 5 and 8) with shell builtins only.
+        job = (f"trap 'n=$((n+1)); echo int $n' INT; read -r l < /proc/$$/stat; l=${{l##*) }}; set -- $l; "
+               f"echo pgid $3 tpgid $6 pid $$; echo ready; while [ ! -e '{stop}' ]; do sleep 0.02; done; echo total $n; exit 5")
         master, slave = pty.openpty()
 
         def controlling_tty():
@@ -173,6 +182,68 @@ class RunOwnsJobTreeTest(unittest.TestCase):
             os.close(master)
         self.assertIn(b"total 1", seen)
         self.assertNotIn(b"int 2", seen)
+
+    def test_ctrl_z_on_the_terminal_stops_job_and_run_and_fg_resumes_both(self):
+        # Ctrl-Z stops the job's group (the terminal's foreground); run sees it stopped and stops
+        # itself, so the shell above sees a stopped job; SIGCONT to run (what `fg` sends) gives
+        # the terminal back to the job and continues it; the exit code still comes through.
+        import fcntl, pty, select, termios
+        stop = os.path.join(self.tmp, "stop")
+        ticks = os.path.join(self.tmp, "ticks")
+        job = (f"echo pid $$; echo ready; i=0; while [ ! -e '{stop}' ]; do i=$((i+1)); echo $i > '{ticks}'; "
+               f"sleep 0.02; done; exit 5")
+        master, slave = pty.openpty()
+
+        def controlling_tty():
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        p = subprocess.Popen([CLI, "run", "-o", self.out, "--no-analyze", "--", "sh", "-c", job], stdin=slave,
+                             stdout=slave, stderr=slave, start_new_session=True, preexec_fn=controlling_tty,
+                             env=env_with())
+        os.close(slave)
+        seen = b""
+
+        def pump(timeout=0.1):
+            nonlocal seen
+            if select.select([master], [], [], timeout)[0]:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    pass
+
+        def state(pid):
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0]
+
+        def count():
+            try:
+                with open(ticks) as f:
+                    return int(f.read().strip() or 0)
+            except (FileNotFoundError, ValueError):
+                return 0
+        try:
+            deadline = time.monotonic() + 60
+            while b"ready" not in seen:
+                self.assertLess(time.monotonic(), deadline, seen)
+                pump()
+            job_pid = int(re.search(rb"pid (\d+)", seen).group(1))
+            wait_until(lambda: count() > 2, what="the job's first ticks")
+            os.write(master, b"\x1a")
+            wait_until(lambda: state(job_pid) == "T", what="the job stopped")
+            wait_until(lambda: state(p.pid) == "T", what="run stopped")
+            stopped_at = count()
+            time.sleep(0.3)
+            self.assertLessEqual(count(), stopped_at + 1)  # one tick may have been in flight
+            self.assertIsNone(p.poll())
+            os.kill(p.pid, signal.SIGCONT)
+            wait_until(lambda: count() > stopped_at + 3, what="the job running again")
+            self.assertNotEqual(state(p.pid), "T")
+            open(stop, "w").close()
+            self.assertEqual(p.wait(timeout=TIMEOUT), 5)
+        finally:
+            if p.poll() is None:
+                p.kill()
+            os.close(master)
 
     # ---- a grandchild left behind ------------------------------------------------------------
 
