@@ -104,6 +104,48 @@ TEST(NsysImporter, OneRankPerProcessAndGpuInTheOrderOfTheirKeys) {
             path + ": holds 3 ranks (pid100.gpu0, pid100.gpu1, pid200.gpu0): name one as FILE#KEY");
 }
 
+// Everything a rank's import keeps, as text: activities, comm ops, host calls, counters.
+std::string Fingerprint(const RankTrace& t) {
+  std::string out = fmt::format("{} streams, {} ranges\n", t.streams.size(), t.ranges.size());
+  for (const Activity& a : t.activities)
+    out += fmt::format("a {} {} {} {} {} {} {} {} {} {}\n", a.start_ns, a.end_ns, a.correlation_id, a.launch_ns, a.bytes,
+                       t.names.Get(a.name_id), a.stream, static_cast<int>(a.kind), static_cast<int>(a.category),
+                       a.copy_kind);
+  for (const CommOp& o : t.comm_ops)
+    out += fmt::format("o {} {} {} {} {}\n", o.op, o.bytes, o.host_enter_ns, o.host_exit_ns, o.host_tid);
+  for (const HostCall& h : t.host_calls)
+    out += fmt::format("h {} {} {} {} {}\n", h.start_ns, h.end_ns, h.correlation_id, h.tid, t.names.Get(h.name_id));
+  for (size_t i = 0; i < static_cast<size_t>(Stat::kCount); ++i) out += fmt::format("{} ", t.stats.Get(static_cast<Stat>(i)));
+  return out;
+}
+
+// A multi-rank export is read in one pass (rows spilled by rank), or by one direct scan per
+// rank, or through SQL (OVERLAPPROF_NSYS_SQL=1): the three give the same ranks, on the
+// synthetic export and on the real ones.
+TEST(NsysImporter, OnePassPerRankScansAndSqlReadTheSameRanks) {
+  for (std::string path : {SyntheticExport("three_ways.sqlite"), testing::DataFile("nsys/mfu_2gpu_before.sqlite"),
+                           testing::DataFile("nsys/mfu_2gpu_after.sqlite")}) {
+    StatusOr<std::vector<std::string>> inputs = ExpandInputs({path});
+    ASSERT_TRUE(inputs.ok()) << inputs.status().message();
+    ASSERT_GE(inputs->size(), 2u);
+    std::vector<std::string> ways[3];
+    for (int way = 0; way < 3; ++way) {
+      if (way == 1) ::setenv("OVERLAPPROF_NSYS_PARTITION", "0", 1);
+      if (way == 2) ::setenv("OVERLAPPROF_NSYS_SQL", "1", 1);
+      for (const std::string& in : *inputs) {
+        StatusOr<RankTrace> t = ImportFile(in, {});
+        ASSERT_TRUE(t.ok()) << t.status().message();
+        EXPECT_GT(t->activities.size(), 0u) << in;
+        ways[way].push_back(Fingerprint(*t));
+      }
+    }
+    ::unsetenv("OVERLAPPROF_NSYS_PARTITION");
+    ::unsetenv("OVERLAPPROF_NSYS_SQL");
+    EXPECT_EQ(ways[0], ways[1]) << path << ": one pass vs a scan per rank";
+    EXPECT_EQ(ways[0], ways[2]) << path << ": one pass vs SQL";
+  }
+}
+
 TEST(NsysImporter, ExactFiguresWithOverlappingStreams) {
   std::string path = SyntheticExport("figures.sqlite");
   StatusOr<std::vector<std::string>> inputs = ExpandInputs({path});
