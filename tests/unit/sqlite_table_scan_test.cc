@@ -71,7 +71,9 @@ class ScanTest : public ::testing::Test {
                               -(int64_t{1} << 47), int64_t{1} << 62, INT64_MIN, INT64_MAX};
     for (int i = 1; i <= 6000; ++i) {
       sqlite3_bind_int64(ins, 1, i * 3);  // gaps in the rowids
-      sqlite3_bind_int64(ins, 2, widths[rng() % std::size(widths)] + (rng() % 2 ? 0 : static_cast<int64_t>(rng() % 5)));
+      // A width, sometimes moved by a little (wrapping at the ends of the range).
+      const uint64_t a = static_cast<uint64_t>(widths[rng() % std::size(widths)]) + (rng() % 2 ? 0 : rng() % 5);
+      sqlite3_bind_int64(ins, 2, static_cast<int64_t>(a));
       if (i % 20 == 0) {
         std::string big(2000 + rng() % 3000, 'x');
         sqlite3_bind_text(ins, 3, big.c_str(), static_cast<int>(big.size()), SQLITE_TRANSIENT);
