@@ -83,7 +83,7 @@ SqliteTableScan::~SqliteTableScan() {
 }
 
 Status SqliteTableScan::Corrupt(uint32_t pgno, std::string_view what) const {
-  return MakeError(StatusCode::kCorrupt, "damaged SQLite file: table {} page {}: {}", table_, pgno, what);
+  return MakeError(StatusCode::kCorrupt, "table {} page {}: {}", table_, pgno, what);
 }
 
 StatusOr<std::unique_ptr<SqliteTableScan>> SqliteTableScan::Open(sqlite3* db, const std::string& path,
@@ -112,9 +112,16 @@ StatusOr<std::unique_ptr<SqliteTableScan>> SqliteTableScan::Open(sqlite3* db, co
     s->root_ = static_cast<uint32_t>(root);
     std::string sql(q.Text(1));
     std::transform(sql.begin(), sql.end(), sql.begin(), [](unsigned char c) { return std::toupper(c); });
-    if (sql.find("WITHOUT ROWID") != std::string::npos) return unimplemented("a WITHOUT ROWID table");
-    // "INTEGER PRIMARY KEY DESC" is not a rowid alias (a quirk kept by SQLite): left to SQL.
-    if (sql.find("DESC") != std::string::npos) return unimplemented("a DESC key");
+    // pragma_table_list says it (SQLite >= 3.37); else the text, where a comment could only
+    // send the table to SQL needlessly.
+    Stmt wr;
+    bool without_rowid = sql.find("WITHOUT ROWID") != std::string::npos;
+    if (wr.Prepare(db, "SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = ?1").ok()) {
+      wr.Bind(1, table);
+      StatusOr<bool> r = wr.Step("table list");
+      if (r.ok() && *r) without_rowid = wr.Int(0) != 0;
+    }
+    if (without_rowid) return unimplemented("a WITHOUT ROWID table");
   }
   struct Col {
     std::string name;
@@ -139,6 +146,14 @@ StatusOr<std::unique_ptr<SqliteTableScan>> SqliteTableScan::Open(sqlite3* db, co
       cols.push_back({std::string(q.Text(0)), pk && q.Text(1) == "INTEGER", q.Int(3) != 0});
     }
   }
+  bool pk_index = false;  // the primary key is an index (origin 'pk'), not the rowid
+  {
+    Stmt q;
+    OVERLAPPROF_RETURN_IF_ERROR(q.Prepare(db, "SELECT count(*) FROM pragma_index_list(?1) WHERE origin = 'pk'"));
+    q.Bind(1, table);
+    OVERLAPPROF_ASSIGN_OR_RETURN(bool row, q.Step("table indexes"));
+    pk_index = row && q.Int(0) > 0;
+  }
   for (const std::string& want : columns) {
     int idx = -1;
     bool rowid = false;
@@ -146,7 +161,9 @@ StatusOr<std::unique_ptr<SqliteTableScan>> SqliteTableScan::Open(sqlite3* db, co
       if (want.empty() || cols[i].name != want) continue;
       if (cols[i].has_default) return unimplemented("column " + want + " has a DEFAULT");
       idx = static_cast<int>(i);
-      rowid = cols[i].int_pk && pk_columns == 1;  // INTEGER PRIMARY KEY: the rowid itself
+      // INTEGER PRIMARY KEY: the rowid itself, unless the key has an index of its own
+      // ("INTEGER PRIMARY KEY DESC" is not an alias, a quirk SQLite keeps).
+      rowid = cols[i].int_pk && pk_columns == 1 && !pk_index;
       break;
     }
     s->col_index_.push_back(rowid ? -1 : idx);

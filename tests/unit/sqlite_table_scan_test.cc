@@ -21,6 +21,7 @@
 #include "src/importers/row_spill.h"
 #include "src/importers/sqlite_table_scan.h"
 #include "src/store/sqlite_util.h"
+#include "test_util.h"
 
 namespace overlapprof {
 namespace {
@@ -233,13 +234,37 @@ TEST_F(ScanTest, TablesItCannotReadLikeSqlAreLeftToSql) {
          "CREATE TABLE d(a INTEGER, b INTEGER DEFAULT 7); INSERT INTO d VALUES (1, 2);"
          "CREATE TABLE w(a INTEGER PRIMARY KEY, b INTEGER) WITHOUT ROWID; INSERT INTO w VALUES (1, 2);"
          "CREATE TABLE g(a INTEGER, b INTEGER GENERATED ALWAYS AS (a * 2) STORED, c INTEGER); INSERT INTO g(a, c) VALUES (1, 3);"
-         "CREATE TABLE k(id INTEGER PRIMARY KEY DESC, b INTEGER); INSERT INTO k VALUES (5, 6);");
+         "CREATE TABLE k(id INTEGER PRIMARY KEY DESC, b INTEGER); INSERT INTO k VALUES (5, 6);"
+         "CREATE TABLE c(id INTEGER PRIMARY KEY, -- DESCription, not WITHOUT ROWID\n b INTEGER);"
+         "INSERT INTO c VALUES (9, 1), (4, 2);");
   EXPECT_NE(WhyNot(path, "d", {"b"}).find("DEFAULT"), std::string::npos);
   EXPECT_NE(WhyNot(path, "w", {"b"}).find("WITHOUT ROWID"), std::string::npos);
   EXPECT_NE(WhyNot(path, "g", {"c"}).find("generated"), std::string::npos);
-  EXPECT_NE(WhyNot(path, "k", {"id"}).find("DESC"), std::string::npos);
+  // "INTEGER PRIMARY KEY DESC" is no rowid alias: the value is in the record, read as such.
+  EXPECT_EQ(ExpectScanEqualsSql(path, "k", {"id", "b"}), 1);
+  // A comment that says DESC or WITHOUT ROWID changes nothing.
+  EXPECT_EQ(ExpectScanEqualsSql(path, "c", {"id", "b"}), 2);
   // A DEFAULT on a column not asked for does not matter.
   EXPECT_EQ(ExpectScanEqualsSql(path, "d", {"a"}), 1);
+}
+
+// The tables of real nsys exports are read directly (their schema comments, for one, must not
+// send them to SQL), and equal SQL.
+TEST_F(ScanTest, RealExportsAreReadDirectlyAndEqualSql) {
+  for (const char* name : {"nsys/mfu_2gpu_before.sqlite", "nsys/mfu_2gpu_after.sqlite"}) {
+    const std::string path = testing::DataFile(name);
+    EXPECT_EQ(ExpectScanEqualsSql(path, "CUPTI_ACTIVITY_KIND_KERNEL",
+                                  {"start", "end", "streamId", "correlationId", "demangledName", "shortName",
+                                   "deviceId", "globalPid", "gridX", "sharedMemoryExecuted"}) > 3000,
+              true);
+    EXPECT_GT(ExpectScanEqualsSql(path, "CUPTI_ACTIVITY_KIND_RUNTIME",
+                                  {"start", "end", "correlationId", "globalTid", "nameId"}),
+              1000);
+    for (const char* t : {"CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                          "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"})
+      EXPECT_GT(ExpectScanEqualsSql(path, t, {"start", "end", "deviceId", "streamId", "correlationId", "globalPid"}), 0)
+          << t;
+  }
 }
 
 TEST_F(ScanTest, AWalFileWithFramesIsLeftToSql) {
