@@ -174,7 +174,7 @@ StatusOr<std::unique_ptr<SqliteTableScan>> SqliteTableScan::Open(sqlite3* db, co
   s->values_.assign(columns.size(), 0);
   s->kinds_.assign(columns.size(), kNull);
 
-  s->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  s->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // a link to an export is fine: SQLite followed it too
   if (s->fd_ < 0) return MakeError(StatusCode::kIo, "cannot open {}: {}", path, std::strerror(errno));
   struct stat st;
   if (::fstat(s->fd_, &st) != 0 || !S_ISREG(st.st_mode)) return unimplemented("not a regular file");

@@ -251,8 +251,9 @@ TEST_F(ScanTest, TablesItCannotReadLikeSqlAreLeftToSql) {
 // The tables of real nsys exports are read directly (their schema comments, for one, must not
 // send them to SQL), and equal SQL.
 TEST_F(ScanTest, RealExportsAreReadDirectlyAndEqualSql) {
-  for (const char* name : {"nsys/mfu_2gpu_before.sqlite", "nsys/mfu_2gpu_after.sqlite"}) {
-    const std::string path = testing::DataFile(name);
+  // The second through a symbolic link, as users often name files.
+  fs::create_symlink(testing::DataFile("nsys/mfu_2gpu_after.sqlite"), dir_ / "link.sqlite");
+  for (std::string path : {testing::DataFile("nsys/mfu_2gpu_before.sqlite"), Path("link.sqlite")}) {
     EXPECT_EQ(ExpectScanEqualsSql(path, "CUPTI_ACTIVITY_KIND_KERNEL",
                                   {"start", "end", "streamId", "correlationId", "demangledName", "shortName",
                                    "deviceId", "globalPid", "gridX", "sharedMemoryExecuted"}) > 3000,

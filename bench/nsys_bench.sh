@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The Nsight Systems importer's figures in docs/performance.md ("Nsight Systems exports"), one
+# command:
+#
+#   bench/nsys_bench.sh [BUILD_DIR=build] [MILLION_KERNELS=5]
+#
+# Generates (once, in $BENCH_NSYS_DIR, default /tmp) exports of MILLION_KERNELS kernels spread
+# over 1, 2 and 8 processes (bench_nsys' layout: nsys' real 40-column kernel table, one runtime
+# launch per kernel), then reads each, pinned to one core, three ways:
+#   sql       OVERLAPPROF_NSYS_SQL=1: SQL, one filtered query per rank (the importer before
+#             issue 13's direct read)
+#   per-rank  OVERLAPPROF_NSYS_PARTITION=0: the direct B-tree read, one scan per rank
+#   one-pass  the default: the direct read, once per export for all its ranks
+# each with the default verification (quick_check of the tables read through SQL) and prints
+# bench_nsys' line: CPU seconds, kernel rows per second per core, wall, peak RSS. The runs
+# alternate (sql, per-rank, one-pass, sql, ...) REPEAT times (default 2) so that a change in the
+# machine's load hits all three alike; the 1-minute load average is printed with each run.
+set -euo pipefail
+BUILD="${1:-build}"
+MILLIONS="${2:-5}"
+DIR="${BENCH_NSYS_DIR:-/tmp}"
+REPEAT="${REPEAT:-2}"
+CPU="${BENCH_CPU:-0}"
+BIN="$BUILD/bench/bench_nsys"
+[ -x "$BIN" ] || { echo "nsys_bench: $BIN missing (ninja -C $BUILD bench_nsys)" >&2; exit 2; }
+for p in 1 2 8; do
+  f="$DIR/overlapprof_nsys_${MILLIONS}m_p$p.sqlite"
+  [ -f "$f" ] || "$BIN" "$f" "$MILLIONS" "$p" | head -1
+done
+for p in 1 2 8; do
+  f="$DIR/overlapprof_nsys_${MILLIONS}m_p$p.sqlite"
+  for r in $(seq "$REPEAT"); do
+    for way in sql per-rank one-pass; do
+      env=()
+      case $way in
+        sql) env=(OVERLAPPROF_NSYS_SQL=1) ;;
+        per-rank) env=(OVERLAPPROF_NSYS_PARTITION=0) ;;
+      esac
+      load=$(cut -d' ' -f1 /proc/loadavg)
+      line=$(env "${env[@]}" taskset -c "$CPU" "$BIN" "$f" "$MILLIONS" "$p" | tail -1)
+      printf '%s ranks  %-8s load %-5s %s\n' "$p" "$way" "$load" "$line"
+    done
+  done
+done
