@@ -279,14 +279,22 @@ class Export {
       Rows r;
       OVERLAPPROF_RETURN_IF_ERROR(Damaged(r.Open(db_.get(), path_, table,
                                                  {cols.count("globalPid") ? "globalPid" : "", "deviceId"}, "", {})));
+      // Rows come in runs of one unit more often than not: the last unit's counter is kept.
+      UnitKey last{};
+      uint64_t* last_count = nullptr;
       while (true) {
         StatusOr<bool> row = r.Next();
         if (!row.ok()) return Damaged(row.status());
         if (!*row) break;
-        if (r.IsNull(1)) continue;  // no device: skipped when read (events_malformed)
-        ++units[{r.PidOf(0), r.Int(1)}];
-        if (units.size() > kMaxUnits)
-          return MakeError(StatusCode::kInvalidInput, "more than {} (process, GPU) pairs in one export", kMaxUnits);
+        if (!r.IsInt(1)) continue;  // no integer device: no rank reads the row (ReadGpuTable)
+        const UnitKey key{r.PidOf(0), r.Int(1)};
+        if (!last_count || key != last) {
+          last = key;
+          last_count = &units[key];
+          if (units.size() > kMaxUnits)
+            return MakeError(StatusCode::kInvalidInput, "more than {} (process, GPU) pairs in one export", kMaxUnits);
+        }
+        ++*last_count;
       }
     }
     std::vector<UnitKey> keys;

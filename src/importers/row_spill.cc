@@ -125,6 +125,10 @@ StatusOr<bool> RowSpill::Reader::Next() {
     auto k = static_cast<SqliteTableScan::Kind>((kinds[c / 4] >> (2 * (c % 4))) & 3);
     kinds_[c] = k;
     if (k != SqliteTableScan::kInt) continue;
+    if (p < end && *p < 0x80) {  // one byte: small values (ids, streams, kinds)
+      values_[c] = UnZigZag(*p++);
+      continue;
+    }
     uint64_t v = 0;
     int shift = 0;
     for (;;) {
