@@ -128,6 +128,36 @@ struct CommOp {
   int64_t stream_handle = kUnknown;  // the cudaStream_t value passed to NCCL (injector only)
 };
 
+// One operation timed by NCCL's own profiler plugin (injector/nccl_plugin.cc; store table
+// nccl_profiler_op, schema 1.2). GPU times come from NCCL's kernel (%globaltimer, per
+// channel: start = min, end = max) and are also given on the trace clock (start_ns/end_ns =
+// raw + the rank's measured clock offset). Copy-engine ops carry host times only.
+struct NcclPluginOp {
+  std::string communicator;        // our communicator id (as CommOp::communicator); "" unknown
+  int64_t nccl_comm_hash = kUnknown;  // NCCL's commHash (bit pattern as a signed integer)
+  int64_t comm_rank = kUnknown;
+  int64_t comm_nranks = kUnknown;
+  std::string op;                  // normalized as CommOp::op; "sendrecv", "other"
+  int64_t nccl_seq = kUnknown;     // NCCL's per-function sequence number (collectives)
+  std::string datatype;
+  int64_t count = kUnknown;
+  int64_t bytes = kUnknown;
+  int64_t root_peer = kUnknown;
+  std::string algorithm, protocol;
+  int64_t channels_expected = kUnknown;  // NCCL's nChannels
+  int64_t channels = 0;                  // KernelCh events seen complete
+  int64_t gpu_start_raw = kUnknown;      // %globaltimer ns
+  int64_t gpu_end_raw = kUnknown;
+  int64_t start_ns = kUnknown;           // trace clock
+  int64_t end_ns = kUnknown;
+  int64_t host_start_ns = kUnknown;      // when NCCL started the op's event (trace clock)
+  int64_t group_id = kUnknown;           // NCCL group event (one kernel plan): fused ops share it
+  int64_t proxy_ops = 0, proxy_steps = 0;
+  int64_t abi_version = kUnknown;        // 4, 5, 6
+  int64_t flags = 0;                     // 1 p2p, 2 copy engine (host times), 4 incomplete
+  int64_t host_tid = kUnknown;
+};
+
 // The rule of an op read back from a store, which does not keep it: identity for ops with
 // NCCL metadata (hook or Kineto args), peer copy for "p2p_copy", else kernel name.
 inline CommRule DeriveCommRule(const CommOp& c) {
@@ -211,6 +241,8 @@ struct RankTrace {
   // CUPTI external correlation records: (correlation_id of an API call, external id pushed
   // around it). Injector traces only; resolved against CommOp::launch_id by the reader.
   std::vector<std::pair<int64_t, int64_t>> external_correlations;
+  // Operations timed by NCCL's profiler plugin (injector traces, schema 1.2; written as rows).
+  std::vector<NcclPluginOp> nccl_plugin_ops;
   StatCounters stats;
   std::vector<ExtraStat> extra_stats;
 
