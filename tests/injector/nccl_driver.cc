@@ -504,6 +504,47 @@ int Ranks(bool sub) {
 
 // A simulated group (ncclGroupSimulateEnd: nothing launched) of three ops, then a real
 // group of one allreduce. Prints the simulation's result and estimate.
+// With the NCCL double's profiler mode (FAKE_NCCL_PROFILER=1): single collectives, a fused
+// group of collectives (one launch), an all-to-all as grouped send/recv, a split with an op
+// on the child, threads, then destruction. tests/e2e/injector_test.py follows this sequence.
+int Plugin(int threads) {
+  ncclComm_t comm = InitWorld();
+  int nranks = EnvInt("WORLD_SIZE", 4);
+  int rank = EnvInt("RANK", 0);
+  cudaStream_t s = Stream(0x7100);
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 1024, ncclFloat32, ncclSum, comm, s));       // seq 0
+  NCCL_CHECK(ncclBroadcast(g_buf, g_buf, 10, ncclInt64, 1 % nranks, comm, s));        // seq 1
+  NCCL_CHECK(ncclAllGather(g_buf, g_buf, 256, ncclBfloat16, comm, s));                // seq 2
+  NCCL_CHECK(ncclReduceScatter(g_buf, g_buf, 128, ncclFloat32, ncclSum, comm, s));    // seq 3
+  NCCL_CHECK(ncclGroupStart());  // a fused group: three allreduces, one launch
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 100, ncclFloat32, ncclSum, comm, s));        // seq 4
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 200, ncclFloat32, ncclSum, comm, s));        // seq 5
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 300, ncclFloat32, ncclSum, comm, s));        // seq 6
+  NCCL_CHECK(ncclGroupEnd());
+  NCCL_CHECK(ncclGroupStart());  // all-to-all as grouped send/recv
+  for (int p = 0; p < nranks; ++p) {
+    NCCL_CHECK(ncclSend(g_buf, 32 + p, ncclInt8, p, comm, s));
+    NCCL_CHECK(ncclRecv(g_buf, 32 + p, ncclInt8, p, comm, s));
+  }
+  NCCL_CHECK(ncclGroupEnd());
+  ncclComm_t child = nullptr;
+  NCCL_CHECK(ncclCommSplit(comm, rank % 2, rank, &child, nullptr));
+  if (child) NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 64, ncclFloat16, ncclSum, child, s));
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([t] {
+      ncclComm_t c = nullptr;
+      NCCL_CHECK(ncclCommInitRank(&c, 1, MakeId(100 + t), 0));
+      for (int i = 0; i < 50; ++i) NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 16 + i, ncclFloat32, ncclSum, c, Stream(1)));
+      NCCL_CHECK(ncclCommDestroy(c));
+    });
+  for (auto& t : ts) t.join();
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 4096, ncclFloat32, ncclSum, comm, s));       // seq 7
+  if (child) NCCL_CHECK(ncclCommDestroy(child));
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
 int Simulate() {
   ncclComm_t comm = InitWorld();
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
@@ -677,6 +718,7 @@ int main(int argc, char** argv) {
   if (mode == "ranks") return Ranks(false);
   if (mode == "ranks_sub") return Ranks(true);
   if (mode == "simulate") return Simulate();
+  if (mode == "plugin") return Plugin(argc > 2 ? std::atoi(argv[2]) : 0);
   if (mode == "finalize") return Finalize();
   if (mode == "register") return Register();
   if (mode == "fullfile" && argc > 3) return FullFile(argv[2], std::atol(argv[3]), argc > 4 ? std::atol(argv[4]) : 1000);
