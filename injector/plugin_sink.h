@@ -23,7 +23,7 @@ namespace overlapprof::inject {
 
 class PluginSink {
  public:
-  static constexpr int64_t kResidualThresholdNs = 100000;  // nccl_plugin_clock_residual_high
+  static constexpr int64_t kResidualThresholdNs = 1000000;  // nccl_plugin_clock_residual_high
 
   // `resolved_id`: our communicator id for a kPluginComm whose own comm_id is 0 (the init ran
   // on a thread of NCCL's: non-blocking creation), found by the Sink; 0 when unknown.

@@ -30,6 +30,7 @@
 
 #include <fmt/format.h>
 
+#include "src/store/plugin_join.h"
 #include "src/store/writer.h"
 
 namespace overlapprof {
@@ -337,8 +338,12 @@ Settled Settle(const fs::path& file) {
   }
   sqlite3_close(db);
   // The injector writes comm ops as chunks only (speed); add their SQL rows now, off the job.
-  if (Status s = MaterializeCommOpRows(file.string()); !s.ok())
+  if (Status s = MaterializeCommOpRows(file.string()); !s.ok()) {
     Note(file.string() + ": comm_op rows not added: " + s.message());
+  } else if (auto j = JoinNcclProfilerOps(file.string()); !j.ok()) {
+    // NCCL's profiler plugin ops to the calls they timed (src/store/plugin_join.h).
+    Note(file.string() + ": NCCL profiler plugin operations not joined to the calls: " + j.status().message());
+  }
   if (unfinished) Note(file.filename().string() + ": the process did not finish recording (killed?): kept what it had committed");
   return Settled::kOk;
 }
