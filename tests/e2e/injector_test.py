@@ -31,7 +31,8 @@ ERROR_STATS = ("records_dropped_hooks", "records_dropped_cupti", "cupti_unavaila
 def env_with(**kw):
     e = dict(os.environ)
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID",
-              "OVERLAPPROF_OUTPUT_DIR", "LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"):
+              "OVERLAPPROF_OUTPUT_DIR", "LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH",
+              "NCCL_PROFILER_PLUGIN", "FAKE_NCCL_PROFILER"):
         e.pop(k, None)
     # A sanitizer runtime preloaded for a sanitizer build's run (docs/testing.md) is kept: the
     # instrumented injector cannot load without it first.
@@ -76,6 +77,10 @@ class Store:
                 "root_peer", "host_enter_ns", "host_exit_ns", "host_tid", "source", "launch_id", "stream_handle"]
         rows = self.q(f"SELECT {', '.join(cols)} FROM comm_op ORDER BY id")
         return [dict(zip(cols, r)) for r in rows]
+
+    def q_ops_with_id(self):
+        cols = ["id", "communicator", "seq", "op", "count", "bytes", "root_peer", "host_enter_ns", "host_exit_ns"]
+        return [dict(zip(cols, r)) for r in self.q(f"SELECT {', '.join(cols)} FROM comm_op ORDER BY id")]
 
     def integrity(self):
         return self.q("PRAGMA integrity_check")[0][0]
@@ -704,6 +709,126 @@ class InjectorTest(unittest.TestCase):
         rc, _, err = run(["run", "-o", self.out + "x", "--", "true"], env=env_with(OVERLAPPROF_INJECTOR=bogus))
         self.assertEqual(rc, 2)
         self.assertIn("the injector cannot be loaded", err)
+
+    # ---- NCCL's profiler plugin (injector/nccl_plugin.cc), driven by the NCCL double --------
+
+    PLUGIN_STATS = ("nccl_plugin_ops_dropped", "nccl_plugin_events_orphaned", "nccl_plugin_ops_incomplete",
+                    "nccl_plugin_ops_unmatched", "nccl_plugin_calls_unmatched", "nccl_profiler_slot_taken")
+
+    def plugin_rows(self, s):
+        cols = ["id", "communicator", "op", "nccl_seq", "count", "bytes", "root_peer", "channels_expected", "channels",
+                "gpu_start_raw", "gpu_end_raw", "start_ns", "end_ns", "group_id", "abi_version", "flags", "comm_op_id"]
+        return [dict(zip(cols, r)) for r in s.q(f"SELECT {', '.join(cols)} FROM nccl_profiler_op ORDER BY id")]
+
+    def run_plugin(self, **env):
+        offset = -5 * 10**9  # the double's GPU clock: CLOCK_REALTIME - 5 s
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "plugin", "2"],
+                           env=env_with(RANK=0, WORLD_SIZE=4, FAKE_NCCL_PROFILER=1,
+                                        FAKE_NCCL_GLOBALTIMER_OFFSET_NS=offset, **env))
+        self.assertEqual(rc, 0, err)
+        return offset, err
+
+    def test_plugin_times_every_op_and_joins_each_to_its_call_exactly(self):
+        for order in ("late", "early"):  # channels reported after / before the op's own event stopped
+            with self.subTest(order=order):
+                shutil.rmtree(self.out, ignore_errors=True)
+                offset, err = self.run_plugin(FAKE_NCCL_PROFILER_ORDER=order)
+                self.assertIn("ncclProfiler_v6", err)  # NCCL probes v7 first: we export v6 down to v4
+                s = self.only_store()
+                self.assertClean(s)
+                self.assertEqual(s.meta("nccl_profiler_plugin"), "overlapprof")
+                for name in self.PLUGIN_STATS:
+                    self.assertEqual(s.stat(name), 0, name)
+                meta = json.loads(s.meta("nccl_profiler"))
+                self.assertEqual(meta["abi_version"], 6)
+                self.assertEqual(len(meta["communicators"]), 4)  # world, split child, one per thread
+                # The measured offset: the true one plus the host's notice latency (>= 0, small).
+                self.assertGreaterEqual(meta["clock"]["offset_ns"], -offset)
+                self.assertLess(meta["clock"]["offset_ns"], -offset + 50 * 10**6)
+                rows, calls = self.plugin_rows(s), {o["id"]: o for o in s.q_ops_with_id()}
+                # 8 on the world communicator + 8 grouped send/recv + 1 on the child + 2 x 50 on threads.
+                self.assertEqual(len(rows), 117)
+                self.assertEqual(len(calls), 117)
+                # The join is exact: every plugin op names its call, every call has one.
+                self.assertEqual(sorted(r["comm_op_id"] for r in rows), sorted(calls))
+                for r in rows:
+                    c = calls[r["comm_op_id"]]
+                    self.assertEqual((r["communicator"], r["op"], r["count"], r["bytes"]),
+                                     (c["communicator"], c["op"], c["count"], c["bytes"]), r)
+                    if r["op"] in ("send", "recv"):
+                        self.assertEqual(r["root_peer"], c["root_peer"])
+                        self.assertEqual(r["flags"] & 1, 1)
+                    # Its own interval: 19 us of GPU time (the double's), on the trace clock by the
+                    # measured offset, inside the host call that launched it (the op, or the group end).
+                    self.assertEqual(r["end_ns"] - r["start_ns"], 19000)
+                    self.assertEqual(r["start_ns"] - r["gpu_start_raw"], meta["clock"]["offset_ns"])
+                    self.assertGreaterEqual(r["start_ns"], c["host_enter_ns"])
+                    self.assertEqual(r["channels"], r["channels_expected"])
+                world = [r for r in rows if calls[r["comm_op_id"]]["seq"] is not None
+                         and r["communicator"] == calls[0]["communicator"]]
+                self.assertEqual(len(world), 16)  # 7 collectives, 8 send/recv, the last all-reduce
+                spans = sorted((r["start_ns"], r["end_ns"]) for r in world)
+                self.assertTrue(all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "ops do not overlap")
+                # The fused group: three all-reduces in one launch share its group and run in order.
+                fused = [r for r in world if calls[r["comm_op_id"]]["seq"] in (4, 5, 6)]
+                self.assertEqual(len({r["group_id"] for r in fused}), 1)
+                self.assertEqual([r["nccl_seq"] for r in fused], [1, 2, 3])  # NCCL counts per function
+                self.assertEqual([r["count"] for r in sorted(fused, key=lambda r: r["start_ns"])], [100, 200, 300])
+                # The all-to-all as grouped send/recv: one launch, a send and a recv per peer.
+                a2a = [r for r in world if r["op"] in ("send", "recv")]
+                self.assertEqual(len(a2a), 8)
+                self.assertEqual(len({r["group_id"] for r in a2a}), 1)
+                self.assertNotEqual(a2a[0]["group_id"], fused[0]["group_id"])
+                self.assertEqual(sorted((r["op"], r["root_peer"]) for r in a2a),
+                                 sorted((o, p) for o in ("send", "recv") for p in range(4)))
+
+    def test_plugin_older_abis(self):
+        for ver in (5, 4):
+            with self.subTest(abi=ver):
+                shutil.rmtree(self.out, ignore_errors=True)
+                _, err = self.run_plugin(FAKE_NCCL_PROFILER_MAXVER=ver)
+                self.assertIn(f"ncclProfiler_v{ver}", err)
+                s = self.only_store()
+                self.assertClean(s)
+                rows = self.plugin_rows(s)
+                self.assertEqual(len(rows), 117)
+                self.assertEqual({r["abi_version"] for r in rows}, {ver})
+                self.assertTrue(all(r["comm_op_id"] is not None for r in rows))
+                for name in self.PLUGIN_STATS:
+                    self.assertEqual(s.stat(name), 0, name)
+                p2p = [r for r in rows if r["op"] in ("send", "recv")]
+                # v4's p2p channel count is not trusted (NCCL's own v4 adapter leaves it unset).
+                self.assertEqual({r["channels_expected"] for r in p2p}, {None} if ver == 4 else {1})
+
+    def test_preset_profiler_plugin_keeps_the_slot_and_is_reported(self):
+        other = FAKE_CUPTI  # any library: it has no ncclProfiler_v*, so NCCL runs without a profiler
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "plugin"],
+                           env=env_with(RANK=0, WORLD_SIZE=4, FAKE_NCCL_PROFILER=1, NCCL_PROFILER_PLUGIN=other))
+        self.assertEqual(rc, 0, err)
+        lines = [l for l in err.splitlines() if "NCCL_PROFILER_PLUGIN is already set" in l]
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn(other, lines[0])
+        self.assertIn("kernel-based timing is kept", lines[0])
+        self.assertIn(f"profiler plugin {other}: no supported version", err)  # NCCL loaded theirs, not ours
+        s = self.only_store()
+        self.assertClean(s)
+        self.assertEqual(s.meta("nccl_profiler_plugin"), "other: " + other)
+        self.assertEqual(s.stat("nccl_profiler_slot_taken"), 1)
+        self.assertEqual(s.q("SELECT count(*) FROM nccl_profiler_op"), [(0,)])
+        self.assertEqual(len(s.ops()), 17)  # the calls are recorded all the same
+        rc, js, err = run(["analyze", self.out, "--json", "-"])
+        self.assertEqual(rc, 0, err)
+        self.assertIn("nccl_profiler_slot_taken", js)
+
+    def test_plugin_inert_outside_run_and_harmless_when_nccl_loads_it_alone(self):
+        # NCCL_PROFILER_PLUGIN pointing at the injector without `overlapprof run`: init asks for
+        # nothing (mask 0), the job runs, nothing is written.
+        inj = os.path.join(os.path.dirname(CLI), "injector", "liboverlapprof_inject.so")
+        p = subprocess.run([DRIVER, "plugin"], capture_output=True, text=True, timeout=60,
+                           env=env_with(RANK=0, WORLD_SIZE=4, FAKE_NCCL_PROFILER=1, NCCL_PROFILER_PLUGIN=inj))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("ncclProfiler_v6", p.stderr)
+        self.assertFalse(os.path.exists(self.out))
 
     def test_run_then_analyze(self):
         rc, out, err = run(["run", "-o", self.out, "--", DRIVER, "ops"], env=env_with(RANK=0, WORLD_SIZE=4))

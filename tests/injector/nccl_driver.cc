@@ -521,7 +521,7 @@ int Plugin(int threads) {
   NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 200, ncclFloat32, ncclSum, comm, s));        // seq 5
   NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 300, ncclFloat32, ncclSum, comm, s));        // seq 6
   NCCL_CHECK(ncclGroupEnd());
-  NCCL_CHECK(ncclGroupStart());  // all-to-all as grouped send/recv
+  NCCL_CHECK(ncclGroupStart());  // all-to-all as grouped send/recv (seq 7-14)
   for (int p = 0; p < nranks; ++p) {
     NCCL_CHECK(ncclSend(g_buf, 32 + p, ncclInt8, p, comm, s));
     NCCL_CHECK(ncclRecv(g_buf, 32 + p, ncclInt8, p, comm, s));
@@ -539,7 +539,7 @@ int Plugin(int threads) {
       NCCL_CHECK(ncclCommDestroy(c));
     });
   for (auto& t : ts) t.join();
-  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 4096, ncclFloat32, ncclSum, comm, s));       // seq 7
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 4096, ncclFloat32, ncclSum, comm, s));       // seq 15 (NCCL: AllReduce 4)
   if (child) NCCL_CHECK(ncclCommDestroy(child));
   NCCL_CHECK(ncclCommDestroy(comm));
   return 0;
