@@ -21,6 +21,7 @@ struct Call {
 struct PluginRow {
   int64_t id, hash, rank, nranks, nccl_seq, count, root_peer, flags, host_start;
   std::string communicator, op;
+  bool gpu_times = false;  // GPU times on the trace clock (not a copy-engine op)
   int64_t match = -1;
 };
 
@@ -49,12 +50,13 @@ StatusOr<NcclPluginJoin> JoinNcclProfilerOps(const std::string& path) {
     Stmt q;
     OVERLAPPROF_RETURN_IF_ERROR(q.Prepare(
         h, "SELECT id, communicator, nccl_comm_hash, comm_rank, comm_nranks, op, nccl_seq, count, root_peer, flags, "
-           "host_start_ns FROM nccl_profiler_op ORDER BY id"));
+           "host_start_ns, start_ns IS NOT NULL AND end_ns IS NOT NULL AND (flags & 2) = 0 FROM nccl_profiler_op ORDER BY id"));
     for (;;) {
       OVERLAPPROF_ASSIGN_OR_RETURN(bool row, q.Step("select nccl_profiler_op"));
       if (!row) break;
       rows.push_back({q.Int(0), q.Int(2), q.OptionalInt(3), q.OptionalInt(4), q.OptionalInt(6), q.OptionalInt(7),
-                      q.OptionalInt(8), q.Int(9), q.OptionalInt(10), std::string(q.Text(1)), std::string(q.Text(5))});
+                      q.OptionalInt(8), q.Int(9), q.OptionalInt(10), std::string(q.Text(1)), std::string(q.Text(5)),
+                      q.Int(11) != 0});
     }
   }
   if (rows.empty()) return out;
@@ -165,6 +167,14 @@ StatusOr<NcclPluginJoin> JoinNcclProfilerOps(const std::string& path) {
   }
   OVERLAPPROF_RETURN_IF_ERROR(meta.Prepare(h, "INSERT OR REPLACE INTO meta(key, value) VALUES('nccl_profiler_joined', 1)"));
   OVERLAPPROF_RETURN_IF_ERROR(meta.StepDone("insert meta"));
+  // What the analysis will time communication by (docs/nccl-profiler.md, "timing_source"):
+  // the plugin's per-op GPU times when any joined op has them, else the kernels.
+  for (const auto& r : rows)
+    if (r.match >= 0 && r.gpu_times) ++out.timed;
+  Stmt ts;
+  OVERLAPPROF_RETURN_IF_ERROR(ts.Prepare(h, "INSERT OR REPLACE INTO meta(key, value) VALUES('timing_source', ?)"));
+  ts.Bind(1, std::string_view(out.timed > 0 ? "nccl_profiler" : "kernels"));
+  OVERLAPPROF_RETURN_IF_ERROR(ts.StepDone("insert meta"));
   OVERLAPPROF_RETURN_IF_ERROR(db.Exec("COMMIT"));
   return out;
 }

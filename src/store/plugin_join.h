@@ -10,8 +10,9 @@
 // started them per (communicator, send/recv, peer). The element count must agree too.
 // Sets nccl_profiler_op.comm_op_id (and a communicator it lacked), and the counters
 // nccl_plugin_ops_unmatched (plugin ops joined to no call) and nccl_plugin_calls_unmatched
-// (calls on a communicator the plugin reported on, without a plugin op). Idempotent (meta
-// nccl_profiler_joined); a store without the table, or without plugin rows, is left alone.
+// (calls on a communicator the plugin reported on, without a plugin op), and meta
+// timing_source: "nccl_profiler" when a joined op has GPU times, else "kernels". Idempotent
+// (meta nccl_profiler_joined); a store without the table, or without plugin rows, is left alone.
 #include <string>
 
 #include "src/common/status.h"
@@ -20,6 +21,7 @@ namespace overlapprof {
 
 struct NcclPluginJoin {
   int64_t plugin_ops = 0, matched = 0, plugin_unmatched = 0, calls_unmatched = 0;
+  int64_t timed = 0;  // matched ops with GPU times on the trace clock
 };
 
 StatusOr<NcclPluginJoin> JoinNcclProfilerOps(const std::string& path);

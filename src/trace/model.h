@@ -154,8 +154,17 @@ struct NcclPluginOp {
   int64_t group_id = kUnknown;           // NCCL group event (one kernel plan): fused ops share it
   int64_t proxy_ops = 0, proxy_steps = 0;
   int64_t abi_version = kUnknown;        // 4, 5, 6
-  int64_t flags = 0;                     // 1 p2p, 2 copy engine (host times), 4 incomplete
+  int64_t flags = 0;                     // kP2p | kCopyEngine (host times) | kIncomplete (below)
   int64_t host_tid = kUnknown;
+  // The NCCL call it was joined to (store column comm_op_id, set by `overlapprof run` after the
+  // job: src/store/plugin_join.h): an index into RankTrace::comm_ops, kNoIndex when unjoined.
+  uint32_t comm_op = kNoIndex;
+
+  // GPU times on the trace clock (not a copy-engine op, both times known and ordered).
+  bool HasGpuTimes() const {
+    return (flags & kCopyEngine) == 0 && start_ns != kUnknown && end_ns != kUnknown && end_ns >= start_ns;
+  }
+  static constexpr int64_t kP2p = 1, kCopyEngine = 2, kIncomplete = 4;  // flags
 };
 
 // The rule of an op read back from a store, which does not keep it: identity for ops with
@@ -206,6 +215,11 @@ struct RunMeta {
   std::string backend;        // "nccl", "rccl", ...
   std::string nccl_version;
   std::string pg_config_json;  // process groups, as the source reported them (JSON text)
+  // NCCL's profiler plugin (injector stores, schema 1.2): meta `nccl_profiler` (JSON text: ABI,
+  // communicators, clock offset), empty when the plugin was not active in the process; meta
+  // `timing_source` ("nccl_profiler" or "kernels"), set after the join, empty in older stores.
+  std::string nccl_profiler_json;
+  std::string timing_source;
 };
 
 // A counter from a store file that this build does not know (written by a newer minor
