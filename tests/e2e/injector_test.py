@@ -830,6 +830,77 @@ class InjectorTest(unittest.TestCase):
         self.assertIn("ncclProfiler_v6", p.stderr)
         self.assertFalse(os.path.exists(self.out))
 
+    # ---- the analysis of plugin data (nccl_driver.cc "cupti_plugin": CUPTI kernels and plugin ops) ----
+
+    def run_cupti_plugin(self, **env):
+        rc, out, err = run(["run", "-o", self.out, "--", DRIVER, "cupti_plugin", FAKE_CUPTI],
+                           env=env_with(RANK=0, WORLD_SIZE=2, OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI, **env))
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(self.out, "overlap.summary.json")) as f:
+            summary = json.load(f)
+        return summary["ranks"][0], out
+
+    def test_analysis_takes_each_plugin_op_as_its_own_interval(self):
+        ms = 10**6
+        # With the plugin: per iteration the fused group's three ops [4, 5.8), [6, 7.8), [8, 9.8) ms
+        # and the lone op [12, 14) ms: comm 7.4 ms, 1.8 ms of it under the GEMM [0, 6) ms.
+        r, out = self.run_cupti_plugin(FAKE_NCCL_PROFILER=1)
+        self.assertEqual(r["timing_source"], "nccl_profiler")
+        self.assertEqual(r["nccl_profiler_ops"], {"total": 12, "timed": 12})
+        self.assertEqual(r["comm_ns"], 3 * 7400000)  # a shift by the clock offset's error keeps lengths
+        self.assertAlmostEqual(r["overlap_ns"], 3 * 1800000, delta=3 * 100000)
+        self.assertEqual(r["comm_ops"], 12)  # every op of a fused kernel counted
+        # (The clock counters are left alone: on a loaded machine the double's host-side notice of
+        # a channel can lag by a millisecond, which nccl_plugin_clock_residual_high rightly reports.)
+        counters = self.counters(r)
+        for name in ("nccl_plugin_ops_unmatched", "nccl_plugin_calls_unmatched", "nccl_plugin_ops_dropped"):
+            self.assertNotIn(name, counters)
+        self.assertIn("communication timed by NCCL's profiler plugin, per operation (12 of 12", out)
+        s = self.only_store()
+        self.assertEqual(s.meta("timing_source"), "nccl_profiler")
+        # The plugin ops in the Chrome trace, on their own track, one slice per op.
+        with open(os.path.join(self.out, "overlap.perfetto.json")) as f:
+            trace = json.load(f)
+        events = trace["traceEvents"] if isinstance(trace, dict) else trace
+        ops = [e for e in events if e.get("cat") == "nccl_op"]
+        self.assertEqual(len(ops), 12)
+        self.assertEqual(sorted(round(e["dur"]) for e in ops), [1800] * 9 + [2000] * 3)  # µs
+        self.assertTrue(any(e.get("ph") == "M" and e["args"].get("name") == "NCCL ops (profiler plugin)"
+                            for e in events))
+        with open(os.path.join(self.out, "overlap.report.html")) as f:
+            self.assertIn("timing_source", f.read())
+        # Without the plugin the same job is timed by its kernels: [4, 10) and [12, 14) ms per
+        # iteration, the fused group one op; and no field says otherwise (summaries unchanged).
+        shutil.rmtree(self.out)
+        r, _ = self.run_cupti_plugin(FAKE_NCCL_PROFILER=0)
+        self.assertNotIn("timing_source", r)
+        self.assertEqual((r["comm_ns"], r["overlap_ns"], r["comm_ops"]), (3 * 8 * ms, 3 * 2 * ms, 6))
+
+    def counters(self, r):
+        return {d["counter"]: d["value"] for d in r["data_quality"]}
+
+    def test_plugin_data_quality_counters(self):
+        # A call the plugin reported no op for: its launch group falls back to its kernel.
+        clock = ("nccl_plugin_clock_residual_high", "nccl_plugin_kernel_time_mismatch")  # load-dependent (above)
+        join = lambda r: {k: v for k, v in self.counters(r).items() if k not in clock}
+        r, _ = self.run_cupti_plugin(FAKE_NCCL_PROFILER=1, FAKE_NCCL_PROFILER_SKIP=1)
+        self.assertEqual(join(r), {"nccl_plugin_calls_unmatched": 1})
+        self.assertEqual(r["nccl_profiler_ops"], {"total": 11, "timed": 9})  # the group of 3 lost
+        self.assertEqual(r["comm_ns"], 3 * 7400000 - 5400000 + 6000000)
+        # A plugin op that matches no call (its count differs): both counters, and again a kernel.
+        shutil.rmtree(self.out)
+        r, _ = self.run_cupti_plugin(FAKE_NCCL_PROFILER=1, FAKE_NCCL_PROFILER_BADCOUNT=3)
+        self.assertEqual(join(r), {"nccl_plugin_ops_unmatched": 1, "nccl_plugin_calls_unmatched": 1})
+        self.assertEqual(r["nccl_profiler_ops"], {"total": 12, "timed": 11})  # the lone op of iteration 0
+        self.assertEqual(r["comm_ns"], 3 * 7400000)  # its kernel is its interval: the same length
+        # A GPU clock drifting 0.5 ms per launch: no offset fits, and the ops alone in a kernel say so.
+        shutil.rmtree(self.out)
+        r, _ = self.run_cupti_plugin(FAKE_NCCL_PROFILER=1, FAKE_NCCL_GLOBALTIMER_DRIFT_NS=-500000)
+        c = self.counters(r)
+        self.assertEqual(c.get("nccl_plugin_kernel_time_mismatch"), 3, r["data_quality"])
+        self.assertEqual(c.get("nccl_plugin_clock_residual_high"), 1, r["data_quality"])
+        self.assertTrue(any("alone in their kernel" in n for n in r["notices"]), r["notices"])
+
     def test_run_then_analyze(self):
         rc, out, err = run(["run", "-o", self.out, "--", DRIVER, "ops"], env=env_with(RANK=0, WORLD_SIZE=4))
         self.assertEqual(rc, 0, err)

@@ -19,6 +19,10 @@
 // early delivers them before). GPU times: the launch's window is split among its ops in
 // order; channel c of an op starts c*10 ns after the op and stops c*10 ns before its end; the
 // "GPU clock" is CLOCK_REALTIME + FAKE_NCCL_GLOBALTIMER_OFFSET_NS. finalize on destroy.
+// When the test program set the launch's kernel times (fake_nccl_next_kernel, with the CUPTI
+// double), its ops share that kernel's window instead: one op is the whole kernel; n > 1 ops
+// each get a 1/n slice, less its last tenth (the gap NCCL leaves between fused ops), so only
+// the plugin can tell them apart. Channel starts are reported once the clock passed them.
 #include <dlfcn.h>
 #include <nccl.h>
 #include <time.h>
@@ -140,6 +144,7 @@ struct Task {
   uint8_t channels;
   void* handle = nullptr;
   uint64_t gpu_start = 0, gpu_end = 0;  // trace clock
+  uint64_t seq = 0;                     // NCCL's seqNumber (collectives), numbered at launch
 };
 thread_local std::vector<Task> t_tasks;
 
@@ -165,7 +170,7 @@ void FillTask(Descr& d, Task& t, void* group) {
     else d.parentObj = group;
   } else {
     d.type = np::kColl;
-    d.coll.seqNumber = t.comm->seq[t.func]++;
+    d.coll.seqNumber = t.seq;
     d.coll.func = t.func;
     d.coll.sendBuff = nullptr;
     d.coll.recvBuff = nullptr;
@@ -197,7 +202,12 @@ void ProfileLaunch(const P* p, std::vector<Task>& tasks) {
     FillTask(d, t, group);
     p->startEvent(t.comm->prof_ctx, &t.handle, &d);
   }
-  const int64_t off = GpuClockOffset();
+  // FAKE_NCCL_GLOBALTIMER_DRIFT_NS=d: the GPU clock moves d ns further from CLOCK_REALTIME at
+  // every launch (a drifting clock: one offset cannot fit every op).
+  static std::atomic<long> launches{0};
+  static const long drift =
+      std::getenv("FAKE_NCCL_GLOBALTIMER_DRIFT_NS") ? std::atol(std::getenv("FAKE_NCCL_GLOBALTIMER_DRIFT_NS")) : 0;
+  const int64_t off = GpuClockOffset() + launches.fetch_add(1) * drift;
   auto channels = [&] {
     if (!(mask & np::kKernelCh)) return;
     for (Task& t : tasks) {
@@ -208,6 +218,8 @@ void ProfileLaunch(const P* p, std::vector<Task>& tasks) {
         d.parentObj = t.handle;
         d.kernelCh.channelId = static_cast<uint8_t>(c);
         d.kernelCh.pTimer = t.gpu_start + off + uint64_t(c) * 10;
+        while (Now() < int64_t(t.gpu_start + uint64_t(c) * 10)) {  // reported once it started
+        }
         void* ch = nullptr;
         p->startEvent(t.comm->prof_ctx, &ch, &d);
         if (!ch) continue;
@@ -227,23 +239,50 @@ void ProfileLaunch(const P* p, std::vector<Task>& tasks) {
   if (!early) std::thread(channels).join();
 }
 
+uint64_t g_kernel_start = 0, g_kernel_end = 0;  // the launch's kernel (fake_nccl_next_kernel), 0: none
+
 // A launch of the calling thread's pending ops (the call itself, or the outermost GroupEnd).
-// GPU times: [now, now + 20 us per op), waited for, then reported.
+// GPU times: [now, now + 20 us per op), or the kernel's window split among them (above),
+// waited for, then reported.
 void ReportLaunch() {
   std::vector<Task> tasks;
   tasks.swap(t_tasks);
   if (tasks.empty() || !g_prof.abi) return;
+  // FAKE_NCCL_PROFILER_SKIP=k: the k-th op (0-based, over the process) is not reported (a
+  // call without a plugin op); FAKE_NCCL_PROFILER_BADCOUNT=k: the k-th op is reported with
+  // count + 1 (a plugin op that matches no call, and a call without one).
+  static std::atomic<long> reported{0};
+  static const long skip = std::getenv("FAKE_NCCL_PROFILER_SKIP") ? std::atol(std::getenv("FAKE_NCCL_PROFILER_SKIP")) : -1;
+  static const long bad =
+      std::getenv("FAKE_NCCL_PROFILER_BADCOUNT") ? std::atol(std::getenv("FAKE_NCCL_PROFILER_BADCOUNT")) : -1;
   std::vector<Task> mine;
-  for (Task& t : tasks)
-    if (t.comm->prof_init) mine.push_back(t);
+  for (Task& t : tasks) {
+    if (!t.comm->prof_init) continue;
+    const long k = reported.fetch_add(1);
+    if (!t.p2p) t.seq = t.comm->seq[t.func]++;  // numbered whether reported or not, as NCCL's
+    if (k == skip) continue;
+    if (k == bad) ++t.count;
+    mine.push_back(t);
+  }
   if (mine.empty()) return;
   int64_t start = Now();
-  int64_t per = 20000;
-  for (size_t i = 0; i < mine.size(); ++i) {
-    mine[i].gpu_start = start + int64_t(i) * per;
-    mine[i].gpu_end = start + int64_t(i + 1) * per - 1000;
+  int64_t per = 20000, last_end = start + int64_t(mine.size()) * per;
+  const int64_t n = static_cast<int64_t>(mine.size());
+  if (g_kernel_end > g_kernel_start) {  // channels are reported as the clock passes them
+    start = static_cast<int64_t>(g_kernel_start);
+    last_end = start;
+    per = (static_cast<int64_t>(g_kernel_end) - start) / n;
+    for (int64_t i = 0; i < n; ++i) {
+      mine[i].gpu_start = start + i * per;
+      mine[i].gpu_end = n == 1 ? static_cast<int64_t>(g_kernel_end) : start + (i + 1) * per - per / 10;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      mine[i].gpu_start = start + i * per;
+      mine[i].gpu_end = start + (i + 1) * per - 1000;
+    }
   }
-  while (Now() < start + int64_t(mine.size()) * per) {
+  while (Now() < last_end) {
   }
   // One plan per communicator, as NCCL's.
   while (!mine.empty()) {
@@ -296,7 +335,6 @@ ncclResult_t NewComm(ncclComm_t* out, int nranks, int rank, ncclConfig_t* config
 // kernel as NCCL would, at the GPU times the test program set with fake_nccl_next_kernel:
 // outside a group the call itself launches, inside one the outermost ncclGroupEnd.
 using LaunchFn = void (*)(const char*, uint32_t, uint64_t, uint64_t, uint64_t, int);
-uint64_t g_kernel_start = 0, g_kernel_end = 0;
 thread_local int g_group_depth = 0;
 void MaybeLaunch(const char* kernel) {
   if (g_kernel_end == 0 || g_group_depth > 0) return;

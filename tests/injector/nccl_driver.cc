@@ -545,6 +545,45 @@ int Plugin(int threads) {
   return 0;
 }
 
+// The CUPTI double and the NCCL double's profiler mode together (FAKE_NCCL_PROFILER=1,
+// NCCL_PROFILER_PLUGIN = the injector): per iteration i (ProfilerStep#i, 20 ms apart) a GEMM
+// on stream 7 over [0, 6) ms, a fused group of three all-reduces whose one kernel runs over
+// [4, 10) ms (the plugin times them [4, 5.8), [6, 7.8), [8, 9.8) ms), and a lone all-reduce
+// whose kernel (and plugin op) runs over [12, 14) ms. Three iterations. Expected per
+// iteration: by kernels comm 8 ms and overlap 2 ms; by the plugin comm 7.4 ms, overlap 1.8 ms.
+int CuptiPlugin(const char* fake_cupti) {
+  CuptiDouble d;
+  if (!d.Load(fake_cupti)) return 1;
+  d.init();
+  ncclComm_t comm = InitWorld();
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const uint64_t ms = 1000000, base = uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec) + 50 * ms;
+  auto now = [] {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return uint64_t(t.tv_sec) * 1000000000u + uint64_t(t.tv_nsec);
+  };
+  cudaStream_t s = Stream(0x5100);
+  for (int i = 0; i < 3; ++i) {
+    std::string step = "ProfilerStep#" + std::to_string(i);
+    nvtxRangePushA(step.c_str());
+    const uint64_t t = base + i * 20 * ms;
+    d.launch("void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm>(Params)", 7, t, t + 6 * ms, now(), 0);
+    d.next(t + 4 * ms, t + 10 * ms);
+    NCCL_CHECK(ncclGroupStart());
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 100, ncclFloat32, ncclSum, comm, s));
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 200, ncclFloat32, ncclSum, comm, s));
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 300, ncclFloat32, ncclSum, comm, s));
+    NCCL_CHECK(ncclGroupEnd());
+    d.next(t + 12 * ms, t + 14 * ms);
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 400, ncclFloat32, ncclSum, comm, s));
+    nvtxRangePop();
+  }
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
 int Simulate() {
   ncclComm_t comm = InitWorld();
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
@@ -713,6 +752,7 @@ int main(int argc, char** argv) {
   if (mode == "cupti" && argc > 2) return Cupti(argv[2]);
   if (mode == "cupti_race" && argc > 2) return CuptiRace(argv[2]);
   if (mode == "cupti_peer" && argc > 2) return CuptiPeer(argv[2]);
+  if (mode == "cupti_plugin" && argc > 2) return CuptiPlugin(argv[2]);
   if (mode == "none") return 0;
   if (mode == "nonblocking_split") return NonblockingSplit();
   if (mode == "ranks") return Ranks(false);
