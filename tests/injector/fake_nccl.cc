@@ -63,7 +63,7 @@ struct Profiler {
   const np::ProfilerV4* v4 = nullptr;
   const np::ProfilerV5* v5 = nullptr;  // v5 and v6 share init/stop/record signatures
   const np::ProfilerV6* v6 = nullptr;
-  int mask = 0;
+  std::atomic<int> mask{0};  // set by every communicator's init (any thread), read per launch
 };
 Profiler g_prof;
 std::atomic<int> g_prof_state{0};  // 0 not tried, 1 trying, 2 decided
@@ -121,7 +121,7 @@ void ProfInit(ncclComm_t c) {
   else
     r = g_prof.v6->init(&c->prof_ctx, c->hash, &mask, "fake", 1, c->nranks, c->rank, nullptr);
   if (r == ncclSuccess) {
-    g_prof.mask = mask;  // one mask for the process, as NCCL's ncclProfilerEventMask
+    g_prof.mask.store(mask);  // one mask for the process, as NCCL's ncclProfilerEventMask
     c->prof_init = true;
   }
 }
@@ -188,7 +188,7 @@ void FillTask(Descr& d, Task& t, void* group) {
 
 template <typename P, typename Descr>
 void ProfileLaunch(const P* p, std::vector<Task>& tasks) {
-  const int mask = g_prof.mask;
+  const int mask = g_prof.mask.load();
   void* ctx = tasks.front().comm->prof_ctx;
   void* group = nullptr;
   if (mask & np::kGroup) {
