@@ -876,6 +876,53 @@ class InjectorTest(unittest.TestCase):
         self.assertNotIn("timing_source", r)
         self.assertEqual((r["comm_ns"], r["overlap_ns"], r["comm_ops"]), (3 * 8 * ms, 3 * 2 * ms, 6))
 
+    def test_cross_rank_wait_and_transfer_from_plugin_starts(self):
+        # Two ranks on one timeline; rank 1's fused kernel starts 1 ms later ([5, 11) ms against
+        # [4, 10) ms). The plugin times each fused op: rank 0 waits 1 ms on each and transfers 0.8 ms
+        # (its op ends 0.8 ms after rank 1's starts); by kernels it would wait 1 ms and transfer 5 ms.
+        def both(rank1_env):
+            base = time.time_ns() + 700 * 10**6
+            procs = []
+            for rank, extra in ((0, {}), (1, rank1_env)):
+                out = os.path.join(self.tmp, f"xr{rank}")
+                shutil.rmtree(out, ignore_errors=True)
+                env = env_with(**{"RANK": rank, "WORLD_SIZE": 2, "OVERLAPPROF_CUPTI_LIB": FAKE_CUPTI,
+                                  "FAKE_NCCL_PROFILER": 1, "FAKE_BASE_NS": base, **extra})
+                procs.append(subprocess.Popen([CLI, "run", "-o", out, "--no-analyze", "--", DRIVER, "cupti_plugin",
+                                               FAKE_CUPTI], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+            for p in procs:
+                _, err = p.communicate(timeout=120)
+                self.assertEqual(p.returncode, 0, err)
+            rc, js, err = run(["analyze", os.path.join(self.tmp, "xr0"), os.path.join(self.tmp, "xr1"), "--json", "-"])
+            self.assertEqual(rc, 0, err)
+            return json.loads(js)
+
+        j = both({"FAKE_FUSED_DELAY_US": 1000})
+        cs = j["collectives_summary"]
+        self.assertEqual(cs["matched"], 12)
+        self.assertEqual(cs["timing"], {"nccl_profiler": 12, "kernels_fallback": 0})
+        fused = [c for c in j["collectives"] if c["seq"] % 4 != 3]  # seq 4k+3: the lone all-reduce
+        self.assertEqual(len(fused), 9)
+        for c in fused:
+            self.assertEqual(c["timing"], "nccl_profiler")
+            self.assertEqual(c["last_rank"], 1)
+            self.assertAlmostEqual(c["wait_ns"]["0"], 1000000, delta=150000)
+            self.assertAlmostEqual(c["transfer_ns"]["0"], 800000, delta=150000)
+            self.assertAlmostEqual(c["transfer_ns"]["1"], 1800000, delta=150000)
+        # Rank 1 without the plugin: its fused group is one kernel-timed op (the others have no
+        # kernel of their own and match nothing); the matched ones fall back to kernels on both.
+        j = both({"FAKE_FUSED_DELAY_US": 1000, "FAKE_NCCL_PROFILER": 0})
+        cs = j["collectives_summary"]
+        self.assertEqual(cs["timing"]["nccl_profiler"], 0)
+        self.assertEqual(cs["timing"]["kernels_fallback"], cs["matched"])
+        self.assertEqual(cs["matched"], 6)
+        first = [c for c in j["collectives"] if c["seq"] % 4 == 0]
+        self.assertEqual(len(first), 3)
+        for c in first:
+            self.assertEqual(c["timing"], "kernels")
+            self.assertAlmostEqual(c["wait_ns"]["0"], 1000000, delta=150000)
+            self.assertAlmostEqual(c["transfer_ns"]["0"], 5000000, delta=150000)  # its kernel's end - rank 1's start
+
     def counters(self, r):
         return {d["counter"]: d["value"] for d in r["data_quality"]}
 

@@ -551,6 +551,8 @@ int Plugin(int threads) {
 // [4, 10) ms (the plugin times them [4, 5.8), [6, 7.8), [8, 9.8) ms), and a lone all-reduce
 // whose kernel (and plugin op) runs over [12, 14) ms. Three iterations. Expected per
 // iteration: by kernels comm 8 ms and overlap 2 ms; by the plugin comm 7.4 ms, overlap 1.8 ms.
+// For several ranks on one timeline: FAKE_BASE_NS (CLOCK_REALTIME ns, in the future) is the first
+// iteration's start instead of now + 50 ms, and FAKE_FUSED_DELAY_US delays the fused kernel.
 int CuptiPlugin(const char* fake_cupti) {
   CuptiDouble d;
   if (!d.Load(fake_cupti)) return 1;
@@ -558,7 +560,11 @@ int CuptiPlugin(const char* fake_cupti) {
   ncclComm_t comm = InitWorld();
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  const uint64_t ms = 1000000, base = uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec) + 50 * ms;
+  const uint64_t ms = 1000000;
+  const char* fixed = std::getenv("FAKE_BASE_NS");
+  const uint64_t base = fixed ? std::strtoull(fixed, nullptr, 10)
+                              : uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec) + 50 * ms;
+  const uint64_t delay = uint64_t(EnvInt("FAKE_FUSED_DELAY_US", 0)) * 1000;
   auto now = [] {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
@@ -570,7 +576,7 @@ int CuptiPlugin(const char* fake_cupti) {
     nvtxRangePushA(step.c_str());
     const uint64_t t = base + i * 20 * ms;
     d.launch("void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm>(Params)", 7, t, t + 6 * ms, now(), 0);
-    d.next(t + 4 * ms, t + 10 * ms);
+    d.next(t + 4 * ms + delay, t + 10 * ms + delay);
     NCCL_CHECK(ncclGroupStart());
     NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 100, ncclFloat32, ncclSum, comm, s));
     NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 200, ncclFloat32, ncclSum, comm, s));
