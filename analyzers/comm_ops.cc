@@ -1,17 +1,137 @@
 #include "analyzers/comm_ops.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "src/trace/classify.h"
 
 namespace overlapprof {
+namespace {
 
-std::vector<OpSpan> CommOpSpans(const RankTrace& t, const IntervalSet& compute) {
+// An all-to-all that linking assembled from a group of sends and recvs (link.h): one span.
+bool GroupedAllToAll(const RankTrace& t, const CommTiming& timing, uint32_t op) {
+  return t.comm_ops[op].op == "alltoall" && timing.group_size[timing.group[op]] > 1;
+}
+
+// Spans of the ops the plugin times (CommTiming): one per comm op (per grouped all-to-all),
+// from its plugin op's GPU interval; busy and covered over the union of its intervals.
+void AddPluginSpans(const RankTrace& t, const IntervalSet& compute, const CommTiming& timing,
+                    const std::map<uint32_t, std::pair<int64_t, int64_t>>& group_kernels, std::vector<OpSpan>& spans) {
+  std::map<uint32_t, std::vector<Interval>> pieces;  // span key (comm op) -> intervals
+  for (uint32_t k : timing.plugin_ops) {
+    const NcclPluginOp& p = t.nccl_plugin_ops[k];
+    const uint32_t key = GroupedAllToAll(t, timing, p.comm_op) ? timing.group[p.comm_op] : p.comm_op;
+    pieces[key].push_back({p.start_ns, p.end_ns});
+  }
+  for (auto& [key, ivs] : pieces) {
+    const CommOp& op = t.comm_ops[key];
+    IntervalSet u = IntervalSet::Union(std::move(ivs));
+    OpSpan o;
+    o.op = key;
+    o.op_name = op.op;
+    o.bytes = op.bytes;
+    o.nranks = op.comm_nranks;
+    o.stream = op.stream;
+    o.launch_ns = op.host_enter_ns;
+    o.plugin_timed = true;
+    if (u.empty()) {  // zero-length ops: an empty interval at their start
+      const NcclPluginOp* first = nullptr;
+      for (uint32_t k : timing.plugin_ops)
+        if (t.nccl_plugin_ops[k].comm_op == key && !first) first = &t.nccl_plugin_ops[k];
+      o.start_ns = o.end_ns = first ? first->start_ns : 0;
+    } else {
+      o.start_ns = u.intervals().front().start;
+      o.end_ns = u.intervals().back().end;
+      o.busy_ns = u.Length();
+      for (const Interval& iv : u.intervals()) o.covered_ns += compute.LengthWithin(iv.start, iv.end);
+    }
+    if (auto g = group_kernels.find(timing.group[key]); g != group_kernels.end()) {
+      o.kernel_start_ns = g->second.first;
+      o.kernel_end_ns = g->second.second;
+    }
+    spans.push_back(std::move(o));
+  }
+}
+
+}  // namespace
+
+CommTiming ResolveCommTiming(const RankTrace& t) {
+  CommTiming c;
+  c.plugin_ops_total = static_cast<int64_t>(t.nccl_plugin_ops.size());
+  if (t.nccl_plugin_ops.empty()) return c;
+  const size_t n = t.comm_ops.size();
+  // Groups: ops sharing a launch id, represented by their lowest index.
+  c.group.resize(n);
+  std::map<int64_t, uint32_t> first_of_launch;
+  for (uint32_t i = 0; i < n; ++i) {
+    const int64_t id = t.comm_ops[i].launch_id;
+    c.group[i] = id == kUnknown ? i : first_of_launch.emplace(id, i).first->second;
+  }
+  c.group_size.assign(n, 0);
+  for (uint32_t i = 0; i < n; ++i) ++c.group_size[c.group[i]];
+  std::vector<uint32_t> timed_op(n, kNoIndex);  // comm op -> its plugin op with GPU times
+  for (uint32_t k = 0; k < t.nccl_plugin_ops.size(); ++k) {
+    const NcclPluginOp& p = t.nccl_plugin_ops[k];
+    if (!p.HasGpuTimes()) continue;
+    ++c.plugin_ops_with_times;
+    if (p.comm_op < n && timed_op[p.comm_op] == kNoIndex) timed_op[p.comm_op] = k;
+  }
+  // A group is replaced when every op of it has plugin times.
+  std::vector<char> group_ok(n, 1);
+  for (uint32_t i = 0; i < n; ++i)
+    if (timed_op[i] == kNoIndex) group_ok[c.group[i]] = 0;
+  c.replaced.assign(n, false);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!group_ok[c.group[i]]) continue;
+    c.replaced[i] = true;
+    c.plugin_ops.push_back(timed_op[i]);
+  }
+  // The clock check: one op in its group, one kernel for it.
+  std::vector<uint32_t> kernels(n, 0);
+  std::vector<int64_t> kernel_start(n, 0);
+  for (const Activity& a : t.activities)
+    if (a.category == Category::kComm && a.kind == ActivityKind::kKernel && a.comm_op < n) {
+      ++kernels[a.comm_op];
+      kernel_start[a.comm_op] = a.start_ns;
+    }
+  std::vector<int64_t> deltas;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (timed_op[i] == kNoIndex || c.group_size[c.group[i]] != 1 || kernels[i] != 1) continue;
+    const int64_t d = t.nccl_plugin_ops[timed_op[i]].start_ns - kernel_start[i];  // both in [0, 2^62)
+    deltas.push_back(d);
+    if (d > CommTiming::kKernelResidualNs || d < -CommTiming::kKernelResidualNs) ++c.kernel_mismatched;
+  }
+  c.kernel_checked = static_cast<int64_t>(deltas.size());
+  if (!deltas.empty()) {
+    std::nth_element(deltas.begin(), deltas.begin() + deltas.size() / 2, deltas.end());
+    c.kernel_residual_ns = deltas[deltas.size() / 2];
+  }
+  c.plugin = !c.plugin_ops.empty();
+  if (!c.plugin) c.replaced.clear();
+  std::sort(c.plugin_ops.begin(), c.plugin_ops.end(), [&](uint32_t x, uint32_t y) {
+    const NcclPluginOp &a = t.nccl_plugin_ops[x], &b = t.nccl_plugin_ops[y];
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : x < y;
+  });
+  return c;
+}
+
+std::vector<OpSpan> CommOpSpans(const RankTrace& t, const IntervalSet& compute, const CommTiming& timing) {
   std::vector<OpSpan> spans;
   std::vector<uint32_t> span_of_op(t.comm_ops.size(), kNoIndex);
+  // Kernels of groups the plugin times: only their bounds are kept (OpSpan::kernel_*_ns).
+  std::map<uint32_t, std::pair<int64_t, int64_t>> group_kernels;
   for (uint32_t i = 0; i < t.activities.size(); ++i) {
     const Activity& a = t.activities[i];
     if (a.kind == ActivityKind::kSync || a.category != Category::kComm) continue;
+    if (timing.Replaced(a.comm_op)) {
+      auto [it, fresh] = group_kernels.emplace(timing.group[a.comm_op], std::pair{a.start_ns, a.end_ns});
+      if (!fresh) {
+        it->second.first = std::min(it->second.first, a.start_ns);
+        it->second.second = std::max(it->second.second, a.end_ns);
+      }
+      continue;
+    }
     const bool claimed = a.comm_op != kNoIndex && a.comm_op < t.comm_ops.size();
     uint32_t s = claimed ? span_of_op[a.comm_op] : kNoIndex;
     if (s == kNoIndex) {
@@ -40,6 +160,7 @@ std::vector<OpSpan> CommOpSpans(const RankTrace& t, const IntervalSet& compute) 
     o.busy_ns += a.end_ns - a.start_ns;
     o.covered_ns += compute.LengthWithin(a.start_ns, a.end_ns);
   }
+  if (timing.plugin) AddPluginSpans(t, compute, timing, group_kernels, spans);
   // Family per distinct op name (a handful per trace), not per op.
   std::string last_name, last_family;
   for (OpSpan& o : spans) {

@@ -5,12 +5,41 @@
 // communication kernel no op record claims. Times in ns on the trace's clock.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analyzers/intervals.h"
 #include "src/trace/model.h"
 
 namespace overlapprof {
+
+// Which times a rank's communication intervals come from (docs/nccl-profiler.md,
+// "timing_source"). A launch group (the comm ops sharing a launch id, i.e. one NCCL kernel
+// plan; an op without one is its own group) is timed by NCCL's profiler plugin when every op
+// of it was joined to a plugin op with GPU times on the trace clock: its kernels then leave
+// the communication union and its ops' own intervals (each op of a fused kernel its own)
+// enter it. Every other communication activity is timed by its kernel as before. Kernel time
+// outside every op's interval of a replaced group (launch prologue, gaps between fused ops)
+// then counts as idle. Built once per rank; empty (kernels only) for a rank without plugin ops.
+struct CommTiming {
+  bool plugin = false;              // some group is timed by the plugin: timing_source "nccl_profiler"
+  std::vector<bool> replaced;       // by comm op index: its group is timed by the plugin (empty: none)
+  std::vector<uint32_t> plugin_ops; // RankTrace::nccl_plugin_ops used (of replaced groups), by start
+  std::vector<uint32_t> group;      // by comm op index: its group's representative (lowest index) op
+  std::vector<uint32_t> group_size; // by representative: ops in its group
+  int64_t plugin_ops_total = 0;     // the rank's plugin ops
+  int64_t plugin_ops_with_times = 0;  // of those, with GPU times on the trace clock
+  // The measured clock offset checked against CUPTI (docs/nccl-profiler.md, "Clock"): ops alone
+  // in their launch with exactly one kernel, whose plugin GPU start and kernel start agree to
+  // within kKernelResidualNs unless the offset is off. Counter nccl_plugin_kernel_time_mismatch.
+  static constexpr int64_t kKernelResidualNs = 100000;
+  int64_t kernel_checked = 0;      // such ops
+  int64_t kernel_mismatched = 0;   // of those, |plugin start - kernel start| > kKernelResidualNs
+  int64_t kernel_residual_ns = 0;  // median of plugin start - kernel start over them (signed)
+  bool Replaced(uint32_t comm_op) const { return comm_op < replaced.size() && replaced[comm_op]; }
+  std::string_view source() const { return plugin ? "nccl_profiler" : "kernels"; }
+};
+CommTiming ResolveCommTiming(const RankTrace& trace);
 
 struct OpSpan {
   uint32_t op = kNoIndex;      // index into RankTrace::comm_ops; kNoIndex for an unclaimed kernel
@@ -25,12 +54,19 @@ struct OpSpan {
   uint32_t stream = kNoIndex;
   std::string op_name;  // normalized: allreduce, allgather, reducescatter, broadcast, send, recv, alltoall, ...
   std::string family;   // OpFamily(op_name), computed once
+  // Timed by NCCL's profiler plugin (CommTiming): start/end/busy are the plugin's, and these
+  // are its launch group's kernels' first start and last end (kUnknown when it has none). For
+  // the cross-rank analyzer, which falls back to kernel times when a rank lacks plugin times.
+  bool plugin_timed = false;
+  int64_t kernel_start_ns = kUnknown, kernel_end_ns = kUnknown;
 
   int64_t exposed_ns() const { return busy_ns - covered_ns; }
 };
 
-// Every op of the trace, sorted by start. `compute` is the rank's compute union.
-std::vector<OpSpan> CommOpSpans(const RankTrace& trace, const IntervalSet& compute);
+// Every op of the trace, sorted by start. `compute` is the rank's compute union; `timing` says
+// which ops the plugin times (default: kernels only). With the plugin, a group of sends and
+// recvs that linking named an all-to-all (src/trace/link.h) stays one span, as with kernels.
+std::vector<OpSpan> CommOpSpans(const RankTrace& trace, const IntervalSet& compute, const CommTiming& timing = {});
 
 // The op-type family used in tables: allreduce, allgather, reducescatter, broadcast, reduce,
 // p2p (send/recv), alltoall, other.

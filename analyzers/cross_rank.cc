@@ -58,7 +58,7 @@ class CrossRankAnalyzer : public Analyzer {
     if (!d || d->rank_index != rank_index) {
       auto own = std::make_shared<RankDerived>();
       own->sets = BuildTimelineSets(t);
-      own->ops = CommOpSpans(t, own->sets.compute);
+      own->ops = CommOpSpans(t, own->sets.compute, own->sets.timing);
       StatCounters scratch;
       own->iterations = FindIterations(t, scratch, options.step_range);
       d = std::move(own);
@@ -108,6 +108,13 @@ class CrossRankAnalyzer : public Analyzer {
     }
     cs.straggler_threshold_ns = kStragglerSkewNs;
     cs.ends_before_last_arrival = f.ends_before_last;
+    cs.plugin_timing = f.any_plugin;
+    cs.timed_by_nccl_profiler = f.timed_by_plugin;
+    cs.timed_by_kernels_fallback = f.kernel_fallback;
+    if (f.kernel_fallback > 0)
+      cs.notices.push_back(fmt::format("{} matched collectives were timed by their kernels although some ranks had NCCL "
+                                       "profiler plugin times: not every rank had them (plugin off, or ops dropped)",
+                                       f.kernel_fallback));
     // Communicators with fewer ranks present than their size (partial traces).
     std::map<uint32_t, int64_t> present;  // communicator -> ranks with an op on it (and a size)
     for (const RankOps& r : ranks_)

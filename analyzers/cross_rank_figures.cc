@@ -60,6 +60,7 @@ CollectiveFigures MeasureCollectives(const std::vector<RankOps>& ranks, const Cl
   for (size_t s = 0; s < ranks.size(); ++s) f.totals[s].exposed_wait_by_window.assign(ranks[s].window_starts.size(), 0);
   f.skews.reserve(static_cast<size_t>(std::max<int64_t>(matched, 0)));
   TopSkewCollectives listed;
+  for (const RankOps& r : ranks) f.any_plugin = f.any_plugin || !r.kernel_times.empty();
   std::vector<int64_t> starts, ends;
   ForEachGroup(ranks, [&](const std::vector<Member>& g) {
     if (g.size() < 2) return;
@@ -69,9 +70,20 @@ CollectiveFigures MeasureCollectives(const std::vector<RankOps>& ranks, const Cl
     int64_t smin = kI64Max, smax = kI64Min, second = kI64Min;
     size_t last = 0;
     bool mismatch = false;
+    // True per-rank GPU starts when every member has the plugin's; else kernels for all.
+    size_t with_plugin = 0;
+    for (size_t i = 0; i < n; ++i) with_plugin += g[i].rec->kernel_times != kNoKernelTimes;
+    const bool by_plugin = with_plugin == n;
+    if (by_plugin) ++f.timed_by_plugin;
+    else if (with_plugin > 0) ++f.kernel_fallback;
     for (size_t i = 0; i < n; ++i) {
-      starts[i] = domains.Adjust(g[i].slot, g[i].rec->start_ns);
-      ends[i] = domains.Adjust(g[i].slot, g[i].rec->end_ns);
+      int64_t s0 = g[i].rec->start_ns, e0 = g[i].rec->end_ns;
+      if (!by_plugin && g[i].rec->kernel_times != kNoKernelTimes) {
+        const auto& kt = ranks[g[i].slot].kernel_times;
+        if (g[i].rec->kernel_times < kt.size()) std::tie(s0, e0) = kt[g[i].rec->kernel_times];
+      }
+      starts[i] = domains.Adjust(g[i].slot, s0);
+      ends[i] = domains.Adjust(g[i].slot, e0);
       smin = std::min(smin, starts[i]);
       if (starts[i] > smax) {
         second = smax;
@@ -141,6 +153,7 @@ CollectiveFigures MeasureCollectives(const std::vector<RankOps>& ranks, const Cl
       entry.start_ns = smin;
       entry.skew_ns = skew;
       entry.last_rank = ranks[g[last].slot].rank;
+      entry.plugin_timed = by_plugin;
       listed.Add(std::move(entry));
     }
   });
@@ -164,6 +177,7 @@ std::vector<ListedCollective> ListedCollectives(const std::vector<Listed>& liste
     c.last_rank = l.last_rank;
     c.members.reserve(l.per_rank.size());
     for (const auto& [rank, wait, transfer] : l.per_rank) c.members.push_back({rank, wait, transfer});
+    c.timing = l.plugin_timed ? "nccl_profiler" : "kernels";
     out.push_back(std::move(c));
   }
   return out;

@@ -38,6 +38,7 @@ struct Listed {
   int64_t bytes = kUnknown;
   int64_t start_ns = 0, skew_ns = 0, last_rank = 0;
   std::vector<std::array<int64_t, 3>> per_rank;  // rank, wait, transfer
+  bool plugin_timed = false;  // figures from every rank's NCCL profiler plugin GPU start (CollectiveFigures)
 };
 
 struct CollectiveFigures {
@@ -48,6 +49,11 @@ struct CollectiveFigures {
   int64_t over_full = 0;           // collectives with more ranks than their communicator's size
   int64_t memberships = 0;         // rank-collectives
   std::array<int64_t, 3> by_kind{};  // matched collectives per KeyKind
+  // Which times wait and transfer came from (docs/cross-rank.md, "Timing"): every member's
+  // NCCL profiler plugin GPU start and end, or (when some member lacks them) every member's
+  // kernel. kernel_fallback: collectives timed by kernels although some member had plugin times.
+  int64_t timed_by_plugin = 0, kernel_fallback = 0;
+  bool any_plugin = false;  // some rank had plugin-timed ops
   std::vector<Listed> listed;      // at most kMaxListedCollectives (largest skew), in time order
 };
 

@@ -160,6 +160,13 @@ RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms,
       auto [it, fresh] = nranks.emplace(rec.comm, op->comm_nranks);
       if (!fresh) it->second = std::max(it->second, op->comm_nranks);
     }
+    if (s.plugin_timed) {
+      rec.kernel_times = static_cast<uint32_t>(r.kernel_times.size());
+      if (s.kernel_start_ns != kUnknown)
+        r.kernel_times.emplace_back(s.kernel_start_ns, std::max(s.kernel_end_ns, s.kernel_start_ns));
+      else
+        r.kernel_times.emplace_back(rec.start_ns, rec.end_ns);
+    }
     const int n = UncoveredPieces(compute, rec.start_ns, rec.end_ns, pieces);
     if (n == 1 && pieces[0].start == rec.start_ns && pieces[0].end == rec.end_ns) {
       rec.ngaps = kWholeGap;
@@ -178,6 +185,7 @@ RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms,
   r.comm_nranks.assign(nranks.begin(), nranks.end());
   r.ops.shrink_to_fit();
   r.gaps.shrink_to_fit();
+  r.kernel_times.shrink_to_fit();
   return r;
 }
 

@@ -60,7 +60,9 @@ struct Piece {
   int64_t start = 0, end = 0, uncovered = 0;
 };
 
-// One communication op of one rank: 48 bytes, all the analyzer keeps per op.
+inline constexpr uint32_t kNoKernelTimes = 0xffffffffu;
+
+// One communication op of one rank: 56 bytes, all the analyzer keeps per op.
 struct OpRecord {
   int64_t start_ns = 0, end_ns = 0;  // first kernel start, last kernel end (the rank's clock)
   int64_t key_major = 0;             // seq; step (kUnknown: outside every step); 0
@@ -71,8 +73,12 @@ struct OpRecord {
   uint16_t op = 0;         // interned op name
   uint8_t key_kind = kKeyOrdinal;
   uint8_t ngaps = 0;  // 0..kMaxGapsPerOp, or kWholeGap
+  // start/end are the GPU times NCCL's profiler plugin gave the op (OpSpan::plugin_timed): the
+  // index of its kernel times in RankOps::kernel_times, for a collective some rank lacks plugin
+  // times for (docs/cross-rank.md, "Timing"). kNoKernelTimes: start/end are kernel times.
+  uint32_t kernel_times = kNoKernelTimes;
 };
-static_assert(sizeof(OpRecord) == 48, "keep the per-op record small");
+static_assert(sizeof(OpRecord) == 56, "keep the per-op record small");
 
 inline bool KeyLess(const OpRecord& a, const OpRecord& b) {
   return std::tie(a.comm, a.key_kind, a.key_major, a.key_minor) < std::tie(b.comm, b.key_kind, b.key_major, b.key_minor);
@@ -112,6 +118,9 @@ struct RankOps {
   int64_t exposed_comm_ns = 0;  // the overlap engine's, for the findings
   std::vector<OpRecord> ops;    // sorted by key, one per key
   std::vector<Piece> gaps;      // uncovered pieces of the ops (OpRecord::gaps, ngaps)
+  // (first kernel start, last kernel end) of the plugin-timed ops (OpRecord::kernel_times);
+  // their launch group's kernels, or the plugin's times when the group had no kernel.
+  std::vector<std::pair<int64_t, int64_t>> kernel_times;
   std::vector<std::pair<uint32_t, int64_t>> comm_nranks;  // communicator -> largest comm_nranks seen
   std::vector<P2pRecord> p2p;   // its sends and recvs with known peers, by start
   // The rank's iteration windows (its own clock, in order, partitioning the GPU timeline), for

@@ -31,6 +31,11 @@ struct CollectivesSummary {
   int64_t ends_before_last_arrival = 0;
   std::vector<PartialCommunicator> partial_communicators;
   std::vector<std::string> notices;
+  // Matched collectives whose wait and transfer came from every rank's NCCL profiler plugin
+  // GPU times, and those timed by kernels although some rank had plugin times. Rendered (as
+  // `timing`) only when some rank had plugin-timed ops: `plugin_timing` says so.
+  bool plugin_timing = false;
+  int64_t timed_by_nccl_profiler = 0, timed_by_kernels_fallback = 0;
 };
 
 // One rank's share of one listed collective.
@@ -47,6 +52,9 @@ struct ListedCollective {
   std::optional<int64_t> bytes;  // the lowest rank's CommOp::bytes; none when unknown
   int64_t start_ns = 0, skew_ns = 0, last_rank = 0;
   std::vector<CollectiveMember> members;
+  // What wait and transfer were measured from (docs/cross-rank.md, "Timing"): "nccl_profiler"
+  // (every member's plugin GPU times) or "kernels". Rendered only when some rank had plugin times.
+  std::string timing;
 };
 
 // `stragglers[]`: one rank that took part in a collective with skew above the straggler threshold.

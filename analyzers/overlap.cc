@@ -23,6 +23,11 @@ TimelineSets BuildTimelineSets(const RankTrace& t) {
     std::stable_sort(order.begin(), order.end(),
                      [&](uint32_t x, uint32_t y) { return t.activities[x].start_ns < t.activities[y].start_ns; });
   }
+  s.timing = ResolveCommTiming(t);
+  const CommTiming& timing = s.timing;
+  // The plugin's op intervals, merged into the walk below in start order (they are sorted).
+  const std::vector<uint32_t>& pops = timing.plugin_ops;
+  size_t next_pop = 0;
   IntervalSet::Builder compute, comm, memory, busy;
   std::vector<int64_t> op_first(t.comm_ops.size(), INT64_MAX);
   // Room for every activity (address space only: pages never written are never touched),
@@ -32,6 +37,14 @@ TimelineSets BuildTimelineSets(const RankTrace& t) {
   s.kernel_starts.reserve(n);
   bool any = false;
   int64_t first_start = 0, last_end = 0;
+  auto add_plugin_ops_before = [&](int64_t limit) {
+    for (; next_pop < pops.size() && t.nccl_plugin_ops[pops[next_pop]].start_ns <= limit; ++next_pop) {
+      const NcclPluginOp& p = t.nccl_plugin_ops[pops[next_pop]];
+      comm.Add(p.start_ns, p.end_ns);
+      busy.Add(p.start_ns, p.end_ns);
+      op_first[p.comm_op] = std::min(op_first[p.comm_op], p.start_ns);
+    }
+  };
   for (size_t k = 0; k < n; ++k) {
     const Activity& a = order.empty() ? t.activities[k] : t.activities[order[k]];
     if (a.kind == ActivityKind::kSync) continue;
@@ -41,13 +54,18 @@ TimelineSets BuildTimelineSets(const RankTrace& t) {
       any = true;
     }
     last_end = std::max(last_end, a.end_ns);
+    add_plugin_ops_before(a.start_ns);
+    // A kernel of a group the plugin times: counted as a kernel, its time taken from the ops.
+    const bool replaced = a.category == Category::kComm && timing.Replaced(a.comm_op);
     switch (a.category) {
       case Category::kCompute: compute.Add(a.start_ns, a.end_ns); break;
-      case Category::kComm: comm.Add(a.start_ns, a.end_ns); break;
+      case Category::kComm:
+        if (!replaced) comm.Add(a.start_ns, a.end_ns);
+        break;
       case Category::kMemory: memory.Add(a.start_ns, a.end_ns); break;
       case Category::kOther: break;
     }
-    if (a.category != Category::kOther) busy.Add(a.start_ns, a.end_ns);
+    if (a.category != Category::kOther && !replaced) busy.Add(a.start_ns, a.end_ns);
     if (a.kind == ActivityKind::kKernel) {
       s.kernel_starts.push_back(a.start_ns);
       if (a.category == Category::kComm) s.comm_kernel_starts.push_back(a.start_ns);
@@ -56,11 +74,20 @@ TimelineSets BuildTimelineSets(const RankTrace& t) {
     } else if (a.kind == ActivityKind::kMemset) {
       s.memset_starts.push_back(a.start_ns);
     }
-    if (a.comm_op != kNoIndex && a.comm_op < op_first.size()) {
+    if (replaced) {
+      // the op's start is its plugin op's (add_plugin_ops_before)
+    } else if (a.comm_op != kNoIndex && a.comm_op < op_first.size()) {
       op_first[a.comm_op] = std::min(op_first[a.comm_op], a.start_ns);
     } else if (a.category == Category::kComm) {
       // A comm activity that no op record claims counts as one op.
       s.comm_op_starts.push_back(a.start_ns);
+    }
+  }
+  add_plugin_ops_before(INT64_MAX);
+  if (any && !pops.empty()) {  // the window stays first to last GPU activity, plugin ops included
+    for (uint32_t k : pops) {
+      first_start = std::min(first_start, t.nccl_plugin_ops[k].start_ns);
+      last_end = std::max(last_end, t.nccl_plugin_ops[k].end_ns);
     }
   }
   s.any_activity = any;
@@ -213,8 +240,28 @@ class OverlapAnalyzer : public Analyzer {
     d->rank_index = rank_index;
     d->sets = BuildTimelineSets(t);
     const TimelineSets& sets = d->sets;
-    d->ops = CommOpSpans(t, sets.compute);
+    d->ops = CommOpSpans(t, sets.compute, sets.timing);
     r.whole = WholeTraceFigures(sets);
+    if (!t.meta.nccl_profiler_json.empty() || !t.nccl_plugin_ops.empty()) {
+      r.timing_source = std::string(sets.timing.source());
+      r.nccl_profiler_ops = sets.timing.plugin_ops_total;
+      r.nccl_profiler_timed_ops = static_cast<int64_t>(sets.timing.plugin_ops.size());
+      if (sets.timing.kernel_mismatched > 0) {
+        r.stats.Set(Stat::nccl_plugin_kernel_time_mismatch, sets.timing.kernel_mismatched);
+        r.notices.push_back(fmt::format(
+            "{} of {} NCCL operations alone in their kernel start more than {} apart by NCCL's profiler plugin and "
+            "by CUPTI (median difference {}): the plugin's clock offset is off, its per-operation times are shifted",
+            sets.timing.kernel_mismatched, sets.timing.kernel_checked, FormatDuration(CommTiming::kKernelResidualNs),
+            FormatDuration(sets.timing.kernel_residual_ns)));
+      }
+      if (!sets.timing.plugin)
+        r.notices.push_back(
+            t.nccl_plugin_ops.empty()
+                ? "NCCL's profiler plugin was loaded but timed no operation: communication timed by its kernels"
+                : fmt::format("none of the {} operations NCCL's profiler plugin timed could time a whole NCCL launch "
+                              "(joined to every call of it, with GPU times): communication timed by its kernels",
+                              t.nccl_plugin_ops.size()));
+    }
     d->iterations = FindIterations(t, r.stats, options.step_range);
     if (d->iterations.windows.empty() && options.step_range.empty() && sets.any_activity)
       d->iterations = DetectIterationsFromComm(d->ops, sets.busy, sets.first_start, sets.last_end);

@@ -17,6 +17,7 @@ namespace overlapprof {
 
 struct TimelineSets {
   IntervalSet compute, comm, memory, overlap, busy;
+  CommTiming timing;  // which times the communication union is built from (comm_ops.h)
   // Sorted start times, for counting what starts inside a window.
   std::vector<int64_t> kernel_starts, comm_kernel_starts, memcpy_starts, memset_starts, comm_op_starts;
   int64_t first_start = 0, last_end = 0;
@@ -33,6 +34,8 @@ struct RankDerived {
   size_t rank_index = 0;
 };
 
+// Communication intervals: every communication activity, except the kernels of the launch groups
+// NCCL's profiler plugin times, whose ops' own GPU intervals are taken instead (CommTiming).
 TimelineSets BuildTimelineSets(const RankTrace& trace);
 // Figures for the window [lo, hi).
 OverlapFigures FiguresFor(const TimelineSets& sets, int64_t lo, int64_t hi);

@@ -63,6 +63,12 @@ struct RankResult {
   // Communication ops by the rule that classified them (CommRuleName -> count;
   // docs/classification.md). Ordered, so the JSON is stable.
   std::map<std::string, int64_t> comm_rules;
+  // What its communication intervals were timed by (analyzers/comm_ops.h, CommTiming):
+  // "nccl_profiler" or "kernels"; empty, and not rendered, when the trace holds no data of
+  // NCCL's profiler plugin (so summaries of other traces are unchanged).
+  std::string timing_source;
+  int64_t nccl_profiler_ops = 0;        // the plugin's ops in the trace
+  int64_t nccl_profiler_timed_ops = 0;  // of those, the ones whose intervals the analysis used
 };
 
 struct IterationResult {

@@ -54,4 +54,8 @@ bool CuptiActive() noexcept;
 void CuptiPushExternalId(uint64_t id) noexcept;
 void CuptiPopExternalId() noexcept;
 
+// Implemented in nccl_plugin.cc (NCCL's profiler plugin). At exit, before the final flush:
+// operations still open are pushed, marked incomplete.
+void PluginAtExit() noexcept;
+
 }  // namespace overlapprof::inject

@@ -257,6 +257,16 @@ __attribute__((noinline)) void RefreshPending(ncclComm_t c, CommInfo* info) {
   Push(r);
 }
 
+// Names the communicator being created for NCCL's profiler plugin init that NCCL calls inside
+// the creating call (nccl_plugin.cc takes t_thread.creating_comm_id), for the call's extent.
+class CreatingComm {
+ public:
+  explicit CreatingComm(uint64_t id) { t_thread.creating_comm_id = id; }
+  ~CreatingComm() { t_thread.creating_comm_id = 0; }
+  CreatingComm(const CreatingComm&) = delete;
+  CreatingComm& operator=(const CreatingComm&) = delete;
+};
+
 bool IsNonblocking(const ncclConfig_t* config) {
   // NCCL_CONFIG_UNDEF_INT means "default" (blocking).
   return config && config->blocking == 0;
@@ -428,9 +438,14 @@ OVERLAPPROF_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, n
   if (!fn) return Missing();
   if (!Recording()) return fn(comm, nranks, commId, rank);
   int64_t t0 = NowNs();
-  ncclResult_t res = fn(comm, nranks, commId, rank);
+  const uint64_t id = Fnv(&commId, sizeof commId);
+  ncclResult_t res;
+  {
+    CreatingComm creating(id);
+    res = fn(comm, nranks, commId, rank);
+  }
   if ((res == ncclSuccess || res == ncclInProgress) && comm && *comm)
-    RecordInit(CommInitCall::kInitRank, *comm, Fnv(&commId, sizeof commId), 0, rank, nranks, false, t0);
+    RecordInit(CommInitCall::kInitRank, *comm, id, 0, rank, nranks, false, t0);
   return res;
 }
 
@@ -440,10 +455,14 @@ OVERLAPPROF_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nra
   if (!fn) return Missing();
   if (!Recording()) return fn(comm, nranks, commId, rank, config);
   int64_t t0 = NowNs();
-  ncclResult_t res = fn(comm, nranks, commId, rank, config);
+  const uint64_t id = Fnv(&commId, sizeof commId);
+  ncclResult_t res;
+  {
+    CreatingComm creating(id);
+    res = fn(comm, nranks, commId, rank, config);
+  }
   if ((res == ncclSuccess || res == ncclInProgress) && comm && *comm)
-    RecordInit(CommInitCall::kInitRankConfig, *comm, Fnv(&commId, sizeof commId), 0, rank, nranks,
-               IsNonblocking(config), t0);
+    RecordInit(CommInitCall::kInitRankConfig, *comm, id, 0, rank, nranks, IsNonblocking(config), t0);
   return res;
 }
 
@@ -453,10 +472,14 @@ OVERLAPPROF_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, in
   if (!fn) return Missing();
   if (!Recording()) return fn(newcomm, nranks, myrank, nId, commIds, config);
   int64_t t0 = NowNs();
-  ncclResult_t res = fn(newcomm, nranks, myrank, nId, commIds, config);
+  const uint64_t id = commIds && nId > 0 ? Fnv(commIds, sizeof(ncclUniqueId) * nId) : 0;
+  ncclResult_t res;
+  {
+    CreatingComm creating(id);
+    res = fn(newcomm, nranks, myrank, nId, commIds, config);
+  }
   if ((res == ncclSuccess || res == ncclInProgress) && newcomm && *newcomm && commIds && nId > 0)
-    RecordInit(CommInitCall::kInitRankScalable, *newcomm, Fnv(commIds, sizeof(ncclUniqueId) * nId), 0, myrank,
-               nranks, IsNonblocking(config), t0);
+    RecordInit(CommInitCall::kInitRankScalable, *newcomm, id, 0, myrank, nranks, IsNonblocking(config), t0);
   return res;
 }
 
@@ -465,11 +488,15 @@ OVERLAPPROF_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, con
   if (!fn) return Missing();
   if (!Recording()) return fn(comms, ndev, devlist);
   int64_t t0 = NowNs();
-  ncclResult_t res = fn(comms, ndev, devlist);
+  // Single-process communicators: an id unique to this process and call.
+  uint64_t key[3] = {static_cast<uint64_t>(getpid()), g_recorder.NextInitAllCall(), 0x696e6974616c6cULL};
+  const uint64_t id = Fnv(key, sizeof key);
+  ncclResult_t res;
+  {
+    CreatingComm creating(id);
+    res = fn(comms, ndev, devlist);
+  }
   if (res == ncclSuccess && comms && ndev > 0) {
-    // Single-process communicators: an id unique to this process and call.
-    uint64_t key[3] = {static_cast<uint64_t>(getpid()), g_recorder.NextInitAllCall(), 0x696e6974616c6cULL};
-    uint64_t id = Fnv(key, sizeof key);
     for (int i = 0; i < ndev; ++i)
       if (comms[i]) RecordInit(CommInitCall::kInitAll, comms[i], id, 0, i, ndev, false, t0);
   }
@@ -486,10 +513,15 @@ OVERLAPPROF_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int ke
   // Every rank of the parent calls Split collectively, in the same order: (parent id, split
   // index, color) names the child identically on the ranks that share it.
   uint64_t split_index = parent ? parent->splits.fetch_add(1) : 0;
-  ncclResult_t res = fn(comm, color, key, newcomm, config);
+  uint64_t k[3] = {parent ? parent->id : 0, split_index, static_cast<uint64_t>(static_cast<int64_t>(color))};
+  const uint64_t id = Fnv(k, sizeof k);
+  ncclResult_t res;
+  {
+    CreatingComm creating(id);
+    res = fn(comm, color, key, newcomm, config);
+  }
   if ((res == ncclSuccess || res == ncclInProgress) && newcomm && *newcomm) {
-    uint64_t k[3] = {parent ? parent->id : 0, split_index, static_cast<uint64_t>(static_cast<int64_t>(color))};
-    RecordInit(CommInitCall::kSplit, *newcomm, Fnv(k, sizeof k), parent ? parent->id : 0, -1, -1,
+    RecordInit(CommInitCall::kSplit, *newcomm, id, parent ? parent->id : 0, -1, -1,
                IsNonblocking(config) || (parent && parent->nonblocking), t0);
   }
   return res;
@@ -503,10 +535,15 @@ OVERLAPPROF_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRank
   int64_t t0 = NowNs();
   CommInfo* parent = FindComm(comm);
   uint64_t split_index = parent ? parent->splits.fetch_add(1) : 0;
-  ncclResult_t res = fn(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  uint64_t k[3] = {parent ? parent->id : 0, split_index, 0x7368726e6bULL};
+  const uint64_t id = Fnv(k, sizeof k);
+  ncclResult_t res;
+  {
+    CreatingComm creating(id);
+    res = fn(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  }
   if ((res == ncclSuccess || res == ncclInProgress) && newcomm && *newcomm) {
-    uint64_t k[3] = {parent ? parent->id : 0, split_index, 0x7368726e6bULL};
-    RecordInit(CommInitCall::kShrink, *newcomm, Fnv(k, sizeof k), parent ? parent->id : 0, -1, -1,
+    RecordInit(CommInitCall::kShrink, *newcomm, id, parent ? parent->id : 0, -1, -1,
                IsNonblocking(config) || (parent && parent->nonblocking), t0);
   }
   return res;

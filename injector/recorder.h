@@ -58,6 +58,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "injector/plugin_pool.h"
 #include "injector/records.h"
 #include "injector/ring.h"
 #include "src/common/stats.h"
@@ -231,6 +232,26 @@ struct CuptiState {
   size_t n_drops = 0;
 };
 
+// ---- NCCL's profiler plugin (nccl_plugin.cc) -------------------------------------------
+// One context per communicator NCCL initialized the plugin for, in a fixed array (NCCL's
+// `void* context` points at one): no allocation on NCCL's threads. Written by the init call
+// before NCCL can use the context; read by NCCL's threads afterwards.
+struct PluginContext {
+  uint64_t comm_id = 0;    // our communicator id (nccl_hooks.cc; 0 when the init ran elsewhere)
+  uint64_t comm_hash = 0;  // NCCL's commHash
+  int32_t rank = -1, nranks = -1;
+  uint8_t abi = 0;         // 4, 5, 6
+};
+struct PluginState {
+  static constexpr size_t kContexts = 1024;
+  static constexpr size_t kDefaultOps = 65536;  // ops in flight (OVERLAPPROF_NCCL_PLUGIN_OPS)
+  std::atomic<PluginOpPool*> pool{nullptr};  // created by the first init (release)
+  std::atomic<bool> pool_failed{false};
+  std::atomic<uint64_t> next_group{1};
+  std::atomic<uint32_t> next_context{0};
+  PluginContext contexts[kContexts];
+};
+
 struct SinkConfig;
 
 // The hooks' per-thread state: the kernel thread id (cached) and NCCL group nesting.
@@ -238,6 +259,10 @@ struct ThreadState {
   int32_t tid = 0;
   int group_depth = 0;
   uint64_t group_launch_id = 0;
+  // Set by the communicator-creating hooks around the real call: NCCL initializes its
+  // profiler plugin for the new communicator inside that call (on this thread when blocking),
+  // and the plugin's init takes our id for it from here (nccl_plugin.cc).
+  uint64_t creating_comm_id = 0;
 };
 extern constinit thread_local ThreadState t_thread __attribute__((visibility("hidden")));
 
@@ -272,6 +297,7 @@ class Recorder {
   CommTable& comms() noexcept { return comms_; }
   NcclFunctions& nccl() noexcept { return nccl_; }
   CuptiState& cupti() noexcept { return cupti_; }
+  PluginState& plugin() noexcept { return plugin_; }
   // Id counters: external correlation ids of NCCL launches, NVTX start/end range ids, and
   // ncclCommInitAll calls (part of those communicators' ids). Never 0 for the first two.
   uint64_t NextLaunchId() noexcept { return next_launch_id_.fetch_add(1, std::memory_order_relaxed); }
@@ -358,6 +384,7 @@ class Recorder {
   CommTable comms_;
   NcclFunctions nccl_;
   CuptiState cupti_;
+  PluginState plugin_;
 };
 
 extern constinit Recorder g_recorder __attribute__((visibility("hidden")));

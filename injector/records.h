@@ -19,6 +19,8 @@ enum class RecKind : uint8_t {
   kCommReady = 9,    // a non-blocking communicator became ready: its rank, size, device (same comm_id)
   kGroupSimulated = 10,  // ncclGroupSimulateEnd ended the group `launch_id`: its ops never ran
   kBufferRegister = 11,  // ncclCommRegister / WindowRegister and their deregistrations (op: RegisterCall)
+  kPluginComm = 12,  // NCCL's profiler plugin initialized a communicator (nccl_plugin.cc)
+  kPluginOp = 13,    // one operation timed by NCCL's profiler plugin (PluginOpExtra)
 };
 
 // Collectives and point-to-point calls, in the normalized names of docs/classification.md.
@@ -28,6 +30,34 @@ enum class CommOpCode : uint8_t {
 };
 
 inline constexpr int kInlineNameBytes = 48;
+
+// kPluginOp's fields beyond HookRecord's own (in the place of `name`). HookRecord's fields for
+// kPluginOp: op = func (CommOpCode, or kPluginFuncSendRecv/kPluginFuncOther), datatype, flags
+// (kPluginFlag*), tid (the thread that started it), t_enter/t_exit = GPU start/end (NCCL's
+// %globaltimer ns: min channel start, max channel stop; host CLOCK_REALTIME for CE ops),
+// comm_id (ours, 0 unknown), comm_rank/comm_nranks, root_peer, seq (NCCL's per-function
+// sequence number; 0 for p2p, which has none), count, stream = NCCL's commHash,
+// launch_id = group id (ops of one NCCL group event, i.e. one kernel plan, share it).
+// kPluginComm: comm_id (ours, 0 unknown), stream = commHash, comm_rank, comm_nranks,
+// root_peer = nNodes, op = ABI version, name = commName.
+struct PluginOpExtra {
+  int64_t host_start_ns;  // CLOCK_REALTIME when NCCL started the op's event
+  int64_t clock_sample;   // min over channels of (CLOCK_REALTIME at the KernelCh start event - its GPU start)
+  char algo[12];          // NCCL's algorithm name, truncated
+  char proto[8];          // protocol name, truncated
+  uint8_t channels_expected;  // NCCL's nChannels (0: not given)
+  uint8_t channels;           // KernelCh events completed
+  uint8_t abi_version;        // 4, 5, 6
+  uint8_t reserved;
+  uint32_t proxy_ops;   // ProxyOp events (OVERLAPPROF_NCCL_DETAIL=proxy)
+  uint32_t proxy_steps; // ProxyStep events
+};
+static_assert(sizeof(PluginOpExtra) == kInlineNameBytes);
+inline constexpr uint8_t kPluginFuncSendRecv = 11;
+inline constexpr uint8_t kPluginFuncOther = 12;
+inline constexpr uint8_t kPluginFlagP2p = 1;         // a P2p event (send/recv)
+inline constexpr uint8_t kPluginFlagCe = 2;          // a copy-engine collective: host times, no channels
+inline constexpr uint8_t kPluginFlagIncomplete = 4;  // flushed before all its events completed
 
 struct HookRecord {
   RecKind kind{};
@@ -47,7 +77,10 @@ struct HookRecord {
   uint64_t stream = 0;     // cudaStream_t value (kCommOp); NVTX range id (kRangeStart/End)
   uint64_t launch_id = 0;  // external correlation id pushed around the launching call
   int32_t result = 0;      // ncclResult_t the real call returned
-  char name[kInlineNameBytes] = {};  // NVTX message (truncated, NUL-terminated)
+  union {
+    char name[kInlineNameBytes] = {};  // NVTX message, commName (truncated, NUL-terminated)
+    PluginOpExtra plugin;              // kPluginOp
+  };
 };
 
 inline constexpr uint8_t kFlagInGroup = 1;      // issued inside ncclGroupStart/End

@@ -240,6 +240,9 @@ void Recorder::InstallSignalHandlers() noexcept {
 void Recorder::OnExit() noexcept {
   if (::getpid() != owner_pid_.load(std::memory_order_relaxed) || !writer_started_.load(std::memory_order_acquire))
     return;
+  // NCCL profiler plugin ops still open (their kernels never reported back) go out first,
+  // marked incomplete, while recording is still on.
+  PluginAtExit();
   // Stop recording first, so hooks called from later exit handlers do nothing.
   if (!BeginFinalFlush()) return;
   // Never hang the exit on a stall: the final flush may take as long as it makes progress

@@ -100,6 +100,9 @@ Status Sink::Open() {
   o.row_copies = false;  // chunks only: what analysis reads, at a fraction of the cost
   OVERLAPPROF_RETURN_IF_ERROR(writer_.Open(cfg_.path, trace_.meta, o));
   if (cfg_.rank_from_env) OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("rank_source", "environment"));
+  bool slot_taken = false;  // NCCL_PROFILER_PLUGIN names another plugin (plugin_sink.h)
+  OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("nccl_profiler_plugin", PluginSink::SlotState(&slot_taken)));
+  if (slot_taken) trace_.stats.Set(Stat::nccl_profiler_slot_taken, 1);
   // "finished" once Finish() ran; `overlapprof run` marks files still "recording" after
   // the job as incomplete (the process was killed before its last flush).
   return writer_.PutMeta("recording_state", "recording");
@@ -151,7 +154,8 @@ void Sink::EnterFailed() {
 Status Sink::MarkFailed() { return writer_.MarkWriteFailed(Stats(), Extras()); }
 
 size_t Sink::Pending() const {
-  return trace_.comm_ops.size() + trace_.activities.size() + trace_.host_calls.size() + trace_.ranges.size();
+  return trace_.comm_ops.size() + trace_.activities.size() + trace_.host_calls.size() + trace_.ranges.size() +
+         trace_.nccl_plugin_ops.size();
 }
 
 Status Sink::Commit() {
@@ -161,6 +165,8 @@ Status Sink::Commit() {
   trace_.ranges.clear();
   trace_.external_correlations.clear();
   trace_.comm_ops.clear();
+  trace_.nccl_plugin_ops.clear();
+  if (plugin_.meta_dirty()) OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("nccl_profiler", plugin_.MetaJson()));
   if (meta_dirty_) {
     OVERLAPPROF_RETURN_IF_ERROR(writer_.UpdateMeta(trace_.meta));
     OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("communicators", CommunicatorsJson()));
@@ -172,7 +178,9 @@ Status Sink::Commit() {
 }
 
 Status Sink::Finish() {
+  plugin_.FinalStats(&trace_.stats);
   OVERLAPPROF_RETURN_IF_ERROR(Commit());
+  OVERLAPPROF_RETURN_IF_ERROR(plugin_.FinishStore(&writer_));
   OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("recording_state", "finished"));
   return writer_.Finish(Stats(), Extras());
 }
@@ -291,6 +299,21 @@ void Sink::Take(const HookRecord& r) {
       meta_dirty_ = true;
       break;
     }
+    case RecKind::kPluginComm: {
+      // An init NCCL ran on a thread of its own (non-blocking creation) does not name our
+      // communicator: the one communicator of the same rank and size, if it is unique.
+      uint64_t resolved = 0;
+      int matches = 0;
+      if (r.comm_id == 0)
+        for (const auto& c : comms_)
+          if (c.rank == r.comm_rank && c.nranks == r.comm_nranks && c.destroyed_ns == 0 && ++matches == 1)
+            resolved = c.id;
+      plugin_.TakeComm(r, matches == 1 ? resolved : 0);
+      break;
+    }
+    case RecKind::kPluginOp:
+      plugin_.TakeOp(r, &trace_);
+      break;
     case RecKind::kCommDestroy:
       for (auto& c : comms_)
         if (c.id == r.comm_id && c.destroyed_ns == 0) c.destroyed_ns = r.t_enter;

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "injector/plugin_sink.h"
 #include "injector/records.h"
 #include "injector/ring.h"
 #include "src/store/writer.h"
@@ -137,6 +138,7 @@ class Sink {
   int32_t rank_rank_ = -1, rank_nranks_ = 0;
   bool rank_derived_ = false;
   std::string rank_source_;  // meta rank_source: "environment", "communicator", "sub_communicator"
+  PluginSink plugin_;        // NCCL's profiler plugin records (plugin_sink.h)
 };
 
 }  // namespace overlapprof::inject

@@ -89,6 +89,9 @@ constexpr int64_t kOverflowTid = 1'500'000'000;
 constexpr int64_t kRangeTid = 1'999'999'900;  // + lane (ranges that partly overlap), < kRangeLanes
 constexpr size_t kRangeLanes = 8;
 constexpr int64_t kExposedTid = 1'999'999'998;
+// NCCL's profiler plugin ops (each op of a fused kernel its own slice): kPluginTid + lane.
+constexpr int64_t kPluginTid = 1'999'999'950;
+constexpr size_t kPluginLanes = 8;
 constexpr int64_t kIterTid = 1'999'999'999;
 // pids of inputs without a (unique) rank: kOtherPid + input index.
 constexpr int64_t kOtherPid = 100'000'000;
@@ -524,6 +527,56 @@ class RankFormatter {
     }
   }
 
+  // The operations NCCL's profiler plugin timed (`idx`: with GPU times, sorted by start), on
+  // their own track ("NCCL ops (profiler plugin)"): each op of a fused kernel its own slice;
+  // concurrent ones (grouped sends and recvs) on further lanes, at most kPluginLanes (beyond,
+  // on the last: viewers then nest them).
+  void PluginOps(const std::vector<size_t>& idx) {
+    LanePacker lanes;
+    std::vector<bool> named(kPluginLanes, false);
+    for (size_t i : idx) {
+      const NcclPluginOp& p = t_.nccl_plugin_ops[i];
+      size_t lane = lanes.Place(p.start_ns, p.end_ns, kPluginLanes);
+      if (lane == LanePacker::kNone) lane = kPluginLanes - 1;
+      const int64_t tid = kPluginTid + static_cast<int64_t>(lane);
+      if (!named[lane]) {
+        named[lane] = true;
+        ev_.Start();
+        ev_.Put(R"({{"ph":"M","name":"thread_name","pid":)");
+        ev_.Pid();
+        ev_.Put(R"(,"tid":{},"args":{{"name":"{}"}}}})", tid,
+                lane == 0 ? std::string("NCCL ops (profiler plugin)") : fmt::format("NCCL ops (concurrent {})", lane));
+        ev_.Finish();
+        ev_.Start();
+        ev_.Put(R"({{"ph":"M","name":"thread_sort_index","pid":)");
+        ev_.Pid();
+        ev_.Put(R"(,"tid":{},"args":{{"sort_index":{}}}}})", tid, 900 + lane);
+        ev_.Finish();
+      }
+      ev_.Start();
+      ev_.Put(R"({{"ph":"X","cat":"nccl_op","name":{},"pid":)", Quote(p.op.empty() ? std::string("op") : p.op));
+      ev_.Pid();
+      ev_.Put(R"(,"tid":{},"ts":)", tid);
+      ev_.Ts(p.start_ns);
+      ev_.Put(R"(,"dur":)");
+      AppendUs(ev_.text, p.end_ns, p.start_ns);
+      ev_.Put(R"(,"args":{{"source":"nccl_profiler")");
+      if (!p.communicator.empty()) ev_.Put(R"(,"communicator":{})", Quote(p.communicator));
+      if (p.nccl_seq != kUnknown) ev_.Put(R"(,"nccl_seq":{})", p.nccl_seq);
+      if (p.count != kUnknown) ev_.Put(R"(,"count":{})", p.count);
+      if (p.bytes != kUnknown) ev_.Put(R"(,"bytes":{})", p.bytes);
+      if (p.root_peer != kUnknown) ev_.Put(R"(,"root_peer":{})", p.root_peer);
+      if (!p.algorithm.empty()) ev_.Put(R"(,"algorithm":{})", Quote(p.algorithm));
+      if (!p.protocol.empty()) ev_.Put(R"(,"protocol":{})", Quote(p.protocol));
+      if (p.channels_expected != kUnknown) ev_.Put(R"(,"channels":{})", p.channels_expected);
+      if (p.group_id != kUnknown) ev_.Put(R"(,"group":{})", p.group_id);
+      if (p.comm_op != kNoIndex && p.comm_op < t_.comm_ops.size() && t_.comm_ops[p.comm_op].seq != kUnknown)
+        ev_.Put(R"(,"seq":{})", t_.comm_ops[p.comm_op].seq);
+      ev_.Put("}}}}");
+      ev_.Finish();
+    }
+  }
+
  private:
   const std::string& Name(uint32_t id) {
     if (names_[id].empty()) names_[id] = Quote(t_.names.Get(id));
@@ -621,6 +674,8 @@ class ChromeTraceReport : public ReportWriter {
     std::vector<std::pair<int64_t, int64_t>> extra;  // (start, estimated bytes), for the size model
     for (size_t i : ranges) extra.push_back({t.ranges[i].start_ns, 110 + static_cast<int64_t>(t.names.Get(t.ranges[i].name_id).size())});
     for (const Interval& x : exposed) extra.push_back({x.start, 120});
+    for (const NcclPluginOp& p : t.nccl_plugin_ops)
+      if (p.HasGpuTimes()) extra.push_back({p.start_ns, 260});
     std::stable_sort(extra.begin(), extra.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     const SizeModel size(t, order, extra);
     int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
@@ -706,6 +761,15 @@ void ChromeTraceReport::Format(const RankTrace& t, const std::vector<size_t>& or
     }
   }
   f.Exposed(kept_exposed);
+  std::vector<size_t> plugin_ops;  // with GPU times, in the kept windows, by start
+  for (size_t i = 0; i < t.nccl_plugin_ops.size(); ++i) {
+    const NcclPluginOp& p = t.nccl_plugin_ops[i];
+    if (p.HasGpuTimes() && (r.plan.whole || InWindows(windows, p.start_ns, p.end_ns))) plugin_ops.push_back(i);
+  }
+  std::stable_sort(plugin_ops.begin(), plugin_ops.end(), [&](size_t a, size_t b) {
+    return t.nccl_plugin_ops[a].start_ns < t.nccl_plugin_ops[b].start_ns;
+  });
+  f.PluginOps(plugin_ops);
 }
 
 // The iteration slices and counters of one rank (all of them, kept or not: they are few and

@@ -199,6 +199,8 @@ Json CollectivesSummaryJson(const CollectivesSummary& c) {
     cs["skew_ns"] = nullptr;
   cs["straggler_threshold_ns"] = c.straggler_threshold_ns;
   cs["ends_before_last_arrival"] = c.ends_before_last_arrival;
+  if (c.plugin_timing)  // only with NCCL profiler plugin data (docs/summary-schema.md)
+    cs["timing"] = Json{{"nccl_profiler", c.timed_by_nccl_profiler}, {"kernels_fallback", c.timed_by_kernels_fallback}};
   Json partial = Json::array();
   for (const PartialCommunicator& p : c.partial_communicators)
     partial.push_back(Json{{"communicator", p.communicator}, {"nranks", p.nranks}, {"ranks_present", p.ranks_present}});
@@ -207,7 +209,7 @@ Json CollectivesSummaryJson(const CollectivesSummary& c) {
   return cs;
 }
 
-Json CollectivesJson(const std::vector<ListedCollective>& listed) {
+Json CollectivesJson(const std::vector<ListedCollective>& listed, bool plugin_timing) {
   Json cols = Json::array();
   for (const ListedCollective& l : listed) {
     Json c = Obj(11);
@@ -227,6 +229,7 @@ Json CollectivesJson(const std::vector<ListedCollective>& listed) {
     }
     c["wait_ns"] = std::move(w);
     c["transfer_ns"] = std::move(x);
+    if (plugin_timing) c["timing"] = l.timing;
     cols.push_back(std::move(c));
   }
   return cols;
@@ -323,7 +326,7 @@ Json AnalyzerSection(const Summary& s, const std::string& key) {
   if (s.cross_rank) {
     const CrossRankResult& c = *s.cross_rank;
     if (key == "collectives_summary") return CollectivesSummaryJson(c.summary);
-    if (key == "collectives") return CollectivesJson(c.collectives);
+    if (key == "collectives") return CollectivesJson(c.collectives, c.summary.plugin_timing);
     if (key == "stragglers") return StragglersJson(c.stragglers);
     if (key == "clock_offsets") return ClockOffsetsJson(c.clock_offsets);
     if (key == "cross_rank") return CrossRankRowsJson(c.ranks);
@@ -376,6 +379,10 @@ SummaryDocument BuildSummaryDocument(const Summary& s) {
     }
     j["verdict"] = r.verdict;
     j["comm_rules"] = r.comm_rules;
+    if (!r.timing_source.empty()) {  // only with NCCL profiler plugin data (docs/summary-schema.md)
+      j["timing_source"] = r.timing_source;
+      j["nccl_profiler_ops"] = Json{{"total", r.nccl_profiler_ops}, {"timed", r.nccl_profiler_timed_ops}};
+    }
     j["notices"] = r.notices;
     j["data_quality"] = DataQuality(r);
     ranks.push_back(std::move(j));

@@ -48,6 +48,13 @@ class TerminalReport : public ReportWriter {
                          FormatPercent(f.overlap_ratio), FormatPercent(f.achievable_ratio), f.comm_ops,
                          r.iteration_count, file_col(r.source_path));
     }
+    // Ranks with NCCL profiler plugin data: what their communication was timed by.
+    for (const RankResult& r : s.ranks)
+      if (!r.timing_source.empty())
+        out << fmt::format("rank {}: communication timed by {} ({} of {} NCCL profiler ops used)\n", RankLabel(r.rank),
+                           r.timing_source == "nccl_profiler" ? "NCCL's profiler plugin, per operation"
+                                                              : "its kernels",
+                           r.nccl_profiler_timed_ops, r.nccl_profiler_ops);
     // Where the step time goes: one line per rank and the run (the step_breakdown analyzer).
     if (s.step_breakdown && !s.step_breakdown->ranks.empty()) {
       const StepBreakdown& b = *s.step_breakdown;
@@ -100,6 +107,10 @@ class TerminalReport : public ReportWriter {
       out << "\nacross ranks (matched collectives: kernel time = waiting for the last rank + transfer):\n";
       out << fmt::format("{:>5}  {:>11}  {:>10}  {:>10}  {:>14}\n", "rank", "collectives", "wait", "transfer",
                          "exposed wait");
+      if (const CollectivesSummary& cs = s.cross_rank->summary; cs.plugin_timing)
+        out << fmt::format("  from each rank's NCCL profiler plugin GPU start for {} of {} matched collectives (the "
+                           "rest from kernels)\n",
+                           cs.timed_by_nccl_profiler, cs.matched);
       for (const CrossRankRow& r : s.cross_rank->ranks)
         out << fmt::format("{:>5}  {:>11}  {:>10}  {:>10}  {:>14}\n", std::to_string(r.rank), r.collectives,
                            FormatDuration(r.wait_ns), FormatDuration(r.transfer_ns), FormatDuration(r.exposed_wait_ns));

@@ -10,9 +10,13 @@
 //                                   When recording, it also prints how long the writer took to
 //                                   store every record after the first call (its throughput),
 //                                   measured at exit after the injector's final flush.
+//   bench_hooks plugin N [CHANNELS] NCCL's profiler plugin callbacks per op (Coll start, CHANNELS x
+//                                   KernelCh start/stop state/stop, op stop) on the calling thread,
+//                                   preloaded and recording; prints ns per op.
 //   bench_hooks writer N            StoreWriter kLive throughput for GPU activity records
 //                                   (the CUPTI side of the writer): N activities appended
 //                                   in batches of 65,536, one transaction each.
+#include <dlfcn.h>
 #include <nccl.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -31,6 +35,7 @@
 
 #include <filesystem>
 
+#include "injector/nccl_profiler_abi.h"
 #include "src/store/writer.h"
 
 namespace {
@@ -255,6 +260,64 @@ int Writer(long long n) {
 
 }  // namespace
 
+// NCCL's profiler plugin (injector/nccl_plugin.cc) driven as NCCL drives it, on the calling
+// thread: per op a Coll startEvent, CHANNELS KernelCh start / KernelChStop state / stop, and the
+// op's stopEvent (what NCCL's threads pay per collective). Needs the injector preloaded and
+// recording (OVERLAPPROF_OUTPUT_DIR): otherwise its init asks for nothing, and this says so.
+int Plugin(long long n, int channels) {
+  namespace np = overlapprof::inject::ncclprof;
+  auto* p = static_cast<const np::ProfilerV6*>(dlsym(RTLD_DEFAULT, "ncclProfiler_v6"));
+  if (!p) {
+    std::fprintf(stderr, "bench_hooks plugin: ncclProfiler_v6 not found (preload the injector)\n");
+    return 1;
+  }
+  void* ctx = nullptr;
+  int mask = 0;
+  if (p->init(&ctx, 0x1234, &mask, "bench", 1, 1, 0, nullptr) != ncclSuccess || !(mask & np::kKernelCh)) {
+    std::fprintf(stderr, "bench_hooks plugin: the plugin is not recording (mask %d): set OVERLAPPROF_OUTPUT_DIR\n", mask);
+    return 1;
+  }
+  const double cpu0 = ThreadCpuNs();
+  const auto t0 = Clock::now();
+  uint64_t gpu = 1000;
+  for (long long i = 0; i < n; ++i) {
+    np::EventDescrV6 d{};
+    d.type = np::kColl;
+    d.rank = 0;
+    d.coll.seqNumber = static_cast<uint64_t>(i);
+    d.coll.func = "AllReduce";
+    d.coll.count = 1024;
+    d.coll.datatype = "ncclFloat32";
+    d.coll.nChannels = static_cast<uint8_t>(channels);
+    d.coll.algo = "RING";
+    d.coll.proto = "SIMPLE";
+    void* op = nullptr;
+    p->startEvent(ctx, &op, &d);
+    for (int c = 0; c < channels && op; ++c) {
+      np::EventDescrV6 k{};
+      k.type = np::kKernelCh;
+      k.parentObj = op;
+      k.kernelCh.channelId = static_cast<uint8_t>(c);
+      k.kernelCh.pTimer = gpu;
+      void* ch = nullptr;
+      p->startEvent(ctx, &ch, &k);
+      if (!ch) continue;
+      np::EventStateArgsV6 a{};
+      a.kernelCh.pTimer = gpu + 5000;
+      p->recordEventState(ch, np::kKernelChStop, &a);
+      p->stopEvent(ch);
+    }
+    if (op) p->stopEvent(op);
+    gpu += 10000;
+  }
+  const double wall = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+  const double cpu = ThreadCpuNs() - cpu0;
+  std::printf("%lld ops, %d channels: %.1f ns per op (calling thread CPU %.1f ns)\n", n, channels, wall / double(n),
+              cpu / double(n));
+  p->finalize(ctx);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc >= 3 && std::strcmp(argv[1], "calls") == 0) {
     g_rate = argc > 4 ? std::atof(argv[4]) : 0;
@@ -262,6 +325,9 @@ int main(int argc, char** argv) {
   }
   if (argc >= 3 && std::strcmp(argv[1], "writer") == 0) return Writer(std::atoll(argv[2]));
   if (argc >= 3 && std::strcmp(argv[1], "writer-ops") == 0) return WriterOps(std::atoll(argv[2]));
-  std::fprintf(stderr, "usage: bench_hooks calls N [THREADS [RATE]] | bench_hooks writer N | bench_hooks writer-ops N\n");
+  if (argc >= 3 && std::strcmp(argv[1], "plugin") == 0) return Plugin(std::atoll(argv[2]), argc > 3 ? std::atoi(argv[3]) : 8);
+  std::fprintf(stderr,
+               "usage: bench_hooks calls N [THREADS [RATE]] | bench_hooks writer N | bench_hooks writer-ops N | "
+               "bench_hooks plugin N [CHANNELS]\n");
   return 2;
 }

@@ -40,12 +40,18 @@ function renderRanks() {
   if (!RANKS.length) { s.append(el('p', { class: 'muted', text: 'No ranks.' })); return; }
   var t = el('table', { class: 'data oneline', id: 'rank-table' });
   var hr = el('tr');
-  RANK_COLS.forEach(function (c, k) { hr.append(el('th', k < KEY_COLS ? { class: 'key', text: c[0] } : { text: c[0] })); });
+  // With NCCL profiler plugin data: what each rank's communication was timed by.
+  var cols = RANK_COLS;
+  if (RANKS.some(function (r) { return r.timing_source; })) {
+    cols = RANK_COLS.slice();
+    cols.splice(cols.length - 3, 0, ['comm timing', 'timing_source', 'str']);
+  }
+  cols.forEach(function (c, k) { hr.append(el('th', k < KEY_COLS ? { class: 'key', text: c[0] } : { text: c[0] })); });
   t.append(el('thead', null, hr));
   var tb = el('tbody');
   RANKS.slice(0, CAP_DQ).forEach(function (r, i) {
     var tr = el('tr', { class: 'click', 'data-rank-index': String(i) });
-    RANK_COLS.forEach(function (c, k) {
+    cols.forEach(function (c, k) {
       var td, step = c[1].indexOf('step:') === 0, j = step ? stepRowOf(i) : -1;
       if (step && j < 0) td = el('td', { text: '\u2014' });
       else td = cell('td', step ? ['step_breakdown', 'ranks', j].concat(c[1].slice(5).split('.')) : ['ranks', i].concat(c[1].split('.')), c[2]);

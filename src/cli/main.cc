@@ -119,6 +119,11 @@ void DefineCommands(CLI::App& app, Commands& c) {
                   "behind that still write rank files")
       ->check(Quiet(CLI::Range(0, 86400)))
       ->type_name("S");
+  run->add_option("--nccl-detail", ra.nccl_detail,
+                  "what NCCL's profiler plugin reports beyond each operation's GPU time: 'proxy' adds the proxy "
+                  "thread's network progress (ProxyOp/ProxyStep counts per operation; more events, more cost)")
+      ->check(Quiet(CLI::IsMember({"proxy"})))
+      ->type_name("proxy");
   // Everything from the first positional argument (or after "--") is the command, passed on
   // untouched, its own options included.
   run->prefix_command();

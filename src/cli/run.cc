@@ -30,6 +30,7 @@
 
 #include <fmt/format.h>
 
+#include "src/store/plugin_join.h"
 #include "src/store/writer.h"
 
 namespace overlapprof {
@@ -337,8 +338,12 @@ Settled Settle(const fs::path& file) {
   }
   sqlite3_close(db);
   // The injector writes comm ops as chunks only (speed); add their SQL rows now, off the job.
-  if (Status s = MaterializeCommOpRows(file.string()); !s.ok())
+  if (Status s = MaterializeCommOpRows(file.string()); !s.ok()) {
     Note(file.string() + ": comm_op rows not added: " + s.message());
+  } else if (auto j = JoinNcclProfilerOps(file.string()); !j.ok()) {
+    // NCCL's profiler plugin ops to the calls they timed (src/store/plugin_join.h).
+    Note(file.string() + ": NCCL profiler plugin operations not joined to the calls: " + j.status().message());
+  }
   if (unfinished) Note(file.filename().string() + ": the process did not finish recording (killed?): kept what it had committed");
   return Settled::kOk;
 }
@@ -468,6 +473,18 @@ CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(con
     Note(std::string("NVTX_INJECTION64_PATH is already set (") + other + "): NVTX ranges are not recorded");
   else
     ::setenv("NVTX_INJECTION64_PATH", preload_path.c_str(), 1);
+  // NCCL's profiler plugin slot: ours (the injector exports ncclProfiler_v4..v6; NCCL loads
+  // it by this path, NCCL 2.23+), unless the user or the platform put another plugin there.
+  // NCCL loads one profiler plugin only: theirs keeps it (injector/README.md, coexistence).
+  if (const char* other = std::getenv("NCCL_PROFILER_PLUGIN"); other && *other && injector != other &&
+                                                               preload_path != other) {
+    Note(std::string("NCCL_PROFILER_PLUGIN is already set (") + other +
+         "): that profiler plugin keeps NCCL's slot, so per-operation NCCL timing from the plugin is not recorded; "
+         "kernel-based timing is kept");
+  } else {
+    ::setenv("NCCL_PROFILER_PLUGIN", injector.c_str(), 1);
+  }
+  if (!a.nccl_detail.empty()) ::setenv("OVERLAPPROF_NCCL_DETAIL", a.nccl_detail.c_str(), 1);
   ::setenv("OVERLAPPROF_OUTPUT_DIR", abs_dir.c_str(), 1);
   ::setenv("OVERLAPPROF_FLUSH_MS", std::to_string(a.flush_ms).c_str(), 1);
 

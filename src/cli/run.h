@@ -1,5 +1,6 @@
 #pragma once
-// `overlapprof run [-o DIR] [--force] [--flush-ms N] [--wait-s S] [--no-analyze] -- CMD...` (docs/run.md).
+// `overlapprof run [-o DIR] [--force] [--flush-ms N] [--wait-s S] [--nccl-detail proxy] [--no-analyze] -- CMD...`
+// (docs/run.md).
 #include <functional>
 #include <string>
 #include <vector>
@@ -13,6 +14,9 @@ struct RunArgs {
   int wait_s = 30;     // how long to wait for processes still writing rank files after the command
   bool force = false;  // record into an output directory that holds earlier traces
   bool no_analyze = false;
+  // NCCL profiler plugin detail: "" (operations and their channels) or "proxy" (also the
+  // proxy thread's ProxyOp/ProxyStep events: OVERLAPPROF_NCCL_DETAIL=proxy).
+  std::string nccl_detail;
   std::vector<std::string> command;
 };
 

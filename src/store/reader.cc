@@ -46,6 +46,7 @@ struct Layout {
   bool range_chunks = false;    // ranges from trace_range_chunk, else from the trace_range rows
   bool injector = false;        // written by the injector: raw records, linked after reading (link.h)
   bool row_copies = true;       // gpu_activity / host_call rows copy the chunks (meta row_copies = 0: empty)
+  bool nccl_profiler_ops = false;  // table nccl_profiler_op (schema 1.2; older stores lack it)
 };
 
 // Reads chunk blobs with sqlite3_blob_read into one buffer reused for every chunk (no
@@ -104,6 +105,7 @@ class Reader {
     OVERLAPPROF_RETURN_IF_ERROR(layout_.range_chunks ? ReadRangeChunks(t) : ReadRanges(t));
     OVERLAPPROF_RETURN_IF_ERROR(ReadStats(t));
     if (layout_.injector) OVERLAPPROF_RETURN_IF_ERROR(ReadExternalCorrelations(t));
+    if (layout_.nccl_profiler_ops) OVERLAPPROF_RETURN_IF_ERROR(ReadNcclProfilerOps(t));
     return OkStatus();
   }
 
@@ -142,6 +144,8 @@ class Reader {
     m.backend = get_text("backend");
     m.nccl_version = get_text("nccl_version");
     m.pg_config_json = get_text("pg_config");
+    m.nccl_profiler_json = get_text("nccl_profiler");
+    m.timing_source = get_text("timing_source");
     return OkStatus();
   }
 
@@ -410,6 +414,59 @@ class Reader {
     return OkStatus();
   }
 
+  // Operations timed by NCCL's profiler plugin (schema 1.2). Times are checked as every other
+  // time (in range, end not before start); comm_op_id must name a comm op.
+  Status ReadNcclProfilerOps(RankTrace& t) {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(
+        db_.get(),
+        "SELECT communicator, nccl_comm_hash, comm_rank, comm_nranks, op, nccl_seq, datatype, count, bytes, root_peer, "
+        "algorithm, protocol, channels_expected, channels, gpu_start_raw, gpu_end_raw, start_ns, end_ns, host_start_ns, "
+        "group_id, proxy_ops, proxy_steps, abi_version, flags, host_tid, comm_op_id FROM nccl_profiler_op ORDER BY id"));
+    for (int64_t row = 0;; ++row) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(bool more, s.Step("select nccl_profiler_op"));
+      if (!more) break;
+      NcclPluginOp o;
+      o.communicator = std::string(s.Text(0));
+      o.nccl_comm_hash = s.OptionalInt(1);
+      o.comm_rank = s.OptionalInt(2);
+      o.comm_nranks = s.OptionalInt(3);
+      o.op = std::string(s.Text(4));
+      o.nccl_seq = s.OptionalInt(5);
+      o.datatype = std::string(s.Text(6));
+      o.count = s.OptionalInt(7);
+      o.bytes = s.OptionalInt(8);
+      o.root_peer = s.OptionalInt(9);
+      o.algorithm = std::string(s.Text(10));
+      o.protocol = std::string(s.Text(11));
+      o.channels_expected = s.OptionalInt(12);
+      o.channels = s.OptionalInt(13) == kUnknown ? 0 : s.Int(13);
+      o.gpu_start_raw = s.OptionalInt(14);
+      o.gpu_end_raw = s.OptionalInt(15);
+      o.start_ns = s.OptionalInt(16);
+      o.end_ns = s.OptionalInt(17);
+      o.host_start_ns = s.OptionalInt(18);
+      o.group_id = s.OptionalInt(19);
+      o.proxy_ops = s.OptionalInt(20) == kUnknown ? 0 : s.Int(20);
+      o.proxy_steps = s.OptionalInt(21) == kUnknown ? 0 : s.Int(21);
+      o.abi_version = s.OptionalInt(22);
+      o.flags = s.Int(23);
+      o.host_tid = s.OptionalInt(24);
+      for (int64_t v : {o.start_ns, o.end_ns, o.host_start_ns})
+        if (v != kUnknown && !TimeInRange(v)) return Invalid("nccl_profiler_op", row, "time out of range");
+      if (o.start_ns != kUnknown && o.end_ns != kUnknown && o.end_ns < o.start_ns)
+        return Invalid("nccl_profiler_op", row, "end_ns before start_ns");
+      const int64_t call = s.OptionalInt(25);
+      if (call != kUnknown) {
+        if (call < 0 || static_cast<size_t>(call) >= t.comm_ops.size())
+          return Invalid("nccl_profiler_op", row, "comm_op_id out of range");
+        o.comm_op = static_cast<uint32_t>(call);
+      }
+      t.nccl_plugin_ops.push_back(std::move(o));
+    }
+    return OkStatus();
+  }
+
   Status ReadStats(RankTrace& t) {
     Stmt s;
     OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(), "SELECT name, severity, value, description FROM stats"));
@@ -486,6 +543,7 @@ StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& o
     OVERLAPPROF_ASSIGN_OR_RETURN(layout.range_chunks, has_table(kRangeChunks.chunks));
     OVERLAPPROF_ASSIGN_OR_RETURN(bool ext_table, has_table("external_correlation"));
     layout.injector = ext_table;  // confirmed from meta after the structure check
+    OVERLAPPROF_ASSIGN_OR_RETURN(layout.nccl_profiler_ops, has_table(kNcclProfilerOpTable));
   }
   // Injector stores link activities to launches and comm ops through host calls.
   StoreReadOptions opts = options;
@@ -514,6 +572,7 @@ StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& o
     if (layout.injector) read_tables.push_back("external_correlation");
     read_tables.push_back(layout.range_chunks ? kRangeChunks.chunks : kRangeChunks.rows);
     read_tables.push_back("stats");
+    if (layout.nccl_profiler_ops) read_tables.push_back(kNcclProfilerOpTable);
     for (std::string_view table : read_tables) {
       Stmt s;
       OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(h, fmt::format("PRAGMA quick_check({})", table)));

@@ -12,7 +12,7 @@ namespace overlapprof {
 
 inline constexpr int32_t kStoreApplicationId = 0x4F564C50;  // 'OVLP'
 inline constexpr int kSchemaMajor = 1;
-inline constexpr int kSchemaMinor = 1;
+inline constexpr int kSchemaMinor = 2;
 inline constexpr int kSchemaUserVersion = kSchemaMajor * 1000 + kSchemaMinor;
 
 // Tables and their columns. Times are INTEGER ns on the clock named by meta.clock_source.
@@ -121,6 +121,35 @@ CREATE TABLE trace_range(
   tid       INTEGER,
   stream_id INTEGER REFERENCES stream(id)
 );
+CREATE TABLE nccl_profiler_op(
+  id                INTEGER PRIMARY KEY,
+  communicator      TEXT,
+  nccl_comm_hash    INTEGER,
+  comm_rank         INTEGER,
+  comm_nranks       INTEGER,
+  op                TEXT NOT NULL,
+  nccl_seq          INTEGER,
+  datatype          TEXT,
+  count             INTEGER,
+  bytes             INTEGER,
+  root_peer         INTEGER,
+  algorithm         TEXT,
+  protocol          TEXT,
+  channels_expected INTEGER,
+  channels          INTEGER,
+  gpu_start_raw     INTEGER,
+  gpu_end_raw       INTEGER,
+  start_ns          INTEGER,
+  end_ns            INTEGER,
+  host_start_ns     INTEGER,
+  group_id          INTEGER,
+  proxy_ops         INTEGER,
+  proxy_steps       INTEGER,
+  abi_version       INTEGER,
+  flags             INTEGER NOT NULL,
+  host_tid          INTEGER,
+  comm_op_id        INTEGER REFERENCES comm_op(id)
+);
 CREATE TABLE stats(
   name        TEXT PRIMARY KEY,
   severity    TEXT NOT NULL,
@@ -138,6 +167,9 @@ CREATE INDEX IF NOT EXISTS comm_op_by_seq ON comm_op(communicator, seq);
 CREATE INDEX IF NOT EXISTS host_call_by_correlation ON host_call(correlation_id);
 CREATE INDEX IF NOT EXISTS trace_range_by_kind ON trace_range(kind, start_ns);
 )sql";
+
+// Added in 1.2 (stores written before lack it; readers use it when it is there).
+inline constexpr std::string_view kNcclProfilerOpTable = "nccl_profiler_op";
 
 // The tables a valid store must have (the reader checks them before reading).
 inline constexpr std::string_view kRequiredTables[] = {

@@ -17,7 +17,7 @@ namespace overlapprof {
 
 struct StoreWriter::Statements {
   Stmt string, device, stream, comm_op, activity, host_call, range, stats, meta, activity_chunk, host_call_chunk, ext_corr,
-      comm_op_chunk, range_chunk;
+      comm_op_chunk, range_chunk, nccl_profiler_op;
 };
 
 StoreWriter::StoreWriter() = default;
@@ -86,6 +86,12 @@ Status StoreWriter::Open(const std::string& path, const RunMeta& meta, const Opt
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->range.Prepare(
       db, "INSERT INTO trace_range(id, kind, start_ns, end_ns, name_id, step, tid, stream_id) VALUES(?,?,?,?,?,?,?,?)"));
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->stats.Prepare(db, store_detail::kInsertStatSql));
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->nccl_profiler_op.Prepare(
+      db,
+      "INSERT INTO nccl_profiler_op(id, communicator, nccl_comm_hash, comm_rank, comm_nranks, op, nccl_seq, datatype, "
+      "count, bytes, root_peer, algorithm, protocol, channels_expected, channels, gpu_start_raw, gpu_end_raw, "
+      "start_ns, end_ns, host_start_ns, group_id, proxy_ops, proxy_steps, abi_version, flags, host_tid) "
+      "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   OVERLAPPROF_RETURN_IF_ERROR(WriteMeta(meta));
   if (!options.row_copies) {
     // Readers then expect empty gpu_activity / host_call tables (docs/schema.md, "Chunks").
@@ -196,7 +202,50 @@ Status StoreWriter::Append(const RankTrace& t) {
   OVERLAPPROF_RETURN_IF_ERROR(AppendExternalCorrelations(t));
   OVERLAPPROF_RETURN_IF_ERROR(AppendActivityAndHostCallRows(t));
   OVERLAPPROF_RETURN_IF_ERROR(AppendRangeRows(t));
+  OVERLAPPROF_RETURN_IF_ERROR(AppendNcclPluginOps(t));
   return Commit();
+}
+
+// NCCL profiler plugin ops: rows of this batch (a delta), ids continuing.
+Status StoreWriter::AppendNcclPluginOps(const RankTrace& t) {
+  Stmt& q = stmts_->nccl_profiler_op;
+  auto opt_text = [&](int i, const std::string& v) {
+    if (v.empty())
+      sqlite3_bind_null(q.get(), i);
+    else
+      q.Bind(i, std::string_view(v));
+  };
+  for (const NcclPluginOp& o : t.nccl_plugin_ops) {
+    q.Bind(1, next_plugin_op_id_++);
+    opt_text(2, o.communicator);
+    q.Bind(3, o.nccl_comm_hash);
+    q.BindOptional(4, o.comm_rank);
+    q.BindOptional(5, o.comm_nranks);
+    q.Bind(6, std::string_view(o.op));
+    q.BindOptional(7, o.nccl_seq);
+    opt_text(8, o.datatype);
+    q.BindOptional(9, o.count);
+    q.BindOptional(10, o.bytes);
+    q.BindOptional(11, o.root_peer);
+    opt_text(12, o.algorithm);
+    opt_text(13, o.protocol);
+    q.BindOptional(14, o.channels_expected);
+    q.Bind(15, o.channels);
+    q.BindOptional(16, o.gpu_start_raw);
+    q.BindOptional(17, o.gpu_end_raw);
+    q.BindOptional(18, o.start_ns);
+    q.BindOptional(19, o.end_ns);
+    q.BindOptional(20, o.host_start_ns);
+    q.BindOptional(21, o.group_id);
+    q.Bind(22, o.proxy_ops);
+    q.Bind(23, o.proxy_steps);
+    q.BindOptional(24, o.abi_version);
+    q.Bind(25, o.flags);
+    q.BindOptional(26, o.host_tid);
+    OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert nccl_profiler_op"));
+    OVERLAPPROF_RETURN_IF_ERROR(RowDone());
+  }
+  return OkStatus();
 }
 
 // In kBulk mode, commit every rows_per_batch rows to bound the page cache's dirty set.

@@ -48,6 +48,10 @@ class StoreWriter {
   Status UpdateMeta(const RunMeta& meta);
   // Sets one meta key to a text value.
   Status PutMeta(std::string_view key, std::string_view value);
+  // Sets the trace-clock times of every nccl_profiler_op row from its raw GPU times and
+  // `offset_ns` (the rank's measured %globaltimer → trace clock offset; copy-engine rows,
+  // flag 2, keep their host times).
+  Status RetimeNcclPluginOps(int64_t offset_ns);
   // Writes the stats table now (replacing earlier values), so a killed process leaves the
   // counters of its last flush.
   Status WriteStats(const StatCounters& stats, const std::vector<ExtraStat>& extra = {});
@@ -72,6 +76,7 @@ class StoreWriter {
   Status AppendExternalCorrelations(const RankTrace& t);
   Status AppendActivityAndHostCallRows(const RankTrace& t);
   Status AppendRangeRows(const RankTrace& t);
+  Status AppendNcclPluginOps(const RankTrace& t);
   template <typename Encode>
   Status WriteChunks(Stmt& q, int64_t& next_chunk, int64_t first_id, size_t n, Encode encode);
   // After each row or chunk: in kBulk mode, commits every rows_per_batch rows.
@@ -83,7 +88,7 @@ class StoreWriter {
   std::string final_path_, write_path_;
   // Ids already written, so repeated Append calls continue from there.
   size_t strings_written_ = 0, streams_written_ = 0, comm_ops_written_ = 0, devices_written_ = 0;
-  int64_t next_activity_id_ = 0, next_host_call_id_ = 0, next_range_id_ = 0;
+  int64_t next_activity_id_ = 0, next_host_call_id_ = 0, next_range_id_ = 0, next_plugin_op_id_ = 0;
   int64_t next_activity_chunk_ = 0, next_host_call_chunk_ = 0, next_comm_op_chunk_ = 0, next_range_chunk_ = 0;
   size_t rows_in_tx_ = 0;  // rows in the open kBulk transaction
   bool open_ = false;

@@ -22,6 +22,18 @@ Status StoreWriter::PutMeta(std::string_view key, std::string_view value) {
   return s.StepDone("insert meta");
 }
 
+Status StoreWriter::RetimeNcclPluginOps(int64_t offset_ns) {
+  if (!open_) return MakeError(StatusCode::kInternal, "StoreWriter::RetimeNcclPluginOps before Open");
+  Stmt s;
+  OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(),
+                                        "UPDATE nccl_profiler_op SET start_ns = gpu_start_raw + ?1, end_ns = gpu_end_raw + ?1 "
+                                        "WHERE (flags & 2) = 0 AND gpu_start_raw IS NOT NULL AND gpu_end_raw IS NOT NULL"));
+  s.Bind(1, offset_ns);
+  OVERLAPPROF_RETURN_IF_ERROR(Begin());
+  OVERLAPPROF_RETURN_IF_ERROR(s.StepDone("update nccl_profiler_op"));
+  return Commit();
+}
+
 Status StoreWriter::WriteStats(const StatCounters& stats, const std::vector<ExtraStat>& extra) {
   if (!open_) return MakeError(StatusCode::kInternal, "StoreWriter::WriteStats before Open");
   Stmt q;

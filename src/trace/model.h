@@ -128,6 +128,45 @@ struct CommOp {
   int64_t stream_handle = kUnknown;  // the cudaStream_t value passed to NCCL (injector only)
 };
 
+// One operation timed by NCCL's own profiler plugin (injector/nccl_plugin.cc; store table
+// nccl_profiler_op, schema 1.2). GPU times come from NCCL's kernel (%globaltimer, per
+// channel: start = min, end = max) and are also given on the trace clock (start_ns/end_ns =
+// raw + the rank's measured clock offset). Copy-engine ops carry host times only.
+struct NcclPluginOp {
+  std::string communicator;        // our communicator id (as CommOp::communicator); "" unknown
+  int64_t nccl_comm_hash = kUnknown;  // NCCL's commHash (bit pattern as a signed integer)
+  int64_t comm_rank = kUnknown;
+  int64_t comm_nranks = kUnknown;
+  std::string op;                  // normalized as CommOp::op; "sendrecv", "other"
+  int64_t nccl_seq = kUnknown;     // NCCL's per-function sequence number (collectives)
+  std::string datatype;
+  int64_t count = kUnknown;
+  int64_t bytes = kUnknown;
+  int64_t root_peer = kUnknown;
+  std::string algorithm, protocol;
+  int64_t channels_expected = kUnknown;  // NCCL's nChannels
+  int64_t channels = 0;                  // KernelCh events seen complete
+  int64_t gpu_start_raw = kUnknown;      // %globaltimer ns
+  int64_t gpu_end_raw = kUnknown;
+  int64_t start_ns = kUnknown;           // trace clock
+  int64_t end_ns = kUnknown;
+  int64_t host_start_ns = kUnknown;      // when NCCL started the op's event (trace clock)
+  int64_t group_id = kUnknown;           // NCCL group event (one kernel plan): fused ops share it
+  int64_t proxy_ops = 0, proxy_steps = 0;
+  int64_t abi_version = kUnknown;        // 4, 5, 6
+  int64_t flags = 0;                     // kP2p | kCopyEngine (host times) | kIncomplete (below)
+  int64_t host_tid = kUnknown;
+  // The NCCL call it was joined to (store column comm_op_id, set by `overlapprof run` after the
+  // job: src/store/plugin_join.h): an index into RankTrace::comm_ops, kNoIndex when unjoined.
+  uint32_t comm_op = kNoIndex;
+
+  // GPU times on the trace clock (not a copy-engine op, both times known and ordered).
+  bool HasGpuTimes() const {
+    return (flags & kCopyEngine) == 0 && start_ns != kUnknown && end_ns != kUnknown && end_ns >= start_ns;
+  }
+  static constexpr int64_t kP2p = 1, kCopyEngine = 2, kIncomplete = 4;  // flags
+};
+
 // The rule of an op read back from a store, which does not keep it: identity for ops with
 // NCCL metadata (hook or Kineto args), peer copy for "p2p_copy", else kernel name.
 inline CommRule DeriveCommRule(const CommOp& c) {
@@ -176,6 +215,11 @@ struct RunMeta {
   std::string backend;        // "nccl", "rccl", ...
   std::string nccl_version;
   std::string pg_config_json;  // process groups, as the source reported them (JSON text)
+  // NCCL's profiler plugin (injector stores, schema 1.2): meta `nccl_profiler` (JSON text: ABI,
+  // communicators, clock offset), empty when the plugin was not active in the process; meta
+  // `timing_source` ("nccl_profiler" or "kernels"), set after the join, empty in older stores.
+  std::string nccl_profiler_json;
+  std::string timing_source;
 };
 
 // A counter from a store file that this build does not know (written by a newer minor
@@ -211,6 +255,8 @@ struct RankTrace {
   // CUPTI external correlation records: (correlation_id of an API call, external id pushed
   // around it). Injector traces only; resolved against CommOp::launch_id by the reader.
   std::vector<std::pair<int64_t, int64_t>> external_correlations;
+  // Operations timed by NCCL's profiler plugin (injector traces, schema 1.2; written as rows).
+  std::vector<NcclPluginOp> nccl_plugin_ops;
   StatCounters stats;
   std::vector<ExtraStat> extra_stats;
 

@@ -31,7 +31,8 @@ ERROR_STATS = ("records_dropped_hooks", "records_dropped_cupti", "cupti_unavaila
 def env_with(**kw):
     e = dict(os.environ)
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID",
-              "OVERLAPPROF_OUTPUT_DIR", "LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"):
+              "OVERLAPPROF_OUTPUT_DIR", "LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH",
+              "NCCL_PROFILER_PLUGIN", "FAKE_NCCL_PROFILER"):
         e.pop(k, None)
     # A sanitizer runtime preloaded for a sanitizer build's run (docs/testing.md) is kept: the
     # instrumented injector cannot load without it first.
@@ -76,6 +77,10 @@ class Store:
                 "root_peer", "host_enter_ns", "host_exit_ns", "host_tid", "source", "launch_id", "stream_handle"]
         rows = self.q(f"SELECT {', '.join(cols)} FROM comm_op ORDER BY id")
         return [dict(zip(cols, r)) for r in rows]
+
+    def q_ops_with_id(self):
+        cols = ["id", "communicator", "seq", "op", "count", "bytes", "root_peer", "host_enter_ns", "host_exit_ns"]
+        return [dict(zip(cols, r)) for r in self.q(f"SELECT {', '.join(cols)} FROM comm_op ORDER BY id")]
 
     def integrity(self):
         return self.q("PRAGMA integrity_check")[0][0]
@@ -704,6 +709,244 @@ class InjectorTest(unittest.TestCase):
         rc, _, err = run(["run", "-o", self.out + "x", "--", "true"], env=env_with(OVERLAPPROF_INJECTOR=bogus))
         self.assertEqual(rc, 2)
         self.assertIn("the injector cannot be loaded", err)
+
+    # ---- NCCL's profiler plugin (injector/nccl_plugin.cc), driven by the NCCL double --------
+
+    PLUGIN_STATS = ("nccl_plugin_ops_dropped", "nccl_plugin_events_orphaned", "nccl_plugin_ops_incomplete",
+                    "nccl_plugin_ops_unmatched", "nccl_plugin_calls_unmatched", "nccl_profiler_slot_taken")
+
+    def plugin_rows(self, s):
+        cols = ["id", "communicator", "op", "nccl_seq", "count", "bytes", "root_peer", "channels_expected", "channels",
+                "gpu_start_raw", "gpu_end_raw", "start_ns", "end_ns", "group_id", "abi_version", "flags", "comm_op_id"]
+        return [dict(zip(cols, r)) for r in s.q(f"SELECT {', '.join(cols)} FROM nccl_profiler_op ORDER BY id")]
+
+    def run_plugin(self, **env):
+        offset = -5 * 10**9  # the double's GPU clock: CLOCK_REALTIME - 5 s
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "plugin", "2"],
+                           env=env_with(RANK=0, WORLD_SIZE=4, FAKE_NCCL_PROFILER=1,
+                                        FAKE_NCCL_GLOBALTIMER_OFFSET_NS=offset, **env))
+        self.assertEqual(rc, 0, err)
+        return offset, err
+
+    def test_plugin_times_every_op_and_joins_each_to_its_call_exactly(self):
+        for order in ("late", "early"):  # channels reported after / before the op's own event stopped
+            with self.subTest(order=order):
+                shutil.rmtree(self.out, ignore_errors=True)
+                offset, err = self.run_plugin(FAKE_NCCL_PROFILER_ORDER=order)
+                self.assertIn("ncclProfiler_v6", err)  # NCCL probes v7 first: we export v6 down to v4
+                s = self.only_store()
+                self.assertClean(s)
+                self.assertEqual(s.meta("nccl_profiler_plugin"), "overlapprof")
+                for name in self.PLUGIN_STATS:
+                    self.assertEqual(s.stat(name), 0, name)
+                meta = json.loads(s.meta("nccl_profiler"))
+                self.assertEqual(meta["abi_version"], 6)
+                self.assertEqual(len(meta["communicators"]), 4)  # world, split child, one per thread
+                # The measured offset: the true one plus the host's notice latency (>= 0, small).
+                self.assertGreaterEqual(meta["clock"]["offset_ns"], -offset)
+                self.assertLess(meta["clock"]["offset_ns"], -offset + 50 * 10**6)
+                rows, calls = self.plugin_rows(s), {o["id"]: o for o in s.q_ops_with_id()}
+                # 8 on the world communicator + 8 grouped send/recv + 1 on the child + 2 x 50 on threads.
+                self.assertEqual(len(rows), 117)
+                self.assertEqual(len(calls), 117)
+                # The join is exact: every plugin op names its call, every call has one.
+                self.assertEqual(sorted(r["comm_op_id"] for r in rows), sorted(calls))
+                for r in rows:
+                    c = calls[r["comm_op_id"]]
+                    self.assertEqual((r["communicator"], r["op"], r["count"], r["bytes"]),
+                                     (c["communicator"], c["op"], c["count"], c["bytes"]), r)
+                    if r["op"] in ("send", "recv"):
+                        self.assertEqual(r["root_peer"], c["root_peer"])
+                        self.assertEqual(r["flags"] & 1, 1)
+                    # Its own interval: 19 us of GPU time (the double's), on the trace clock by the
+                    # measured offset, inside the host call that launched it (the op, or the group end).
+                    self.assertEqual(r["end_ns"] - r["start_ns"], 19000)
+                    self.assertEqual(r["start_ns"] - r["gpu_start_raw"], meta["clock"]["offset_ns"])
+                    self.assertGreaterEqual(r["start_ns"], c["host_enter_ns"])
+                    self.assertEqual(r["channels"], r["channels_expected"])
+                world = [r for r in rows if calls[r["comm_op_id"]]["seq"] is not None
+                         and r["communicator"] == calls[0]["communicator"]]
+                self.assertEqual(len(world), 16)  # 7 collectives, 8 send/recv, the last all-reduce
+                spans = sorted((r["start_ns"], r["end_ns"]) for r in world)
+                self.assertTrue(all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "ops do not overlap")
+                # The fused group: three all-reduces in one launch share its group and run in order.
+                fused = [r for r in world if calls[r["comm_op_id"]]["seq"] in (4, 5, 6)]
+                self.assertEqual(len({r["group_id"] for r in fused}), 1)
+                self.assertEqual([r["nccl_seq"] for r in fused], [1, 2, 3])  # NCCL counts per function
+                self.assertEqual([r["count"] for r in sorted(fused, key=lambda r: r["start_ns"])], [100, 200, 300])
+                # The all-to-all as grouped send/recv: one launch, a send and a recv per peer.
+                a2a = [r for r in world if r["op"] in ("send", "recv")]
+                self.assertEqual(len(a2a), 8)
+                self.assertEqual(len({r["group_id"] for r in a2a}), 1)
+                self.assertNotEqual(a2a[0]["group_id"], fused[0]["group_id"])
+                self.assertEqual(sorted((r["op"], r["root_peer"]) for r in a2a),
+                                 sorted((o, p) for o in ("send", "recv") for p in range(4)))
+
+    def test_plugin_older_abis(self):
+        for ver in (5, 4):
+            with self.subTest(abi=ver):
+                shutil.rmtree(self.out, ignore_errors=True)
+                _, err = self.run_plugin(FAKE_NCCL_PROFILER_MAXVER=ver)
+                self.assertIn(f"ncclProfiler_v{ver}", err)
+                s = self.only_store()
+                self.assertClean(s)
+                rows = self.plugin_rows(s)
+                self.assertEqual(len(rows), 117)
+                self.assertEqual({r["abi_version"] for r in rows}, {ver})
+                self.assertTrue(all(r["comm_op_id"] is not None for r in rows))
+                for name in self.PLUGIN_STATS:
+                    self.assertEqual(s.stat(name), 0, name)
+                p2p = [r for r in rows if r["op"] in ("send", "recv")]
+                # v4's p2p channel count is not trusted (NCCL's own v4 adapter leaves it unset).
+                self.assertEqual({r["channels_expected"] for r in p2p}, {None} if ver == 4 else {1})
+
+    def test_preset_profiler_plugin_keeps_the_slot_and_is_reported(self):
+        other = FAKE_CUPTI  # any library: it has no ncclProfiler_v*, so NCCL runs without a profiler
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "plugin"],
+                           env=env_with(RANK=0, WORLD_SIZE=4, FAKE_NCCL_PROFILER=1, NCCL_PROFILER_PLUGIN=other))
+        self.assertEqual(rc, 0, err)
+        lines = [l for l in err.splitlines() if "NCCL_PROFILER_PLUGIN is already set" in l]
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn(other, lines[0])
+        self.assertIn("kernel-based timing is kept", lines[0])
+        self.assertIn(f"profiler plugin {other}: no supported version", err)  # NCCL loaded theirs, not ours
+        s = self.only_store()
+        self.assertClean(s)
+        self.assertEqual(s.meta("nccl_profiler_plugin"), "other: " + other)
+        self.assertEqual(s.stat("nccl_profiler_slot_taken"), 1)
+        self.assertEqual(s.q("SELECT count(*) FROM nccl_profiler_op"), [(0,)])
+        self.assertEqual(len(s.ops()), 17)  # the calls are recorded all the same
+        rc, js, err = run(["analyze", self.out, "--json", "-"])
+        self.assertEqual(rc, 0, err)
+        self.assertIn("nccl_profiler_slot_taken", js)
+
+    def test_plugin_inert_outside_run_and_harmless_when_nccl_loads_it_alone(self):
+        # NCCL_PROFILER_PLUGIN pointing at the injector without `overlapprof run`: init asks for
+        # nothing (mask 0), the job runs, nothing is written.
+        inj = os.path.join(os.path.dirname(CLI), "injector", "liboverlapprof_inject.so")
+        p = subprocess.run([DRIVER, "plugin"], capture_output=True, text=True, timeout=60,
+                           env=env_with(RANK=0, WORLD_SIZE=4, FAKE_NCCL_PROFILER=1, NCCL_PROFILER_PLUGIN=inj))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("ncclProfiler_v6", p.stderr)
+        self.assertFalse(os.path.exists(self.out))
+
+    # ---- the analysis of plugin data (nccl_driver.cc "cupti_plugin": CUPTI kernels and plugin ops) ----
+
+    def run_cupti_plugin(self, **env):
+        rc, out, err = run(["run", "-o", self.out, "--", DRIVER, "cupti_plugin", FAKE_CUPTI],
+                           env=env_with(RANK=0, WORLD_SIZE=2, OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI, **env))
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(self.out, "overlap.summary.json")) as f:
+            summary = json.load(f)
+        return summary["ranks"][0], out
+
+    def test_analysis_takes_each_plugin_op_as_its_own_interval(self):
+        ms = 10**6
+        # With the plugin: per iteration the fused group's three ops [4, 5.8), [6, 7.8), [8, 9.8) ms
+        # and the lone op [12, 14) ms: comm 7.4 ms, 1.8 ms of it under the GEMM [0, 6) ms.
+        r, out = self.run_cupti_plugin(FAKE_NCCL_PROFILER=1)
+        self.assertEqual(r["timing_source"], "nccl_profiler")
+        self.assertEqual(r["nccl_profiler_ops"], {"total": 12, "timed": 12})
+        self.assertEqual(r["comm_ns"], 3 * 7400000)  # a shift by the clock offset's error keeps lengths
+        self.assertAlmostEqual(r["overlap_ns"], 3 * 1800000, delta=3 * 100000)
+        self.assertEqual(r["comm_ops"], 12)  # every op of a fused kernel counted
+        # (The clock counters are left alone: on a loaded machine the double's host-side notice of
+        # a channel can lag by a millisecond, which nccl_plugin_clock_residual_high rightly reports.)
+        counters = self.counters(r)
+        for name in ("nccl_plugin_ops_unmatched", "nccl_plugin_calls_unmatched", "nccl_plugin_ops_dropped"):
+            self.assertNotIn(name, counters)
+        self.assertIn("communication timed by NCCL's profiler plugin, per operation (12 of 12", out)
+        s = self.only_store()
+        self.assertEqual(s.meta("timing_source"), "nccl_profiler")
+        # The plugin ops in the Chrome trace, on their own track, one slice per op.
+        with open(os.path.join(self.out, "overlap.perfetto.json")) as f:
+            trace = json.load(f)
+        events = trace["traceEvents"] if isinstance(trace, dict) else trace
+        ops = [e for e in events if e.get("cat") == "nccl_op"]
+        self.assertEqual(len(ops), 12)
+        self.assertEqual(sorted(round(e["dur"]) for e in ops), [1800] * 9 + [2000] * 3)  # µs
+        self.assertTrue(any(e.get("ph") == "M" and e["args"].get("name") == "NCCL ops (profiler plugin)"
+                            for e in events))
+        with open(os.path.join(self.out, "overlap.report.html")) as f:
+            self.assertIn("timing_source", f.read())
+        # Without the plugin the same job is timed by its kernels: [4, 10) and [12, 14) ms per
+        # iteration, the fused group one op; and no field says otherwise (summaries unchanged).
+        shutil.rmtree(self.out)
+        r, _ = self.run_cupti_plugin(FAKE_NCCL_PROFILER=0)
+        self.assertNotIn("timing_source", r)
+        self.assertEqual((r["comm_ns"], r["overlap_ns"], r["comm_ops"]), (3 * 8 * ms, 3 * 2 * ms, 6))
+
+    def test_cross_rank_wait_and_transfer_from_plugin_starts(self):
+        # Two ranks on one timeline; rank 1's fused kernel starts 1 ms later ([5, 11) ms against
+        # [4, 10) ms). The plugin times each fused op: rank 0 waits 1 ms on each and transfers 0.8 ms
+        # (its op ends 0.8 ms after rank 1's starts); by kernels it would wait 1 ms and transfer 5 ms.
+        def both(rank1_env):
+            base = time.time_ns() + 700 * 10**6
+            procs = []
+            for rank, extra in ((0, {}), (1, rank1_env)):
+                out = os.path.join(self.tmp, f"xr{rank}")
+                shutil.rmtree(out, ignore_errors=True)
+                env = env_with(**{"RANK": rank, "WORLD_SIZE": 2, "OVERLAPPROF_CUPTI_LIB": FAKE_CUPTI,
+                                  "FAKE_NCCL_PROFILER": 1, "FAKE_BASE_NS": base, **extra})
+                procs.append(subprocess.Popen([CLI, "run", "-o", out, "--no-analyze", "--", DRIVER, "cupti_plugin",
+                                               FAKE_CUPTI], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+            for p in procs:
+                _, err = p.communicate(timeout=120)
+                self.assertEqual(p.returncode, 0, err)
+            rc, js, err = run(["analyze", os.path.join(self.tmp, "xr0"), os.path.join(self.tmp, "xr1"), "--json", "-"])
+            self.assertEqual(rc, 0, err)
+            return json.loads(js)
+
+        j = both({"FAKE_FUSED_DELAY_US": 1000})
+        cs = j["collectives_summary"]
+        self.assertEqual(cs["matched"], 12)
+        self.assertEqual(cs["timing"], {"nccl_profiler": 12, "kernels_fallback": 0})
+        fused = [c for c in j["collectives"] if c["seq"] % 4 != 3]  # seq 4k+3: the lone all-reduce
+        self.assertEqual(len(fused), 9)
+        for c in fused:
+            self.assertEqual(c["timing"], "nccl_profiler")
+            self.assertEqual(c["last_rank"], 1)
+            self.assertAlmostEqual(c["wait_ns"]["0"], 1000000, delta=150000)
+            self.assertAlmostEqual(c["transfer_ns"]["0"], 800000, delta=150000)
+            self.assertAlmostEqual(c["transfer_ns"]["1"], 1800000, delta=150000)
+        # Rank 1 without the plugin: its fused group is one kernel-timed op (the others have no
+        # kernel of their own and match nothing); the matched ones fall back to kernels on both.
+        j = both({"FAKE_FUSED_DELAY_US": 1000, "FAKE_NCCL_PROFILER": 0})
+        cs = j["collectives_summary"]
+        self.assertEqual(cs["timing"]["nccl_profiler"], 0)
+        self.assertEqual(cs["timing"]["kernels_fallback"], cs["matched"])
+        self.assertEqual(cs["matched"], 6)
+        first = [c for c in j["collectives"] if c["seq"] % 4 == 0]
+        self.assertEqual(len(first), 3)
+        for c in first:
+            self.assertEqual(c["timing"], "kernels")
+            self.assertAlmostEqual(c["wait_ns"]["0"], 1000000, delta=150000)
+            self.assertAlmostEqual(c["transfer_ns"]["0"], 5000000, delta=150000)  # its kernel's end - rank 1's start
+
+    def counters(self, r):
+        return {d["counter"]: d["value"] for d in r["data_quality"]}
+
+    def test_plugin_data_quality_counters(self):
+        # A call the plugin reported no op for: its launch group falls back to its kernel.
+        clock = ("nccl_plugin_clock_residual_high", "nccl_plugin_kernel_time_mismatch")  # load-dependent (above)
+        join = lambda r: {k: v for k, v in self.counters(r).items() if k not in clock}
+        r, _ = self.run_cupti_plugin(FAKE_NCCL_PROFILER=1, FAKE_NCCL_PROFILER_SKIP=1)
+        self.assertEqual(join(r), {"nccl_plugin_calls_unmatched": 1})
+        self.assertEqual(r["nccl_profiler_ops"], {"total": 11, "timed": 9})  # the group of 3 lost
+        self.assertEqual(r["comm_ns"], 3 * 7400000 - 5400000 + 6000000)
+        # A plugin op that matches no call (its count differs): both counters, and again a kernel.
+        shutil.rmtree(self.out)
+        r, _ = self.run_cupti_plugin(FAKE_NCCL_PROFILER=1, FAKE_NCCL_PROFILER_BADCOUNT=3)
+        self.assertEqual(join(r), {"nccl_plugin_ops_unmatched": 1, "nccl_plugin_calls_unmatched": 1})
+        self.assertEqual(r["nccl_profiler_ops"], {"total": 12, "timed": 11})  # the lone op of iteration 0
+        self.assertEqual(r["comm_ns"], 3 * 7400000)  # its kernel is its interval: the same length
+        # A GPU clock drifting 0.5 ms per launch: no offset fits, and the ops alone in a kernel say so.
+        shutil.rmtree(self.out)
+        r, _ = self.run_cupti_plugin(FAKE_NCCL_PROFILER=1, FAKE_NCCL_GLOBALTIMER_DRIFT_NS=-500000)
+        c = self.counters(r)
+        self.assertEqual(c.get("nccl_plugin_kernel_time_mismatch"), 3, r["data_quality"])
+        self.assertEqual(c.get("nccl_plugin_clock_residual_high"), 1, r["data_quality"])
+        self.assertTrue(any("alone in their kernel" in n for n in r["notices"]), r["notices"])
 
     def test_run_then_analyze(self):
         rc, out, err = run(["run", "-o", self.out, "--", DRIVER, "ops"], env=env_with(RANK=0, WORLD_SIZE=4))

@@ -3,6 +3,7 @@
 #   tests/gpu/run.sh [BUILD_DIR] [--quick] [check.py options...]
 #   tests/gpu/run.sh [BUILD_DIR] --workloads [--pairs ddp,fsdp,tp,pp] [--workload-nproc N] [...]
 #   tests/gpu/run.sh [BUILD_DIR] --only-workloads [--pairs ...]
+#   tests/gpu/run.sh [BUILD_DIR] --plugin [...]   # + NCCL's profiler plugin checks (plugin_check.py)
 # Builds overlapprof and samples/gemm_allreduce into BUILD_DIR (default: build) when they are missing,
 # then runs tests/gpu/check.py, which writes tests/gpu/out/{results.json,results.md,fixtures/}.
 # --workloads: then also every good/bad pair of the PyTorch reference workloads (samples/README.md)
@@ -18,10 +19,11 @@ if [[ $# -gt 0 && "$1" != -* ]]; then
   shift
 fi
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
-workloads=0 only_workloads=0 wl_args=() rest=()
+workloads=0 only_workloads=0 plugin=0 wl_args=() rest=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --workloads) workloads=1 ;;
+    --plugin) plugin=1 ;;
     --only-workloads) workloads=1 only_workloads=1 ;;
     --pairs) wl_args+=(--pairs "${2:?--pairs needs a list}"); shift ;;
     --workload-nproc) wl_args+=(--nproc "${2:?--workload-nproc needs N}"); shift ;;
@@ -120,6 +122,13 @@ rc=0
 if ((!only_workloads)); then
   timeout --signal=TERM --kill-after=30 900 \
     python3 "$here/check.py" --build-dir "$build" --overlapprof "$build/overlapprof" --sample "$sample" "$@" || rc=$?
+fi
+# 4b. NCCL's profiler plugin (tests/gpu/plugin_check.py): per-op vs kernel timing, grouped calls, overhead.
+if ((plugin)); then
+  prc=0
+  timeout --signal=TERM --kill-after=30 1200 \
+    python3 "$here/plugin_check.py" --build-dir "$build" --overlapprof "$build/overlapprof" --sample "$sample" || prc=$?
+  if [[ $rc -eq 1 || $prc -eq 1 ]]; then rc=1; elif [[ $rc -ne 0 ]]; then :; else rc=$prc; fi
 fi
 # 5. The reference workloads, each good/bad pair under overlapprof run (samples/check_expectations.py).
 if ((workloads)); then

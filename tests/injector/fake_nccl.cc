@@ -8,6 +8,21 @@
 // loaded NCCL lacks. FAKE_NCCL_INPROGRESS=N (environment) makes non-blocking communicators
 // report ncclInProgress from init and from their first N-1 ncclCommGetAsyncError polls;
 // until then ncclCommUserRank/Count/CuDevice answer ncclInProgress too, as NCCL's do.
+//
+// FAKE_NCCL_PROFILER=1 makes it load a profiler plugin as NCCL does (NCCL_PROFILER_PLUGIN,
+// dlopen, ncclProfiler_v7 ... v4 probed newest first; FAKE_NCCL_PROFILER_MAXVER=N starts the
+// probe at vN), init it per communicator with NCCL's commHash, and report every launch: a
+// Group event per launch (a kernel plan), a Coll or P2p event per op in it (with NCCL's
+// per-function sequence numbers), and for each op its channels' KernelCh events (start with
+// the GPU start time, the KernelChStop state with the stop time, stop) from another thread,
+// after the op's own event stopped (as NCCL's profiler thread does; FAKE_NCCL_PROFILER_ORDER=
+// early delivers them before). GPU times: the launch's window is split among its ops in
+// order; channel c of an op starts c*10 ns after the op and stops c*10 ns before its end; the
+// "GPU clock" is CLOCK_REALTIME + FAKE_NCCL_GLOBALTIMER_OFFSET_NS. finalize on destroy.
+// When the test program set the launch's kernel times (fake_nccl_next_kernel, with the CUPTI
+// double), its ops share that kernel's window instead: one op is the whole kernel; n > 1 ops
+// each get a 1/n slice, less its last tenth (the gap NCCL leaves between fused ops), so only
+// the plugin can tell them apart. Channel starts are reported once the clock passed them.
 #include <dlfcn.h>
 #include <nccl.h>
 #include <time.h>
@@ -16,11 +31,23 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "injector/nccl_profiler_abi.h"
+
+namespace np = overlapprof::inject::ncclprof;
 
 struct ncclComm {
   int nranks, rank, device;
   bool nonblocking;
   std::atomic<int> pending_polls{0};
+  uint64_t hash = 0;                   // NCCL's commHash (not overlapprof's id)
+  void* prof_ctx = nullptr;            // the plugin's context
+  bool prof_init = false;
+  std::map<std::string, uint64_t> seq;  // NCCL's per-function sequence numbers
 };
 
 #define FAKE_API(ret, func, ...)                                                    \
@@ -29,6 +56,252 @@ struct ncclComm {
   extern "C" ret p##func(__VA_ARGS__)
 
 namespace {
+
+// ---- The profiler plugin, loaded and driven as NCCL does --------------------------------
+struct Profiler {
+  int abi = 0;  // 0: none
+  const np::ProfilerV4* v4 = nullptr;
+  const np::ProfilerV5* v5 = nullptr;  // v5 and v6 share init/stop/record signatures
+  const np::ProfilerV6* v6 = nullptr;
+  std::atomic<int> mask{0};  // set by every communicator's init (any thread), read per launch
+};
+Profiler g_prof;
+std::atomic<int> g_prof_state{0};  // 0 not tried, 1 trying, 2 decided
+
+int64_t Now() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+int64_t GpuClockOffset() {
+  const char* e = std::getenv("FAKE_NCCL_GLOBALTIMER_OFFSET_NS");
+  return e ? std::atoll(e) : 0;
+}
+
+void LoadProfiler() {
+  int expected = 0;
+  if (!g_prof_state.compare_exchange_strong(expected, 1)) {
+    while (g_prof_state.load() != 2) std::this_thread::yield();
+    return;
+  }
+  const char* on = std::getenv("FAKE_NCCL_PROFILER");
+  const char* path = std::getenv("NCCL_PROFILER_PLUGIN");
+  if (on && std::atoi(on) && path && *path) {
+    if (void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL)) {
+      const char* mv = std::getenv("FAKE_NCCL_PROFILER_MAXVER");
+      int maxver = mv ? std::atoi(mv) : 7;
+      for (int v = maxver; v >= 4 && !g_prof.abi; --v) {
+        std::string sym = "ncclProfiler_v" + std::to_string(v);
+        void* p = dlsym(lib, sym.c_str());
+        if (!p) continue;
+        if (v == 7) continue;  // no v7 declarations in this double (none exported by overlapprof)
+        g_prof.abi = v;
+        if (v == 4) g_prof.v4 = static_cast<const np::ProfilerV4*>(p);
+        if (v == 5) g_prof.v5 = static_cast<const np::ProfilerV5*>(p);
+        if (v == 6) g_prof.v6 = static_cast<const np::ProfilerV6*>(p);
+      }
+      std::fprintf(stderr, "fake_nccl: profiler plugin %s: %s\n", path,
+                   g_prof.abi ? ("ncclProfiler_v" + std::to_string(g_prof.abi)).c_str() : "no supported version");
+    } else {
+      std::fprintf(stderr, "fake_nccl: profiler plugin %s: %s\n", path, dlerror());
+    }
+  }
+  g_prof_state.store(2);
+}
+
+void ProfInit(ncclComm_t c) {
+  LoadProfiler();
+  if (!g_prof.abi) return;
+  int mask = 0;
+  ncclResult_t r;
+  if (g_prof.abi == 4)
+    r = g_prof.v4->init(&c->prof_ctx, &mask, "fake", c->hash, 1, c->nranks, c->rank, nullptr);
+  else if (g_prof.abi == 5)
+    r = g_prof.v5->init(&c->prof_ctx, c->hash, &mask, "fake", 1, c->nranks, c->rank, nullptr);
+  else
+    r = g_prof.v6->init(&c->prof_ctx, c->hash, &mask, "fake", 1, c->nranks, c->rank, nullptr);
+  if (r == ncclSuccess) {
+    g_prof.mask.store(mask);  // one mask for the process, as NCCL's ncclProfilerEventMask
+    c->prof_init = true;
+  }
+}
+void ProfFinalize(ncclComm_t c) {
+  if (!c->prof_init) return;
+  c->prof_init = false;
+  if (g_prof.abi == 4) g_prof.v4->finalize(c->prof_ctx);
+  else if (g_prof.abi == 5) g_prof.v5->finalize(c->prof_ctx);
+  else g_prof.v6->finalize(c->prof_ctx);
+}
+
+// One op of a launch (a kernel plan).
+struct Task {
+  ncclComm_t comm;
+  const char* func;  // NCCL's ncclFuncToString name
+  size_t count;
+  ncclDataType_t dtype;
+  int root_peer;
+  bool p2p;
+  uint8_t channels;
+  void* handle = nullptr;
+  uint64_t gpu_start = 0, gpu_end = 0;  // trace clock
+  uint64_t seq = 0;                     // NCCL's seqNumber (collectives), numbered at launch
+};
+thread_local std::vector<Task> t_tasks;
+
+const char* DtypeName(ncclDataType_t t) {
+  static const char* const kNames[] = {"ncclInt8",    "ncclUint8",   "ncclInt32",    "ncclUint32",
+                                       "ncclInt64",   "ncclUint64",  "ncclFloat16",  "ncclFloat32",
+                                       "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
+  return t >= 0 && t < 12 ? kNames[t] : "ncclInvalid";
+}
+
+template <typename Descr>
+void FillTask(Descr& d, Task& t, void* group) {
+  d.rank = t.comm->rank;
+  if (t.p2p) {
+    d.type = np::kP2p;
+    d.p2p.func = t.func;
+    d.p2p.buff = nullptr;
+    d.p2p.datatype = DtypeName(t.dtype);
+    d.p2p.count = t.count;
+    d.p2p.peer = t.root_peer;
+    d.p2p.nChannels = t.channels;
+    if constexpr (requires { d.p2p.parentGroup; }) d.p2p.parentGroup = group;
+    else d.parentObj = group;
+  } else {
+    d.type = np::kColl;
+    d.coll.seqNumber = t.seq;
+    d.coll.func = t.func;
+    d.coll.sendBuff = nullptr;
+    d.coll.recvBuff = nullptr;
+    d.coll.count = t.count;
+    d.coll.root = t.root_peer;
+    d.coll.datatype = DtypeName(t.dtype);
+    d.coll.nChannels = t.channels;
+    d.coll.nWarps = 16;
+    d.coll.algo = "RING";
+    d.coll.proto = "SIMPLE";
+    if constexpr (requires { d.coll.parentGroup; }) d.coll.parentGroup = group;
+    else d.parentObj = group;
+  }
+}
+
+template <typename P, typename Descr>
+void ProfileLaunch(const P* p, std::vector<Task>& tasks) {
+  const int mask = g_prof.mask.load();
+  void* ctx = tasks.front().comm->prof_ctx;
+  void* group = nullptr;
+  if (mask & np::kGroup) {
+    Descr d{};
+    d.type = np::kGroup;
+    p->startEvent(ctx, &group, &d);
+  }
+  for (Task& t : tasks) {
+    if (!(mask & (t.p2p ? np::kP2p : np::kColl))) continue;
+    Descr d{};
+    FillTask(d, t, group);
+    p->startEvent(t.comm->prof_ctx, &t.handle, &d);
+  }
+  // FAKE_NCCL_GLOBALTIMER_DRIFT_NS=d: the GPU clock moves d ns further from CLOCK_REALTIME at
+  // every launch (a drifting clock: one offset cannot fit every op).
+  static std::atomic<long> launches{0};
+  static const long drift =
+      std::getenv("FAKE_NCCL_GLOBALTIMER_DRIFT_NS") ? std::atol(std::getenv("FAKE_NCCL_GLOBALTIMER_DRIFT_NS")) : 0;
+  const int64_t off = GpuClockOffset() + launches.fetch_add(1) * drift;
+  auto channels = [&] {
+    if (!(mask & np::kKernelCh)) return;
+    for (Task& t : tasks) {
+      if (!t.handle) continue;
+      for (int c = 0; c < t.channels; ++c) {
+        Descr d{};
+        d.type = np::kKernelCh;
+        d.parentObj = t.handle;
+        d.kernelCh.channelId = static_cast<uint8_t>(c);
+        d.kernelCh.pTimer = t.gpu_start + off + uint64_t(c) * 10;
+        while (Now() < int64_t(t.gpu_start + uint64_t(c) * 10)) {  // reported once it started
+        }
+        void* ch = nullptr;
+        p->startEvent(t.comm->prof_ctx, &ch, &d);
+        if (!ch) continue;
+        np::EventStateArgsV4 a{};
+        a.kernelCh.pTimer = t.gpu_end + off - uint64_t(c) * 10;
+        p->recordEventState(ch, np::kKernelChStop, &a);
+        p->stopEvent(ch);
+      }
+    }
+  };
+  const char* order = std::getenv("FAKE_NCCL_PROFILER_ORDER");
+  bool early = order && std::strcmp(order, "early") == 0;
+  if (early) std::thread(channels).join();
+  for (Task& t : tasks)
+    if (t.handle) p->stopEvent(t.handle);
+  if (group) p->stopEvent(group);
+  if (!early) std::thread(channels).join();
+}
+
+uint64_t g_kernel_start = 0, g_kernel_end = 0;  // the launch's kernel (fake_nccl_next_kernel), 0: none
+
+// A launch of the calling thread's pending ops (the call itself, or the outermost GroupEnd).
+// GPU times: [now, now + 20 us per op), or the kernel's window split among them (above),
+// waited for, then reported.
+void ReportLaunch() {
+  std::vector<Task> tasks;
+  tasks.swap(t_tasks);
+  if (tasks.empty() || !g_prof.abi) return;
+  // FAKE_NCCL_PROFILER_SKIP=k: the k-th op (0-based, over the process) is not reported (a
+  // call without a plugin op); FAKE_NCCL_PROFILER_BADCOUNT=k: the k-th op is reported with
+  // count + 1 (a plugin op that matches no call, and a call without one).
+  static std::atomic<long> reported{0};
+  static const long skip = std::getenv("FAKE_NCCL_PROFILER_SKIP") ? std::atol(std::getenv("FAKE_NCCL_PROFILER_SKIP")) : -1;
+  static const long bad =
+      std::getenv("FAKE_NCCL_PROFILER_BADCOUNT") ? std::atol(std::getenv("FAKE_NCCL_PROFILER_BADCOUNT")) : -1;
+  std::vector<Task> mine;
+  for (Task& t : tasks) {
+    if (!t.comm->prof_init) continue;
+    const long k = reported.fetch_add(1);
+    if (!t.p2p) t.seq = t.comm->seq[t.func]++;  // numbered whether reported or not, as NCCL's
+    if (k == skip) continue;
+    if (k == bad) ++t.count;
+    mine.push_back(t);
+  }
+  if (mine.empty()) return;
+  int64_t start = Now();
+  int64_t per = 20000, last_end = start + int64_t(mine.size()) * per;
+  const int64_t n = static_cast<int64_t>(mine.size());
+  if (g_kernel_end > g_kernel_start) {  // channels are reported as the clock passes them
+    start = static_cast<int64_t>(g_kernel_start);
+    last_end = start;
+    per = (static_cast<int64_t>(g_kernel_end) - start) / n;
+    for (int64_t i = 0; i < n; ++i) {
+      mine[i].gpu_start = start + i * per;
+      mine[i].gpu_end = n == 1 ? static_cast<int64_t>(g_kernel_end) : start + (i + 1) * per - per / 10;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      mine[i].gpu_start = start + i * per;
+      mine[i].gpu_end = start + (i + 1) * per - 1000;
+    }
+  }
+  while (Now() < last_end) {
+  }
+  // One plan per communicator, as NCCL's.
+  while (!mine.empty()) {
+    ncclComm_t c = mine.front().comm;
+    std::vector<Task> plan, rest;
+    for (Task& t : mine) (t.comm == c ? plan : rest).push_back(t);
+    mine.swap(rest);
+    if (g_prof.abi == 4) ProfileLaunch<np::ProfilerV4, np::EventDescrV4>(g_prof.v4, plan);
+    else if (g_prof.abi == 5) ProfileLaunch<np::ProfilerV5, np::EventDescrV5>(g_prof.v5, plan);
+    else ProfileLaunch<np::ProfilerV6, np::EventDescrV6>(g_prof.v6, plan);
+  }
+}
+
+uint64_t HashBytes(const void* p, size_t n, uint64_t h = 0x9e3779b97f4a7c15ULL) {
+  const unsigned char* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0xff51afd7ed558ccdULL + 7;
+  return h;
+}
+
 ncclResult_t Check(ncclComm_t comm) {
   if (!comm) return ncclInvalidArgument;
   if (comm->pending_polls.load() > 0) return ncclInvalidUsage;  // NCCL: wait for init first
@@ -37,11 +310,13 @@ ncclResult_t Check(ncclComm_t comm) {
 ncclResult_t CheckType(ncclDataType_t t) {
   return (t < 0 || t >= ncclNumTypes) ? ncclInvalidArgument : ncclSuccess;
 }
-ncclResult_t NewComm(ncclComm_t* out, int nranks, int rank, ncclConfig_t* config) {
+ncclResult_t NewComm(ncclComm_t* out, int nranks, int rank, ncclConfig_t* config, uint64_t hash = 0) {
   if (!out || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
   auto* c = new ncclComm();
   c->nranks = nranks;
   c->rank = rank;
+  c->hash = hash ? hash : HashBytes(&c, sizeof c);
+  ProfInit(c);
   const char* dev = std::getenv("FAKE_NCCL_DEVICE");
   c->device = dev ? std::atoi(dev) : 0;
   c->nonblocking = config && config->blocking == 0;
@@ -60,7 +335,6 @@ ncclResult_t NewComm(ncclComm_t* out, int nranks, int rank, ncclConfig_t* config
 // kernel as NCCL would, at the GPU times the test program set with fake_nccl_next_kernel:
 // outside a group the call itself launches, inside one the outermost ncclGroupEnd.
 using LaunchFn = void (*)(const char*, uint32_t, uint64_t, uint64_t, uint64_t, int);
-uint64_t g_kernel_start = 0, g_kernel_end = 0;
 thread_local int g_group_depth = 0;
 void MaybeLaunch(const char* kernel) {
   if (g_kernel_end == 0 || g_group_depth > 0) return;
@@ -71,9 +345,14 @@ void MaybeLaunch(const char* kernel) {
   launch(kernel, 20, g_kernel_start, g_kernel_end, uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec), 0);
   g_kernel_end = 0;
 }
-ncclResult_t Op(ncclComm_t comm, ncclDataType_t t) {
+ncclResult_t Op(ncclComm_t comm, ncclDataType_t t, const char* func = "AllReduce", size_t count = 0,
+               int root_peer = -1, bool p2p = false) {
   if (ncclResult_t r = Check(comm); r != ncclSuccess) return r;
   if (ncclResult_t r = CheckType(t); r != ncclSuccess) return r;
+  if (g_prof.abi) {
+    t_tasks.push_back(Task{comm, func, count, t, root_peer, p2p, static_cast<uint8_t>(p2p ? 1 : 2)});
+    if (g_group_depth == 0) ReportLaunch();
+  }
   MaybeLaunch("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
   return ncclSuccess;
 }
@@ -95,12 +374,12 @@ FAKE_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* id) {
   return ncclSuccess;
 }
 FAKE_API(const char*, ncclGetErrorString, ncclResult_t r) { return r == ncclSuccess ? "no error" : "fake error"; }
-FAKE_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId, int rank) {
-  return NewComm(comm, nranks, rank, nullptr);
+FAKE_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+  return NewComm(comm, nranks, rank, nullptr, HashBytes(&id, sizeof id));
 }
-FAKE_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId, int rank,
+FAKE_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
          ncclConfig_t* config) {
-  return NewComm(comm, nranks, rank, config);
+  return NewComm(comm, nranks, rank, config, HashBytes(&id, sizeof id));
 }
 FAKE_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int*) {
   if (!comms || ndev < 1) return ncclInvalidArgument;
@@ -121,16 +400,23 @@ FAKE_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
   if (n < 1) n = 1;
   int rank = comm->rank / 2;
   if (rank >= n) rank = n - 1;
-  return NewComm(newcomm, n, rank, config);
+  uint64_t k[2] = {comm->hash, static_cast<uint64_t>(color)};
+  return NewComm(newcomm, n, rank, config, HashBytes(k, sizeof k));
 }
-FAKE_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) { return Check(comm); }
+FAKE_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+  if (ncclResult_t r = Check(comm); r != ncclSuccess) return r;
+  ProfFinalize(comm);
+  return ncclSuccess;
+}
 FAKE_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   if (!comm) return ncclInvalidArgument;
+  ProfFinalize(comm);
   delete comm;
   return ncclSuccess;
 }
 FAKE_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   if (!comm) return ncclInvalidArgument;
+  ProfFinalize(comm);
   delete comm;
   return ncclSuccess;
 }
@@ -159,38 +445,40 @@ FAKE_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
   *rank = comm->rank;
   return ncclSuccess;
 }
-FAKE_API(ncclResult_t, ncclAllReduce, const void*, void*, size_t, ncclDataType_t t, ncclRedOp_t, ncclComm_t comm,
-         cudaStream_t) {
-  return Op(comm, t);
+FAKE_API(ncclResult_t, ncclAllReduce, const void*, void*, size_t count, ncclDataType_t t, ncclRedOp_t,
+         ncclComm_t comm, cudaStream_t) {
+  return Op(comm, t, "AllReduce", count);
 }
-FAKE_API(ncclResult_t, ncclBroadcast, const void*, void*, size_t, ncclDataType_t t, int root, ncclComm_t comm,
+FAKE_API(ncclResult_t, ncclBroadcast, const void*, void*, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
          cudaStream_t) {
   if (comm && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
-  return Op(comm, t);
+  return Op(comm, t, "Broadcast", count, root);
 }
-FAKE_API(ncclResult_t, ncclBcast, void*, size_t, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t) {
+FAKE_API(ncclResult_t, ncclBcast, void*, size_t count, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t) {
   if (comm && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
-  return Op(comm, t);
+  return Op(comm, t, "Broadcast", count, root);
 }
-FAKE_API(ncclResult_t, ncclReduce, const void*, void*, size_t, ncclDataType_t t, ncclRedOp_t, int root,
+FAKE_API(ncclResult_t, ncclReduce, const void*, void*, size_t count, ncclDataType_t t, ncclRedOp_t, int root,
          ncclComm_t comm, cudaStream_t) {
   if (comm && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
-  return Op(comm, t);
+  return Op(comm, t, "Reduce", count, root);
 }
-FAKE_API(ncclResult_t, ncclAllGather, const void*, void*, size_t, ncclDataType_t t, ncclComm_t comm, cudaStream_t) {
-  return Op(comm, t);
-}
-FAKE_API(ncclResult_t, ncclReduceScatter, const void*, void*, size_t, ncclDataType_t t, ncclRedOp_t, ncclComm_t comm,
+FAKE_API(ncclResult_t, ncclAllGather, const void*, void*, size_t count, ncclDataType_t t, ncclComm_t comm,
          cudaStream_t) {
-  return Op(comm, t);
+  return Op(comm, t, "AllGather", count);
 }
-FAKE_API(ncclResult_t, ncclSend, const void*, size_t, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t) {
-  if (comm && (peer < 0 || peer >= comm->nranks)) return ncclInvalidArgument;
-  return Op(comm, t);
+FAKE_API(ncclResult_t, ncclReduceScatter, const void*, void*, size_t count, ncclDataType_t t, ncclRedOp_t,
+         ncclComm_t comm, cudaStream_t) {
+  return Op(comm, t, "ReduceScatter", count);
 }
-FAKE_API(ncclResult_t, ncclRecv, void*, size_t, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t) {
+FAKE_API(ncclResult_t, ncclSend, const void*, size_t count, ncclDataType_t t, int peer, ncclComm_t comm,
+         cudaStream_t) {
   if (comm && (peer < 0 || peer >= comm->nranks)) return ncclInvalidArgument;
-  return Op(comm, t);
+  return Op(comm, t, "Send", count, peer, true);
+}
+FAKE_API(ncclResult_t, ncclRecv, void*, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t) {
+  if (comm && (peer < 0 || peer >= comm->nranks)) return ncclInvalidArgument;
+  return Op(comm, t, "Recv", count, peer, true);
 }
 FAKE_API(ncclResult_t, ncclGroupStart) {
   ++g_group_depth;
@@ -199,6 +487,7 @@ FAKE_API(ncclResult_t, ncclGroupStart) {
 FAKE_API(ncclResult_t, ncclGroupEnd) {
   if (g_group_depth <= 0) return ncclInvalidUsage;
   --g_group_depth;
+  if (g_group_depth == 0) ReportLaunch();
   MaybeLaunch("ncclDevKernel_SendRecv");
   return ncclSuccess;
 }
@@ -207,6 +496,7 @@ FAKE_API(ncclResult_t, ncclGroupEnd) {
 FAKE_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* sim) {
   if (g_group_depth <= 0 || !sim) return ncclInvalidUsage;
   --g_group_depth;  // nothing is launched
+  if (g_group_depth == 0) t_tasks.clear();
   sim->estimatedTime = 1.0f;
   return ncclSuccess;
 }
@@ -235,18 +525,19 @@ FAKE_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t w
   if (ncclResult_t r = Check(comm); r != ncclSuccess) return r;
   return win ? ncclSuccess : ncclInvalidArgument;
 }
-FAKE_API(ncclResult_t, ncclAlltoAll, const void*, void*, size_t, ncclDataType_t t, ncclComm_t comm, cudaStream_t) {
-  return Op(comm, t);
+FAKE_API(ncclResult_t, ncclAlltoAll, const void*, void*, size_t count, ncclDataType_t t, ncclComm_t comm,
+         cudaStream_t) {
+  return Op(comm, t, "AlltoAll", count);
 }
-FAKE_API(ncclResult_t, ncclGather, const void*, void*, size_t, ncclDataType_t t, int root, ncclComm_t comm,
+FAKE_API(ncclResult_t, ncclGather, const void*, void*, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
          cudaStream_t) {
   if (comm && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
-  return Op(comm, t);
+  return Op(comm, t, "Gather", count, root);
 }
-FAKE_API(ncclResult_t, ncclScatter, const void*, void*, size_t, ncclDataType_t t, int root, ncclComm_t comm,
+FAKE_API(ncclResult_t, ncclScatter, const void*, void*, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
          cudaStream_t) {
   if (comm && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
-  return Op(comm, t);
+  return Op(comm, t, "Scatter", count, root);
 }
 FAKE_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
          ncclUniqueId* commIds, ncclConfig_t* config) {

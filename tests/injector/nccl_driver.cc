@@ -504,6 +504,92 @@ int Ranks(bool sub) {
 
 // A simulated group (ncclGroupSimulateEnd: nothing launched) of three ops, then a real
 // group of one allreduce. Prints the simulation's result and estimate.
+// With the NCCL double's profiler mode (FAKE_NCCL_PROFILER=1): single collectives, a fused
+// group of collectives (one launch), an all-to-all as grouped send/recv, a split with an op
+// on the child, threads, then destruction. tests/e2e/injector_test.py follows this sequence.
+int Plugin(int threads) {
+  ncclComm_t comm = InitWorld();
+  int nranks = EnvInt("WORLD_SIZE", 4);
+  int rank = EnvInt("RANK", 0);
+  cudaStream_t s = Stream(0x7100);
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 1024, ncclFloat32, ncclSum, comm, s));       // seq 0
+  NCCL_CHECK(ncclBroadcast(g_buf, g_buf, 10, ncclInt64, 1 % nranks, comm, s));        // seq 1
+  NCCL_CHECK(ncclAllGather(g_buf, g_buf, 256, ncclBfloat16, comm, s));                // seq 2
+  NCCL_CHECK(ncclReduceScatter(g_buf, g_buf, 128, ncclFloat32, ncclSum, comm, s));    // seq 3
+  NCCL_CHECK(ncclGroupStart());  // a fused group: three allreduces, one launch
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 100, ncclFloat32, ncclSum, comm, s));        // seq 4
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 200, ncclFloat32, ncclSum, comm, s));        // seq 5
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 300, ncclFloat32, ncclSum, comm, s));        // seq 6
+  NCCL_CHECK(ncclGroupEnd());
+  NCCL_CHECK(ncclGroupStart());  // all-to-all as grouped send/recv (seq 7-14)
+  for (int p = 0; p < nranks; ++p) {
+    NCCL_CHECK(ncclSend(g_buf, 32 + p, ncclInt8, p, comm, s));
+    NCCL_CHECK(ncclRecv(g_buf, 32 + p, ncclInt8, p, comm, s));
+  }
+  NCCL_CHECK(ncclGroupEnd());
+  ncclComm_t child = nullptr;
+  NCCL_CHECK(ncclCommSplit(comm, rank % 2, rank, &child, nullptr));
+  if (child) NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 64, ncclFloat16, ncclSum, child, s));
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([t] {
+      ncclComm_t c = nullptr;
+      NCCL_CHECK(ncclCommInitRank(&c, 1, MakeId(100 + t), 0));
+      for (int i = 0; i < 50; ++i) NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 16 + i, ncclFloat32, ncclSum, c, Stream(1)));
+      NCCL_CHECK(ncclCommDestroy(c));
+    });
+  for (auto& t : ts) t.join();
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 4096, ncclFloat32, ncclSum, comm, s));       // seq 15 (NCCL: AllReduce 4)
+  if (child) NCCL_CHECK(ncclCommDestroy(child));
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
+// The CUPTI double and the NCCL double's profiler mode together (FAKE_NCCL_PROFILER=1,
+// NCCL_PROFILER_PLUGIN = the injector): per iteration i (ProfilerStep#i, 20 ms apart) a GEMM
+// on stream 7 over [0, 6) ms, a fused group of three all-reduces whose one kernel runs over
+// [4, 10) ms (the plugin times them [4, 5.8), [6, 7.8), [8, 9.8) ms), and a lone all-reduce
+// whose kernel (and plugin op) runs over [12, 14) ms. Three iterations. Expected per
+// iteration: by kernels comm 8 ms and overlap 2 ms; by the plugin comm 7.4 ms, overlap 1.8 ms.
+// For several ranks on one timeline: FAKE_BASE_NS (CLOCK_REALTIME ns, in the future) is the first
+// iteration's start instead of now + 50 ms, and FAKE_FUSED_DELAY_US delays the fused kernel.
+int CuptiPlugin(const char* fake_cupti) {
+  CuptiDouble d;
+  if (!d.Load(fake_cupti)) return 1;
+  d.init();
+  ncclComm_t comm = InitWorld();
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const uint64_t ms = 1000000;
+  const char* fixed = std::getenv("FAKE_BASE_NS");
+  const uint64_t base = fixed ? std::strtoull(fixed, nullptr, 10)
+                              : uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec) + 50 * ms;
+  const uint64_t delay = uint64_t(EnvInt("FAKE_FUSED_DELAY_US", 0)) * 1000;
+  auto now = [] {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return uint64_t(t.tv_sec) * 1000000000u + uint64_t(t.tv_nsec);
+  };
+  cudaStream_t s = Stream(0x5100);
+  for (int i = 0; i < 3; ++i) {
+    std::string step = "ProfilerStep#" + std::to_string(i);
+    nvtxRangePushA(step.c_str());
+    const uint64_t t = base + i * 20 * ms;
+    d.launch("void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm>(Params)", 7, t, t + 6 * ms, now(), 0);
+    d.next(t + 4 * ms + delay, t + 10 * ms + delay);
+    NCCL_CHECK(ncclGroupStart());
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 100, ncclFloat32, ncclSum, comm, s));
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 200, ncclFloat32, ncclSum, comm, s));
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 300, ncclFloat32, ncclSum, comm, s));
+    NCCL_CHECK(ncclGroupEnd());
+    d.next(t + 12 * ms, t + 14 * ms);
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 400, ncclFloat32, ncclSum, comm, s));
+    nvtxRangePop();
+  }
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
 int Simulate() {
   ncclComm_t comm = InitWorld();
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
@@ -672,11 +758,13 @@ int main(int argc, char** argv) {
   if (mode == "cupti" && argc > 2) return Cupti(argv[2]);
   if (mode == "cupti_race" && argc > 2) return CuptiRace(argv[2]);
   if (mode == "cupti_peer" && argc > 2) return CuptiPeer(argv[2]);
+  if (mode == "cupti_plugin" && argc > 2) return CuptiPlugin(argv[2]);
   if (mode == "none") return 0;
   if (mode == "nonblocking_split") return NonblockingSplit();
   if (mode == "ranks") return Ranks(false);
   if (mode == "ranks_sub") return Ranks(true);
   if (mode == "simulate") return Simulate();
+  if (mode == "plugin") return Plugin(argc > 2 ? std::atoi(argv[2]) : 0);
   if (mode == "finalize") return Finalize();
   if (mode == "register") return Register();
   if (mode == "fullfile" && argc > 3) return FullFile(argv[2], std::atol(argv[3]), argc > 4 ? std::atol(argv[4]) : 1000);

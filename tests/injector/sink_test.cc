@@ -156,5 +156,73 @@ TEST_F(SinkTest, DrainsTheRingAndStoresTheRecordersCountersAtEveryCommit) {
   sink.Abort();
 }
 
+// NCCL profiler plugin records (injector/plugin_sink.h): rows of nccl_profiler_op, the
+// communicator of an init NCCL ran elsewhere found by rank and size, the clock offset (the
+// smallest host - GPU sample) applied to every row once the file is finished.
+TEST_F(SinkTest, PluginOpsBecomeRowsOnTheTraceClock) {
+  Sink sink(cfg_);
+  ASSERT_TRUE(sink.Open().ok());
+  HookRecord init;
+  init.kind = RecKind::kCommInit;
+  init.op = static_cast<uint8_t>(CommInitCall::kInitRank);
+  init.comm_id = 0xabc;
+  init.comm_rank = 1;
+  init.comm_nranks = 8;
+  sink.Take(init);
+  HookRecord comm;
+  comm.kind = RecKind::kPluginComm;
+  comm.op = 5;
+  comm.comm_id = 0;  // NCCL initialized it on a thread of its own
+  comm.stream = 0x1234;
+  comm.comm_rank = 1;
+  comm.comm_nranks = 8;
+  comm.root_peer = 1;
+  std::snprintf(comm.name, sizeof comm.name, "%s", "dp");
+  sink.Take(comm);
+  const int64_t gpu = 5000000000, host = 1700000000000000000;
+  auto op = [&](uint64_t seq, int64_t start, int64_t sample) {
+    HookRecord r;
+    r.kind = RecKind::kPluginOp;
+    r.op = static_cast<uint8_t>(CommOpCode::kAllGather);
+    r.datatype = 9;  // bfloat16
+    r.count = 256;
+    r.seq = seq;
+    r.stream = 0x1234;
+    r.comm_rank = 1;
+    r.comm_nranks = 8;
+    r.t_enter = gpu + start;
+    r.t_exit = gpu + start + 700;
+    r.launch_id = 3;
+    r.plugin.clock_sample = host - gpu + sample;
+    r.plugin.channels = 2;
+    r.plugin.channels_expected = 2;
+    r.plugin.abi_version = 5;
+    std::snprintf(r.plugin.algo, sizeof r.plugin.algo, "%s", "RING");
+    std::snprintf(r.plugin.proto, sizeof r.plugin.proto, "%s", "LL128");
+    return r;
+  };
+  sink.Take(op(0, 0, 900));
+  sink.Take(op(1, 1000, 300));  // a smaller sample: the estimate moves
+  EXPECT_EQ(sink.Pending(), 2u);
+  ASSERT_TRUE(sink.Commit().ok());
+  sink.Take(op(2, 2000, 600));
+  ASSERT_TRUE(sink.Finish().ok());
+  EXPECT_EQ(Query("SELECT count(*) FROM nccl_profiler_op"), "3");
+  EXPECT_EQ(Query("SELECT group_concat(communicator) FROM nccl_profiler_op"),
+            "0000000000000abc,0000000000000abc,0000000000000abc");
+  EXPECT_EQ(Query("SELECT group_concat(op || ':' || datatype || ':' || bytes || ':' || algorithm || ':' || protocol) "
+                  "FROM nccl_profiler_op WHERE id=0"),
+            "allgather:bfloat16:512:RING:LL128");
+  // Every row on the final offset (host - gpu + 300): start_ns - gpu_start_raw is one value.
+  EXPECT_EQ(Query("SELECT group_concat(DISTINCT start_ns - gpu_start_raw) FROM nccl_profiler_op"),
+            std::to_string(host - gpu + 300));
+  EXPECT_EQ(Query("SELECT group_concat(end_ns - start_ns) FROM nccl_profiler_op"), "700,700,700");
+  std::string meta = Query("SELECT value FROM meta WHERE key='nccl_profiler'");
+  EXPECT_NE(meta.find("\"offset_ns\":" + std::to_string(host - gpu + 300)), std::string::npos) << meta;
+  EXPECT_NE(meta.find("\"residual_ns\":300"), std::string::npos) << meta;  // mean of 600, 0, 300
+  EXPECT_NE(meta.find("\"name\":\"dp\""), std::string::npos) << meta;
+  EXPECT_EQ(Query("SELECT value FROM stats WHERE name='nccl_plugin_clock_residual_high'"), "0");
+}
+
 }  // namespace
 }  // namespace overlapprof::inject

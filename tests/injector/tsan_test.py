@@ -73,6 +73,21 @@ class TsanTest(unittest.TestCase):
         self.assertClean(rc, err)
         self.assertFinished(14)
 
+    def test_nccl_profiler_plugin_events_from_several_threads(self):
+        # NCCL's profiler plugin (injector/nccl_plugin.cc) loaded by the NCCL double: op events on
+        # the calling threads, channel events from another thread, before and after the op's own.
+        for order in ("late", "early"):
+            rc, err = self.drive("plugin", "4", RANK=0, WORLD_SIZE=4, FAKE_NCCL_PROFILER=1, NCCL_PROFILER_PLUGIN=INJECTOR,
+                                 FAKE_NCCL_PROFILER_ORDER=order)
+            self.assertClean(rc, err)
+            self.assertIn("ncclProfiler_v6", err)
+            for f in self.stores():
+                db = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
+                n = db.execute("SELECT count(*) FROM nccl_profiler_op").fetchone()[0]
+                db.close()
+                self.assertEqual(n, 17 + 4 * 50, f)
+                os.unlink(f)
+
     def test_threads_racing_the_writer(self):
         rc, err = self.drive("threads", "6", "3000")
         self.assertClean(rc, err)

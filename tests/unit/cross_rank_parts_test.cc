@@ -270,6 +270,45 @@ TEST(CrossRankFigures, WaitTransferAndSkewPerCollective) {
   EXPECT_EQ(rows[0].members[1].transfer_ns, 150000);
 }
 
+// NCCL profiler plugin times (OpRecord::kernel_times): an op of a fused kernel [100, 900) that
+// the plugin timed [300, 500) on rank 0 and [400, 500) on rank 1.
+OpRecord PluginRec(RankOps& r, int64_t seq, int64_t start, int64_t end, int64_t kstart, int64_t kend) {
+  OpRecord rec = Rec(seq, start, end);
+  rec.kernel_times = static_cast<uint32_t>(r.kernel_times.size());
+  r.kernel_times.emplace_back(kstart, kend);
+  return rec;
+}
+
+TEST(CrossRankFigures, WaitAndTransferFromPluginStartsWhenEveryRankHasThem) {
+  std::vector<RankOps> ranks = {Rank(0, "h", {}), Rank(1, "h", {})};
+  ranks[0].ops = {PluginRec(ranks[0], 5, 300, 500, 100, 900)};
+  ranks[1].ops = {PluginRec(ranks[1], 5, 400, 500, 100, 900)};
+  ClockDomains d = AssignClockDomains(ranks);
+  MatchCounts counts = EstimateClocks(ranks, d);
+  CollectiveFigures f = MeasureCollectives(ranks, d, CommunicatorSizes(ranks), counts.matched);
+  EXPECT_TRUE(f.any_plugin);
+  EXPECT_EQ((std::pair{f.timed_by_plugin, f.kernel_fallback}), (std::pair<int64_t, int64_t>{1, 0}));
+  EXPECT_EQ(f.totals[0].wait_ns, 100);      // rank 1's start - its own
+  EXPECT_EQ(f.totals[0].transfer_ns, 100);  // its end - the last start
+  EXPECT_EQ(f.totals[1].wait_ns, 0);
+  ASSERT_EQ(f.listed.size(), 1u);
+  EXPECT_TRUE(f.listed[0].plugin_timed);
+  Interner comms, ops;
+  comms.Intern("0");
+  ops.Intern("allreduce");
+  EXPECT_EQ(ListedCollectives(f.listed, comms, ops)[0].timing, "nccl_profiler");
+
+  // Rank 1 without plugin times (its kernel [150, 900)): every member's kernel, rank 0's too.
+  ranks[1] = Rank(1, "h", {Rec(5, 150, 900)});
+  d = AssignClockDomains(ranks);
+  counts = EstimateClocks(ranks, d);
+  f = MeasureCollectives(ranks, d, CommunicatorSizes(ranks), counts.matched);
+  EXPECT_EQ((std::pair{f.timed_by_plugin, f.kernel_fallback}), (std::pair<int64_t, int64_t>{0, 1}));
+  EXPECT_EQ(f.totals[0].wait_ns, 50);
+  EXPECT_EQ(f.totals[0].transfer_ns, 750);
+  EXPECT_EQ(ListedCollectives(f.listed, comms, ops)[0].timing, "kernels");
+}
+
 TEST(CrossRankFigures, MismatchedEndsBeforeLastArrivalAndOverFull) {
   OpRecord other = Rec(1, 500, 600, /*op=*/1, /*bytes=*/kUnknown);
   std::vector<RankOps> ranks = {Rank(0, "h", {Rec(1, 0, 100)}), Rank(1, "h", {other}), Rank(2, "h", {Rec(1, 0, 700)})};

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <tuple>
+
 #include "analyzers/overlap.h"
 #include "src/cli/pipeline.h"
 #include "src/store/reader.h"
@@ -25,6 +27,48 @@ RankTrace RealTrace() {
   StatusOr<RankTrace> t = ImportFile(testing::DataFile("kineto/a100_2rank_rank0.json.gz"), {});
   EXPECT_TRUE(t.ok()) << t.status().message();
   return std::move(t).value();
+}
+
+// NCCL profiler plugin ops (schema 1.2) read back with their join to a comm op; a store
+// without the table (written before 1.2) still reads, with none; a comm_op_id naming no op
+// is refused.
+TEST(Store, NcclProfilerOpsReadBackAndOlderStoresReadWithout) {
+  testing::TempDir dir;
+  RankTrace in = RealTrace();
+  ASSERT_FALSE(in.comm_ops.empty());
+  NcclPluginOp p;
+  p.communicator = in.comm_ops[0].communicator;
+  p.op = "allreduce";
+  p.nccl_seq = 0;
+  p.count = 1024;
+  p.gpu_start_raw = 5;
+  p.gpu_end_raw = 9;
+  p.start_ns = in.activities.front().start_ns;
+  p.end_ns = p.start_ns + 4;
+  p.abi_version = 6;
+  in.nccl_plugin_ops.push_back(p);
+  const std::string path = dir.File("rank0.db");
+  ASSERT_TRUE(WriteStore(in, path, false).ok());
+  Sql(path, "UPDATE nccl_profiler_op SET comm_op_id = 0; INSERT INTO meta(key, value) VALUES('timing_source', 'nccl_profiler')");
+  StatusOr<RankTrace> out = ReadStore(path);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_EQ(out->nccl_plugin_ops.size(), 1u);
+  const NcclPluginOp& q = out->nccl_plugin_ops[0];
+  EXPECT_EQ(std::tie(q.op, q.nccl_seq, q.count, q.start_ns, q.end_ns, q.abi_version),
+            std::tie(p.op, p.nccl_seq, p.count, p.start_ns, p.end_ns, p.abi_version));
+  EXPECT_EQ(q.comm_op, 0u);
+  EXPECT_TRUE(q.HasGpuTimes());
+  EXPECT_EQ(out->meta.timing_source, "nccl_profiler");
+
+  Sql(path, "UPDATE nccl_profiler_op SET comm_op_id = 999999");
+  StatusOr<RankTrace> bad = ReadStore(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("comm_op_id out of range"), std::string::npos) << bad.status().message();
+
+  Sql(path, "DROP TABLE nccl_profiler_op; PRAGMA user_version = 1001");
+  StatusOr<RankTrace> old = ReadStore(path);
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_TRUE(old->nccl_plugin_ops.empty());
 }
 
 TEST(Store, RoundTripKeepsEverythingTheAnalyzersUse) {
