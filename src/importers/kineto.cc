@@ -355,7 +355,8 @@ class KinetoReader {
       if (in_.was_compressed()) return MakeError(StatusCode::kInvalidInput, "empty file (gzip of nothing)");
       return MakeError(StatusCode::kInvalidInput, "empty file");
     }
-    if (len_ == pos_ && eof_) return MakeError(StatusCode::kInvalidInput, "empty file");
+    while (len_ == pos_ && !eof_) OVERLAPPROF_RETURN_IF_ERROR(Fill());  // a BOM and nothing else?
+    if (len_ == pos_) return MakeError(StatusCode::kInvalidInput, "empty file");
     int c = SkipSpace();
     if (c == '[') {
       ++pos_;
@@ -499,15 +500,18 @@ class KinetoReader {
 
   // ---- traceEvents, streamed ---------------------------------------------------------------
   // Scanner state over the elements of an array: inside a string, after a backslash in one, and
-  // the bracket depth below the array (0: between its elements).
+  // the bracket depth below the array (0: between its elements). need_sep: an element was parsed
+  // before its separator was seen (StreamEvents, whitespace after an element filling the window);
+  // the next comma between elements is that separator, not a cut.
   struct ScanState {
-    bool in_string = false, escaped = false;
+    bool in_string = false, escaped = false, need_sep = false;
     int64_t depth = 0;
   };
 
   // Scans d_[from, to): *cut gets the last comma between elements, *close the array's ']' (and
-  // the scan stops there). Errors: a '}' between elements.
-  Status ScanEvents(ScanState& s, size_t from, size_t to, size_t* cut, size_t* close) {
+  // the scan stops there); while s.need_sep, the first comma between elements goes to *sep
+  // instead (and clears it). Errors: a '}' between elements.
+  Status ScanEvents(ScanState& s, size_t from, size_t to, size_t* cut, size_t* close, size_t* sep) {
     const char* p = d_;
     size_t i = from;
     while (i < to) {
@@ -544,7 +548,14 @@ class KinetoReader {
           --s.depth;
           break;
         default:  // ','
-          if (s.depth == 0) *cut = i;
+          if (s.depth == 0) {
+            if (s.need_sep) {
+              *sep = i;
+              s.need_sep = false;
+            } else {
+              *cut = i;
+            }
+          }
           break;
       }
       ++i;
@@ -560,11 +571,19 @@ class KinetoReader {
     bool first = true;
     ScanState s;
     for (;;) {
-      size_t close = npos;
-      OVERLAPPROF_RETURN_IF_ERROR(ScanEvents(s, scan, len_, &cut, &close));
+      size_t close = npos, sep = npos;
+      OVERLAPPROF_RETURN_IF_ERROR(ScanEvents(s, scan, len_, &cut, &close, &sep));
       scan = len_;
+      if (sep != npos) {  // the separator after an element parsed early: only whitespace before it
+        OVERLAPPROF_RETURN_IF_ERROR(OnlySpaceAfterElement(bs, sep));
+        bs = sep + 1;
+      }
       if (close != npos) {
-        OVERLAPPROF_RETURN_IF_ERROR(ParseBatch(bs, close, first, true, discard));
+        if (s.need_sep) {  // the last element was parsed early
+          OVERLAPPROF_RETURN_IF_ERROR(OnlySpaceAfterElement(bs, close));
+        } else {
+          OVERLAPPROF_RETURN_IF_ERROR(ParseBatch(bs, close, first, true, discard));
+        }
         pos_ = close + 1;
         return OkStatus();
       }
@@ -577,6 +596,18 @@ class KinetoReader {
         }
         // Whitespace before the next element is not kept (a gzip bomb of spaces streams through).
         while (bs < len_ && IsJsonSpace(static_cast<unsigned char>(d_[bs]))) ++bs;
+        // Nor is whitespace after a whole element that fills the window before its separator: the
+        // element is parsed now and the separator looked for after the whitespace (need_sep).
+        if (bs == 0 && !s.need_sep && s.depth == 0 && !s.in_string) {
+          size_t k = len_;
+          while (k > bs && IsJsonSpace(static_cast<unsigned char>(d_[k - 1]))) --k;
+          if (k > bs && k < len_ && (d_[k - 1] == '}' || d_[k - 1] == ']' || d_[k - 1] == '"')) {
+            OVERLAPPROF_RETURN_IF_ERROR(ParseBatch(bs, k, first, false, discard));
+            first = false;
+            s.need_sep = true;
+            bs = len_;
+          }
+        }
         if (bs > 0) {
           const size_t n = bs;
           pos_ = bs;
@@ -595,6 +626,15 @@ class KinetoReader {
       if (eof_) return Truncated(s.in_string);
       OVERLAPPROF_RETURN_IF_ERROR(Fill());
     }
+  }
+
+  // While need_sep: d_[bs, e) (e: the separator or the array's ']') must be whitespace, else the
+  // element parsed early has content after it.
+  Status OnlySpaceAfterElement(size_t bs, size_t e) {
+    for (size_t i = bs; i < e; ++i)
+      if (!IsJsonSpace(static_cast<unsigned char>(d_[i])))
+        return SyntaxError(Invalid(i, "content after an element"), bs, events_depth_);
+    return OkStatus();
   }
 
   // Parses the elements in d_[bs, e) (e: a comma between elements or the array's ']') as the
