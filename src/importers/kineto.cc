@@ -191,8 +191,12 @@ class KinetoReader {
         skip_bom_(skip_bom),
         max_event_(std::max(o.kineto_max_event_bytes ? o.kineto_max_event_bytes : kMaxEventBytes, kMinWindowBytes)),
         max_top_(std::min(max_event_, kMaxTopLevelValueBytes)) {
-    Allocate(std::min(std::max(o.kineto_window_bytes ? o.kineto_window_bytes : kDefaultWindowBytes, kMinWindowBytes),
-                      max_event_));
+    size_t window = std::min(std::max(o.kineto_window_bytes ? o.kineto_window_bytes : kDefaultWindowBytes, kMinWindowBytes),
+                             max_event_);
+    // No larger than the whole text when its length is known (a small plain file or buffer: the
+    // default 16 MiB would be allocated, and its parser index sized, for nothing).
+    if (const uint64_t n = in.size_hint(); n > 0 && n < window) window = std::max<size_t>(n, kMinWindowBytes);
+    Allocate(window);
   }
 
   Status Parse() {
@@ -649,10 +653,11 @@ class KinetoReader {
     }
     char saved[kInputPadding + 1];
     std::memcpy(saved, d_ + e, sizeof saved);
-    d_[bs - 1] = '[';  // d_[-1] is mem_[0]
+    char* const open = d_ + bs - 1;  // d_ - 1 is mem_[0] (not d_[bs - 1]: bs may be 0)
+    *open = '[';
     d_[e] = ']';
     std::memset(d_ + e + 1, 0, kInputPadding);
-    Status st = ParseEventsDocument(d_ + bs - 1, e - bs + 2, At(bs) - 1, discard);
+    Status st = ParseEventsDocument(open, e - bs + 2, At(bs) - 1, discard);
     std::memcpy(d_ + e, saved, sizeof saved);
     if (!st.ok()) return SyntaxError(st, bs, events_depth_);
     return st;

@@ -70,7 +70,10 @@ class Source {
 // A plain file or memory, read as it is.
 class PlainStream : public ByteStream {
  public:
-  PlainStream(std::unique_ptr<Source> src, size_t max_read) : src_(std::move(src)), max_read_(max_read) {}
+  PlainStream(std::unique_ptr<Source> src, size_t max_read, uint64_t size)
+      : src_(std::move(src)), max_read_(max_read) {
+    size_hint_ = size;
+  }
   StatusOr<size_t> Read(char* out, size_t n) override { return src_->Read(out, std::min(n, max_read_)); }
 
  private:
@@ -308,7 +311,7 @@ StatusOr<std::unique_ptr<ByteStream>> OpenInputStream(const std::string& path, c
   ssize_t r = ::pread(fd, head, 2, 0);
   if (r < 0) return MakeError(StatusCode::kIo, "read failed: {}", std::strerror(errno));
   if (!IsGzip(std::string_view(head, static_cast<size_t>(r))))
-    return std::unique_ptr<ByteStream>(std::make_unique<PlainStream>(std::move(src), SIZE_MAX));
+    return std::unique_ptr<ByteStream>(std::make_unique<PlainStream>(std::move(src), SIZE_MAX, size));
   if (options.threaded) {
     auto t = std::make_unique<ThreadedGzipStream>(std::move(src), options.inflate_limit);
     if (t->Start()) return std::unique_ptr<ByteStream>(std::move(t));
@@ -323,7 +326,7 @@ std::unique_ptr<ByteStream> MemoryStream(std::string_view data, size_t max_read,
   max_read = std::max<size_t>(max_read, 1);
   auto src = std::make_unique<Source>(data);
   if (gunzip && IsGzip(data.substr(0, 2))) return std::make_unique<GzipStream>(std::move(src), inflate_limit, max_read);
-  return std::make_unique<PlainStream>(std::move(src), max_read);
+  return std::make_unique<PlainStream>(std::move(src), max_read, data.size());
 }
 
 }  // namespace overlapprof

@@ -26,9 +26,13 @@ class ByteStream {
   // one caller thread (the inflating thread, when there is one, is the stream's own business).
   virtual StatusOr<size_t> Read(char* out, size_t n) = 0;
   bool was_compressed() const { return compressed_; }
+  // The stream's length in bytes when known before reading (a plain file or memory), else 0.
+  // A hint for sizing buffers only: readers must not rely on it.
+  uint64_t size_hint() const { return size_hint_; }
 
  protected:
   bool compressed_ = false;
+  uint64_t size_hint_ = 0;
 };
 
 struct StreamOptions {
