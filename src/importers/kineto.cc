@@ -173,7 +173,7 @@ inline size_t FindQuoteOrBackslash(const char* p, size_t i, size_t end) {
 struct OutsideTable {
   bool t[256] = {};
   constexpr OutsideTable() {
-    for (char c : {'"', '{', '}', '[', ']', ','}) t[static_cast<unsigned char>(c)] = true;
+    for (char c : {'"', '\\', '{', '}', '[', ']', ','}) t[static_cast<unsigned char>(c)] = true;
   }
 };
 constexpr OutsideTable kOutside;
@@ -515,16 +515,100 @@ class KinetoReader {
   // Scans d_[from, to): *cut gets the last comma between elements, *close the array's ']' (and
   // the scan stops there); while s.need_sep, the first comma between elements goes to *sep
   // instead (and clears it). Errors: a '}' between elements.
+  // A backslash escapes the next byte inside strings and outside them alike (as simdjson's
+  // stage 1 reads it; outside a string it is invalid JSON, which simdjson reports when it
+  // parses the batch), so the 64-byte block scan and the byte loop agree on every input.
   Status ScanEvents(ScanState& s, size_t from, size_t to, size_t* cut, size_t* close, size_t* sep) {
     const char* p = d_;
     size_t i = from;
-    while (i < to) {
-      if (s.in_string) {
-        if (s.escaped) {
-          s.escaped = false;
-          ++i;
-          continue;
+    // The element edges at depth 0 among the commas in `m` (bits of the block at `base`).
+    auto commas = [&](uint64_t m, size_t base) {
+      if (s.depth != 0 || m == 0) return;
+      if (s.need_sep) {
+        *sep = base + static_cast<size_t>(__builtin_ctzll(m));
+        s.need_sep = false;
+        m &= m - 1;
+        if (m == 0) return;
+      }
+      *cut = base + 63 - static_cast<size_t>(__builtin_clzll(m));
+    };
+#if defined(__SSE2__)
+    // 64 bytes at a time: the bit masks of quotes, backslashes, brackets and commas; escaped
+    // bytes and the inside of strings from them without a branch per byte (simdjson's stage-1
+    // method: odd runs of backslashes, then a prefix XOR of the unescaped quotes).
+    uint64_t prev_escaped = s.escaped ? 1 : 0;
+    uint64_t prev_in_string = s.in_string ? ~uint64_t{0} : 0;
+    const __m128i kQuote = _mm_set1_epi8('"'), kBackslash = _mm_set1_epi8('\\'), kComma = _mm_set1_epi8(','),
+                  kOpen = _mm_set1_epi8('{'), kClose = _mm_set1_epi8('}'), k20 = _mm_set1_epi8(0x20);
+    for (; i + 64 <= to; i += 64) {
+      uint64_t quote = 0, backslash = 0, comma = 0, open = 0, closing = 0;
+      for (int k = 0; k < 4; ++k) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 16 * k));
+        const __m128i v20 = _mm_or_si128(v, k20);  // '[' -> '{', ']' -> '}'
+        auto bits = [&](__m128i eq) {
+          return static_cast<uint64_t>(static_cast<uint16_t>(_mm_movemask_epi8(eq))) << (16 * k);
+        };
+        quote |= bits(_mm_cmpeq_epi8(v, kQuote));
+        backslash |= bits(_mm_cmpeq_epi8(v, kBackslash));
+        comma |= bits(_mm_cmpeq_epi8(v, kComma));
+        open |= bits(_mm_cmpeq_epi8(v20, kOpen));
+        closing |= bits(_mm_cmpeq_epi8(v20, kClose));
+      }
+      uint64_t escaped = 0;
+      if (backslash | prev_escaped) {
+        backslash &= ~prev_escaped;
+        const uint64_t follows_escape = backslash << 1 | prev_escaped;
+        constexpr uint64_t kEven = 0x5555555555555555ull;
+        const uint64_t odd_starts = backslash & ~kEven & ~follows_escape;
+        unsigned long long even_starts;
+        prev_escaped = __builtin_uaddll_overflow(odd_starts, backslash, &even_starts) ? 1 : 0;
+        escaped = (kEven ^ (static_cast<uint64_t>(even_starts) << 1)) & follows_escape;
+      }
+      quote &= ~escaped;
+      uint64_t in_string = quote;  // prefix XOR: set from an opening quote up to its closing one
+      in_string ^= in_string << 1;
+      in_string ^= in_string << 2;
+      in_string ^= in_string << 4;
+      in_string ^= in_string << 8;
+      in_string ^= in_string << 16;
+      in_string ^= in_string << 32;
+      in_string ^= prev_in_string;
+      prev_in_string = static_cast<uint64_t>(static_cast<int64_t>(in_string) >> 63);
+      const uint64_t outside = ~in_string & ~escaped;
+      comma &= outside;
+      open &= outside;
+      closing &= outside;
+      uint64_t brackets = open | closing;
+      uint64_t done = 0;  // the bits up to the last bracket handled
+      while (brackets) {
+        const unsigned b = static_cast<unsigned>(__builtin_ctzll(brackets));
+        commas(comma & ((uint64_t{1} << b) - 1) & ~done, i);
+        done = (uint64_t{2} << b) - 1;  // b = 63: 0 - 1, every bit
+        if (open >> b & 1) {
+          ++s.depth;
+        } else if (s.depth == 0) {
+          if (p[i + b] == '}')
+            return SyntaxError(Invalid(i + b, "unbalanced '}' in traceEvents"), i + b, events_depth_);
+          *close = i + b;
+          return OkStatus();
+        } else {
+          --s.depth;
         }
+        brackets &= brackets - 1;
+      }
+      commas(comma & ~done, i);
+    }
+    s.escaped = prev_escaped != 0;
+    s.in_string = prev_in_string != 0;
+#endif
+    // The rest (under 64 bytes, or all without SSE2) a byte at a time.
+    while (i < to) {
+      if (s.escaped) {
+        s.escaped = false;
+        ++i;
+        continue;
+      }
+      if (s.in_string) {
         i = FindQuoteOrBackslash(p, i, to);
         if (i == to) break;
         if (p[i] == '\\') s.escaped = true;
@@ -535,6 +619,9 @@ class KinetoReader {
       while (i < to && !kOutside.t[static_cast<unsigned char>(p[i])]) ++i;
       if (i == to) break;
       switch (p[i]) {
+        case '\\':
+          s.escaped = true;
+          break;
         case '"':
           s.in_string = true;
           break;
@@ -552,14 +639,7 @@ class KinetoReader {
           --s.depth;
           break;
         default:  // ','
-          if (s.depth == 0) {
-            if (s.need_sep) {
-              *sep = i;
-              s.need_sep = false;
-            } else {
-              *cut = i;
-            }
-          }
+          commas(1, i);
           break;
       }
       ++i;

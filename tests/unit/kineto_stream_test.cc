@@ -92,6 +92,39 @@ TEST(KinetoStream, BatchEdgesAnywhereGiveTheSameTrace) {
   }
 }
 
+// The scanner reads 64-byte blocks when it has them (bit masks: escapes, strings, brackets) and
+// single bytes otherwise (reads of 1 byte): both must find the same element edges. Names end in
+// runs of 0..6 backslashes (escaping a quote or one another), with brackets and commas in the
+// strings, the whole shifted through all 64 offsets of a block.
+TEST(KinetoStream, BlockScanAndByteScanAgree) {
+  // Name j, as written in the file: n, 2j backslashes (j escaped ones), "],{", 2j+1 backslashes and
+  // a quote (j escaped backslashes, an escaped quote), z, 2j backslashes; unescaped: n, j
+  // backslashes, ],{, j backslashes, a quote, z, j backslashes.
+  std::string events;
+  for (size_t j = 0; j <= 3; ++j) {
+    const std::string bs(2 * j, '\\');
+    const std::string name = "n" + bs + "],{" + bs + "\\\"z" + bs;
+    events += fmt::format(R"J({{"ph": "X", "cat": "kernel", "name": "{}", "ts": {}, "dur": 1, "args": {{"a": [[{}], {{"b": "]}}"}}]}}}},)J",
+                          name, j + 1, j);
+  }
+  const std::string text = R"J({"traceEvents": [)J" + events + R"J("x"]})J";
+  StatusOr<RankTrace> ref = testing::ParseJsonText(text);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  ASSERT_EQ(ref->activities.size(), 4u);
+  EXPECT_EQ(ref->names.Get(ref->activities[3].name_id), "n\\\\\\],{\\\\\\\"z\\\\\\");
+  const std::string want = Dump(*ref);
+  for (size_t pad = 0; pad < 64; ++pad) {
+    const std::string shifted = std::string(pad, '\n') + text;
+    for (size_t window : {64, 100, 128, 300, 4096}) {
+      StatusOr<RankTrace> bytes = Stream(shifted, window, 1);
+      StatusOr<RankTrace> blocks = Stream(shifted, window, SIZE_MAX);
+      ASSERT_TRUE(bytes.ok() && blocks.ok()) << pad << " " << window;
+      EXPECT_EQ(Dump(*bytes), want) << pad << " " << window;
+      EXPECT_EQ(Dump(*blocks), want) << pad << " " << window;
+    }
+  }
+}
+
 TEST(KinetoStream, EveryCutOfASmallTraceAtEveryWindow) {
   const std::string text = testing::KinetoJson({{"kernel", "gemm", "1", "2"},
                                                 {"kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "5", "3"},
