@@ -11,14 +11,17 @@
 //
 // Streaming (issue 16): the file is read as a stream (src/io/input_stream.h: gzip inflated on a
 // second thread) into a bounded window of bytes (16 MiB by default). A scanner tracks strings,
-// escapes and bracket depth to find the traceEvents array and the commas between its elements;
-// each batch of whole elements that fills the window is parsed in place, wrapped as "[...]",
-// with simdjson on-demand, its events handed to the builder, and its text dropped. One element
-// larger than the window grows it, up to kMaxEventBytes (256 MiB); past that, the file is
-// refused. The other top-level keys (distributedInfo, deviceProperties, baseTimeNanoseconds,
-// ...), before or after traceEvents, are read as separate small documents of at most
-// kMaxTopLevelValueBytes (64 MiB) each. The builder applies baseTimeNanoseconds and resolves
-// ranks in Finish, so where keys are in the file does not change the result.
+// escapes and bracket depth (64 bytes at a time, with bit masks: ScanEvents) to find the commas
+// between the elements of traceEvents; each batch of whole elements that fills the window is
+// parsed in place, wrapped as "[...]", with simdjson on-demand, its events handed to the
+// builder, and its text dropped. One element larger than the window grows it, up to
+// kMaxEventBytes (256 MiB); past that, the file is refused. Whitespace between elements is
+// dropped as the window fills, also after a whole element and before its comma (the element is
+// then parsed at once: ScanState::need_sep). The other top-level keys (distributedInfo,
+// deviceProperties, baseTimeNanoseconds, ...), before or after traceEvents, are read as separate
+// small documents of at most kMaxTopLevelValueBytes (64 MiB) each. The builder applies
+// baseTimeNanoseconds and resolves ranks in Finish, so where keys are in the file does not
+// change the result.
 //
 // Memory: the window and simdjson's index of one batch (about 2.5x the window when resident),
 // the inflate queue (16 MiB), and the RankTrace being built (docs/performance.md, issue 16);
