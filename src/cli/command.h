@@ -55,7 +55,7 @@ struct AnalyzeArgs {
   std::string ts_unit = "us";
   bool no_verify = false;
   std::string color = "auto";
-  int jobs = 1;
+  int jobs = 0;  // -j: ranks imported at once; 0: DefaultJobs() (src/cli/pipeline.h)
   std::string step_range;
   std::string cache_dir;  // --cache-dir: where .nsys-rep inputs are exported (ExpandInputs)
   std::vector<std::string> comm_kernel, not_comm;  // src/trace/classify.h CommPatterns

@@ -51,7 +51,7 @@ StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range
     io.comm_patterns = patterns;
     AnalysisOptions ao;
     ao.step_range = step_range;
-    OVERLAPPROF_ASSIGN_OR_RETURN(Summary s, AnalyzeFiles(files, io, ao, 1));
+    OVERLAPPROF_ASSIGN_OR_RETURN(Summary s, AnalyzeFiles(files, io, ao, DefaultJobs()));
     std::ostringstream out;
     OVERLAPPROF_RETURN_IF_ERROR(MakeReportWriter("json")->Write(s, {}, out));
     j = nlohmann::json::parse(out.str());

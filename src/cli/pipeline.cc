@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <numeric>
 #include <system_error>
+#include <thread>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -135,6 +137,14 @@ StatusOr<RankTrace> ImportFile(const std::string& input, const ImportOptions& op
   return t;
 }
 
+int DefaultJobs() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int n = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(n, 1, 256);
+}
+
 StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const ImportOptions& import_options,
                                const AnalysisOptions& analysis_options, int jobs,
                                const std::vector<ReportWriter*>& consumers, const ReportOptions& report_options) {
@@ -148,15 +158,29 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
   if (!analysis_options.step_range.empty()) io.store_needs.annotations = true;  // steps are annotations
   ImportOptions with_scratch = io;
   with_scratch.scratch = &scratch;
-  // Imports run ahead in order, at most jobs-1 of them in flight besides the one analyzed.
+  // jobs > 1: imports run on their own threads, started in input order, at most `jobs` of them
+  // in flight or done and not yet analyzed (a rank leaves memory when the next is started).
+  if (jobs <= 0) jobs = DefaultJobs();
   std::deque<std::future<StatusOr<RankTrace>>> ahead;
   size_t next_to_start = 0;
-  const size_t window = static_cast<size_t>(std::max(1, jobs)) - 1;
+  const size_t window = jobs > 1 ? static_cast<size_t>(jobs) : 0;
   auto start_more = [&] {
     while (ahead.size() < window && next_to_start < files.size()) {
-      std::string path = files[next_to_start++];
-      ahead.push_back(std::async(std::launch::async, [path, io] { return ImportFile(path, io); }));
+      std::string path = files[next_to_start];
+      try {
+        ahead.push_back(std::async(std::launch::async, [path, io] { return ImportFile(path, io); }));
+      } catch (const std::system_error&) {
+        return;  // no thread to be had now: fewer in flight (none: imported on this thread)
+      }
+      ++next_to_start;
     }
+  };
+  // The next rank in input order: the oldest import in flight, or imported here when none is.
+  auto next_rank = [&]() -> StatusOr<RankTrace> {
+    if (ahead.empty()) return ImportFile(files[next_to_start++], with_scratch);
+    StatusOr<RankTrace> t = ahead.front().get();
+    ahead.pop_front();
+    return t;
   };
   uint64_t total_bytes = 0;
   std::vector<uint64_t> sizes(files.size(), 0);
@@ -172,10 +196,7 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
   for (size_t i = 0; i < files.size(); ++i) {
     progress.Begin(files[i], sizes[i]);
     start_more();
-    StatusOr<RankTrace> t = ahead.empty() && window == 0 ? ImportFile(files[next_to_start++], with_scratch)
-                                                         : ahead.front().get();
-    if (window > 0) ahead.pop_front();
-    start_more();
+    StatusOr<RankTrace> t = next_rank();
     if (!t.ok()) return t.status();  // futures still in flight finish in their destructors
     for (auto& a : analyzers) {
       Status st = a->AnalyzeRank(*t, i, analysis_options, summary);

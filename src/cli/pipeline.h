@@ -36,15 +36,23 @@ std::pair<std::string, std::string> SplitUnit(const std::string& input);
 // the input.
 StatusOr<RankTrace> ImportFile(const std::string& path, const ImportOptions& options);
 
+// The default number of ranks imported at once: the CPUs this process may run on
+// (sched_getaffinity: `taskset -c 0` gives 1), at most 256.
+int DefaultJobs();
+
 // The one pass: imports and analyzes every file, each read once; ranks ordered by rank
 // (unknown last), then by input order. Every writer in `consumers` gets Begin before the first
 // rank and ConsumeRank for each rank after the analyzers' AnalyzeRank (reports/report.h); the
 // caller calls their Write on the returned summary.
-// `jobs` > 1 imports up to jobs-1 files ahead on other threads while one is analyzed:
-// faster on several cores, but up to `jobs` ranks are in memory at once (default 1:
-// memory bounded by the largest single file).
+// `jobs` > 1 imports up to `jobs` files at once on other threads, in input order, and analyzes
+// them in that order as they complete: faster on several cores, and at most `jobs` ranks are in
+// memory at once (the ones being imported, and the one analyzed, which is one of them until it
+// is freed). jobs == 1: one file at a time on this thread (memory bounded by the largest
+// single file; buffers reused from one file to the next). jobs <= 0: DefaultJobs().
+// Results and errors do not depend on `jobs`: an error is the first failing input's in input
+// order, as one at a time.
 StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const ImportOptions& import_options,
-                               const AnalysisOptions& analysis_options, int jobs = 1,
+                               const AnalysisOptions& analysis_options, int jobs = 0,
                                const std::vector<ReportWriter*>& consumers = {},
                                const ReportOptions& report_options = {});
 

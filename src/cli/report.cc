@@ -32,7 +32,7 @@ CommandResult RunReport(const ReportArgs& a) {
   std::vector<ReportWriter*> consumers;
   if (html) consumers.push_back(html.get());
   if (chrome) consumers.push_back(chrome.get());
-  OVERLAPPROF_ASSIGN_OR_RETURN(Summary summary, AnalyzeFiles(files, io, ao, 1, consumers, ro));
+  OVERLAPPROF_ASSIGN_OR_RETURN(Summary summary, AnalyzeFiles(files, io, ao, DefaultJobs(), consumers, ro));
 
   // The writers only read the summary and their own state, so each file is written on its own
   // thread: the Chrome trace (the largest) from the start, the HTML page once the summary's JSON,

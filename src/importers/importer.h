@@ -10,6 +10,7 @@
 
 #include "src/common/status.h"
 #include "src/io/input_file.h"
+#include "src/io/input_stream.h"
 #include "src/trace/classify.h"
 #include "src/trace/model.h"
 
@@ -28,6 +29,12 @@ struct ImportOptions {
   // Chrome-trace "ts"/"dur" unit as a power of ten of ns: 3 = µs (the format's unit,
   // default), 0 = ns (for writers that put integer ns in "ts").
   int kineto_time_exp = 3;
+  // Bytes of JSON text the Kineto importer holds at once (its window; grown for one event larger
+  // than it, up to 256 MiB). 0: the default, 16 MiB. Tests set a few bytes to move batch edges.
+  size_t kineto_window_bytes = 0;
+  // The largest element of traceEvents accepted (the window's most); 0: the default, 256 MiB.
+  // A top-level value other than traceEvents may be up to the smaller of this and 64 MiB.
+  size_t kineto_max_event_bytes = 0;
   bool store_quick_check = true;
   // What to read from stores beyond activities, comm ops and step ranges. Analysis asks
   // only for what its analyzers need (Analyzer::needs); `import` keeps everything.
@@ -62,9 +69,15 @@ class Importer {
 StatusOr<std::string> ExportNsysReport(const std::string& path, const std::string& cache_dir = "");
 
 // Kineto parsing of a JSON document held in memory (also used by the fuzzer and the
-// benchmark). `buffer` must have kInputPadding readable bytes past `size`.
+// benchmark): streamed from the buffer, as a file is (ParseKinetoStream). `capacity` is unused
+// (the buffer needs no padding any more); kept for callers.
 StatusOr<RankTrace> ParseKinetoJson(const char* buffer, size_t size, size_t capacity,
                                     const ImportOptions& options);
+
+// Kineto parsing of a stream (src/io/input_stream.h): what KinetoImporter::Import does with the
+// file's stream. `skip_bom`: a UTF-8 byte order mark at the start is skipped. Memory does not
+// grow with the JSON text (src/importers/kineto.cc).
+StatusOr<RankTrace> ParseKinetoStream(ByteStream& in, const ImportOptions& options, bool skip_bom = true);
 
 // Exact decimal number token -> round(value * 10^exp10) as int64 (round half away from
 // zero). Lenient beyond JSON (accepts "01", ".5"); false for anything that is not a

@@ -9,13 +9,33 @@
 // Split in two: KinetoReader (here) tokenizes the JSON; kineto::TraceBuilder
 // (kineto_builder.*) builds the rank's trace from the events (kineto_event.h).
 //
-// Memory: the decompressed document, simdjson's structural index (~0.5x the document for
-// trace JSON) and the compact RankTrace. Strings are interned from their raw (escaped)
-// bytes in the input, so simdjson's string buffer is never filled.
+// Streaming (issue 16): the file is read as a stream (src/io/input_stream.h: gzip inflated on a
+// second thread) into a bounded window of bytes (16 MiB by default). A scanner tracks strings,
+// escapes and bracket depth (64 bytes at a time, with bit masks: ScanEvents) to find the commas
+// between the elements of traceEvents; each batch of whole elements that fills the window is
+// parsed in place, wrapped as "[...]", with simdjson on-demand, its events handed to the
+// builder, and its text dropped. One element larger than the window grows it, up to
+// kMaxEventBytes (256 MiB); past that, the file is refused. Whitespace between elements is
+// dropped as the window fills, also after a whole element and before its comma (the element is
+// then parsed at once: ScanState::need_sep). The other top-level keys (distributedInfo,
+// deviceProperties, baseTimeNanoseconds, ...), before or after traceEvents, are read as separate
+// small documents of at most kMaxTopLevelValueBytes (64 MiB) each. The builder applies
+// baseTimeNanoseconds and resolves ranks in Finish, so where keys are in the file does not
+// change the result.
+//
+// Memory: the window and simdjson's index of one batch (about 2.5x the window when resident),
+// the inflate queue (16 MiB), and the RankTrace being built (docs/performance.md, issue 16);
+// nothing grows with the size of the JSON text itself. Strings are interned from their raw
+// (escaped) bytes, so simdjson's string buffer is never filled.
 //
 // Times: "ts" and "dur" are parsed from their decimal text exactly (no double rounding)
 // into integer ns; absolute time = baseTimeNanoseconds (when present) + ts.
 #include <simdjson.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include <fmt/format.h>
 
 #include <charconv>
 #include <cstring>
@@ -29,6 +49,7 @@
 #include "src/importers/kineto_event.h"
 #include "src/trace/classify.h"
 #include "src/io/input_file.h"
+#include "src/io/input_stream.h"
 #include "src/common/utf8.h"
 
 namespace overlapprof {
@@ -119,130 +140,658 @@ bool ParseScaledDecimal(std::string_view tok, int exp10, int64_t* out) {
   return true;
 }
 
+
 namespace {
 
-// Tokenizes the document (simdjson on-demand): the top-level keys into the builder's metadata,
-// each element of traceEvents into a RawEvent that the builder adds. JSON errors are reported
-// here with their byte offset; what the events mean is the builder's business.
+constexpr size_t kDefaultWindowBytes = size_t{16} << 20;
+constexpr size_t kMinWindowBytes = 16;
+// The largest element of traceEvents (and so the largest the window grows).
+constexpr size_t kMaxEventBytes = size_t{256} << 20;
+// The largest value of a top-level key other than traceEvents (and the largest key).
+constexpr size_t kMaxTopLevelValueBytes = size_t{64} << 20;
+
+// "256 MiB", or "1000 bytes" for a size that is no whole number of MiB (tests' small limits).
+std::string SizeText(size_t n) {
+  return n % (size_t{1} << 20) == 0 ? fmt::format("{} MiB", n >> 20) : fmt::format("{} bytes", n);
+}
+
+bool IsJsonSpace(int c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// First '"' or '\\' in p[i, end), or end. SSE2 where there is one (every x86-64).
+inline size_t FindQuoteOrBackslash(const char* p, size_t i, size_t end) {
+#if defined(__SSE2__)
+  const __m128i q = _mm_set1_epi8('"'), b = _mm_set1_epi8('\\');
+  while (i + 16 <= end) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+    const int m = _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, b)));
+    if (m) return i + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(m)));
+    i += 16;
+  }
+#endif
+  while (i < end && p[i] != '"' && p[i] != '\\') ++i;
+  return i;
+}
+
+// The characters the scanner looks at outside strings.
+struct OutsideTable {
+  bool t[256] = {};
+  constexpr OutsideTable() {
+    for (char c : {'"', '\\', '{', '}', '[', ']', ','}) t[static_cast<unsigned char>(c)] = true;
+  }
+};
+constexpr OutsideTable kOutside;
+
+// Tokenizes the document: the top-level keys into the builder's metadata, each element of
+// traceEvents into a RawEvent that the builder adds. JSON errors are reported here with their
+// byte offset (in the document, after a BOM); what the events mean is the builder's business.
+// Not thread-safe (one per import).
 class KinetoReader {
  public:
-  KinetoReader(const char* buf, size_t size, const ImportOptions& o, od::parser& parser)
-      : buf_(buf), size_(size), parser_(parser), builder_(o) {}
+  KinetoReader(ByteStream& in, const ImportOptions& o, od::parser& parser, bool skip_bom)
+      : in_(in),
+        parser_(parser),
+        builder_(o),
+        skip_bom_(skip_bom),
+        max_event_(std::max(o.kineto_max_event_bytes ? o.kineto_max_event_bytes : kMaxEventBytes, kMinWindowBytes)),
+        max_top_(std::min(max_event_, kMaxTopLevelValueBytes)) {
+    size_t window = std::min(std::max(o.kineto_window_bytes ? o.kineto_window_bytes : kDefaultWindowBytes, kMinWindowBytes),
+                             max_event_);
+    // No larger than the whole text when its length is known (a small plain file or buffer: the
+    // default 16 MiB would be allocated, and its parser index sized, for nothing).
+    if (const uint64_t n = in.size_hint(); n > 0 && n < window) window = std::max<size_t>(n, kMinWindowBytes);
+    Allocate(window);
+  }
 
-  Status Parse(size_t capacity) {
-    // A reused parser grows with headroom, so ranks of similar size reuse its index.
-    if (parser_.capacity() < size_) {
-      size_t want = std::min<size_t>(size_ + size_ / 4, simdjson::SIMDJSON_MAXSIZE_BYTES);
-      // On failure iterate() below allocates exactly what it needs, or reports the error.
-      (void)!parser_.allocate(std::max(want, size_));
-    }
-    od::document doc;
-    if (auto e = parser_.iterate(buf_, size_, capacity).get(doc)) {
-      if (e != simdjson::UTF8_ERROR || sanitized_) return JsonError(e, nullptr);
-      // Invalid UTF-8 (raw bytes in a kernel or host name): parse a copy with each invalid
-      // sequence replaced by U+FFFD (src/common/utf8.h), counted. Costs a copy, only then.
-      size_t replaced = 0;
-      const std::string fixed = SanitizeUtf8(std::string_view(buf_, size_), &replaced);
-      sanitized_.reset(new char[fixed.size() + kInputPadding]);
-      std::memcpy(sanitized_.get(), fixed.data(), fixed.size());
-      std::memset(sanitized_.get() + fixed.size(), 0, kInputPadding);
-      buf_ = sanitized_.get();
-      size_ = fixed.size();
-      builder_.AddStat(Stat::invalid_utf8_replaced, static_cast<int64_t>(replaced));
-      return Parse(size_ + kInputPadding);
-    }
-    od::json_type type;
-    if (auto e = doc.type().get(type)) return JsonError(e, &doc);
-    if (type == od::json_type::array) {
-      od::array arr;
-      if (auto e = doc.get_array().get(arr)) return JsonError(e, &doc);
-      OVERLAPPROF_RETURN_IF_ERROR(ParseEvents(arr, &doc));
-      have_events_ = true;
-    } else if (type == od::json_type::object) {
-      od::object obj;
-      if (auto e = doc.get_object().get(obj)) return JsonError(e, &doc);
-      uint32_t seen = 0;
-      for (auto fr : obj) {
-        od::field f;
-        if (auto e = std::move(fr).get(f)) return JsonError(e, &doc);
-        std::string_view key = KeyOf(f);
-        od::value v = f.value();
-        if (key == "traceEvents" && !First(seen, 0)) continue;
-        if (key == "distributedInfo" && !First(seen, 1)) continue;
-        if (key == "deviceProperties" && !First(seen, 2)) continue;
-        if (key == "baseTimeNanoseconds" && !First(seen, 3)) continue;
-        if ((key == "host_name" || key == "hostname") && !First(seen, 4)) continue;
-        if (key == "traceEvents") {
-          od::array arr;
-          if (auto e = v.get_array().get(arr)) return JsonError(e, &doc, "\"traceEvents\" is not an array");
-          OVERLAPPROF_RETURN_IF_ERROR(ParseEvents(arr, &doc));
-          have_events_ = true;
-        } else if (key == "distributedInfo") {
-          OVERLAPPROF_RETURN_IF_ERROR(ParseDistributedInfo(v, &doc));
-        } else if (key == "deviceProperties") {
-          OVERLAPPROF_RETURN_IF_ERROR(ParseDeviceProperties(v, &doc));
-        } else if (key == "baseTimeNanoseconds") {
-          std::string_view tok;
-          tok = v.raw_json_token();
-          int64_t base;
-          if (ParseScaledDecimal(tok, 0, &base)) builder_.SetBaseTime(base);
-        } else if (key == "host_name" || key == "hostname") {
-          std::string_view s;
-          if (RawString(v, &s)) builder_.meta().host = Unescape(s);
-        }
+  Status Parse() {
+    Status st = ParseDocument();
+    if (!st.ok()) {
+      // The rest of the stream is still read: a stream error (bad gzip) wins over what the JSON
+      // had, as when the whole file was inflated before it was parsed.
+      while (!eof_) {
+        len_ = pos_ = 0;
+        if (Status r = Fill(); !r.ok()) return r;
       }
-    } else {
-      return MakeError(StatusCode::kInvalidInput, "not a Chrome-trace JSON: the top level is not an object or array");
+      return st;
     }
-    {
-      // At the end of a well-formed document there is no current location.
-      const char* loc = nullptr;
-      if (doc.current_location().get(loc) == simdjson::SUCCESS)
-        return MakeError(StatusCode::kInvalidInput, "invalid JSON: trailing content after the document near byte {}",
-                         static_cast<size_t>(loc - buf_));
-    }
-    if (!have_events_)
-      return MakeError(StatusCode::kInvalidInput, "no \"traceEvents\" array: not a PyTorch-profiler trace");
     return builder_.Finish();
   }
 
   RankTrace Take() { return builder_.Take(); }
 
  private:
-  Status JsonError(simdjson::error_code e, od::document* doc, std::string_view what = {}) {
-    size_t offset = size_;
-    if (doc) {
-      const char* loc = nullptr;
-      if (doc->current_location().get(loc) == simdjson::SUCCESS && loc >= buf_ && loc <= buf_ + size_)
-        offset = static_cast<size_t>(loc - buf_);
-    }
-    if (!what.empty()) return MakeError(StatusCode::kInvalidInput, "{} near byte {}", what, offset);
-    // A document cut short leaves a string or a bracket open; anything else is malformed
-    // (unbalanced closers, trailing content, bad tokens). One scan, on the error path only.
+  // ---- the window: d_[0, len_) holds the stream's bytes from offset base_ --------------------
+  // mem_ holds one spare byte before d_ (where '[' goes before a batch at d_[0]), cap_ bytes, and
+  // kInputPadding + 1 bytes after them (']' and simdjson's padding after a batch at the end).
+  void Allocate(size_t cap) {
+    std::unique_ptr<char[]> m(new char[cap + kInputPadding + 2]);
+    if (len_) std::memcpy(m.get() + 1, d_, len_);
+    mem_ = std::move(m);
+    d_ = mem_.get() + 1;
+    cap_ = cap;
+  }
+  // Drops d_[0, n): the caller shifts the indices it holds.
+  void Compact(size_t n) {
+    std::memmove(d_, d_ + n, len_ - n);
+    len_ -= n;
+    base_ += n;
+    pos_ -= std::min(pos_, n);
+  }
+  // Reads more of the stream into d_[len_, cap_); eof_ at its end.
+  Status Fill() {
+    if (len_ == cap_ || eof_) return OkStatus();
+    StatusOr<size_t> r = in_.Read(d_ + len_, cap_ - len_);
+    if (!r.ok()) return r.status();
+    if (*r == 0) eof_ = true;
+    len_ += *r;
+    return OkStatus();
+  }
+  // Document offset (bytes after the BOM) of d_[i].
+  uint64_t At(size_t i) const { return base_ + i - bom_; }
+  uint64_t DocumentSize() const { return base_ + len_ - bom_; }
+
+  Status Truncated(bool in_string) const {
+    return MakeError(StatusCode::kInvalidInput, "truncated JSON: the document ends inside an unclosed {} after {} bytes",
+                     in_string ? "string" : "object or array", DocumentSize());
+  }
+  Status Invalid(size_t i, std::string_view what) const {
+    return MakeError(StatusCode::kInvalidInput, "invalid JSON near byte {} ({})", At(i), what);
+  }
+
+  // A syntax error `err` found at d_[from], where every bracket before it, counted blindly
+  // (strings skipped), leaves `depth` open. Reads the rest of the stream counting the same way:
+  // a document that ends inside a string or a bracket is reported as truncated (its cause, most
+  // likely), as the whole-document parse did; and a stream error wins over both.
+  Status SyntaxError(Status err, size_t from, int64_t depth) {
     bool in_string = false, escaped = false;
+    for (;;) {
+      for (size_t i = from; i < len_; ++i) {
+        const char c = d_[i];
+        if (in_string) {
+          if (escaped) escaped = false;
+          else if (c == '\\') escaped = true;
+          else if (c == '"') in_string = false;
+        } else if (c == '"') {
+          in_string = true;
+        } else if (c == '{' || c == '[') {
+          ++depth;
+        } else if (c == '}' || c == ']') {
+          --depth;
+        }
+      }
+      if (eof_) break;
+      base_ += len_;
+      len_ = pos_ = from = 0;
+      OVERLAPPROF_RETURN_IF_ERROR(Fill());
+    }
+    if (in_string || depth > 0) return Truncated(in_string);
+    return err;
+  }
+
+  // ---- the top level, a byte at a time (keys and small values) -------------------------------
+  // The byte at pos_, reading more when needed; -1 at the end of the stream or on an error
+  // (then in pending_). While capturing_, d_[keep_, ...) is kept (the window grows up to
+  // kMaxTopLevelValueBytes); otherwise everything before pos_ may go.
+  int Peek() {
+    while (pos_ >= len_) {
+      if (eof_ || !pending_.ok()) return -1;
+      if (len_ == cap_) {
+        const size_t keep = capturing_ ? keep_ : pos_;
+        if (keep > 0) {
+          Compact(keep);
+          if (capturing_) keep_ = 0;
+        } else if (cap_ < max_top_) {
+          Allocate(std::min(cap_ * 2, max_top_));
+        } else {
+          pending_ = MakeError(StatusCode::kInvalidInput,
+                               "a top-level value larger than {} near byte {}: refused (the limit for keys other "
+                               "than traceEvents)",
+                               SizeText(max_top_), At(keep_));
+          return -1;
+        }
+      }
+      pending_ = Fill();
+    }
+    return static_cast<unsigned char>(d_[pos_]);
+  }
+  int SkipSpace() {
+    int c;
+    while (IsJsonSpace(c = Peek())) ++pos_;
+    return c;
+  }
+  // At -1 from Peek inside an open value: the read error, or the document cut short.
+  Status AtEnd(bool in_string) const { return pending_.ok() ? Truncated(in_string) : pending_; }
+
+  // Scans the JSON value at pos_ (a string, an object or array, or a scalar token) to its end.
+  // Strings and brackets are tracked, not validated (simdjson validates what is parsed).
+  Status ScanTopLevelValue() {
+    int c = Peek();
+    if (c == -1) return AtEnd(false);
+    if (c != '"' && c != '{' && c != '[') {
+      while ((c = Peek()) != -1 && c != ',' && c != '}' && c != ']' && !IsJsonSpace(c)) ++pos_;
+      return pending_;
+    }
     int64_t depth = 0;
-    for (size_t i = 0; i < size_; ++i) {
-      char c = buf_[i];
+    bool in_string = false;
+    for (;;) {
+      c = Peek();
+      if (c == -1) return AtEnd(in_string);
+      ++pos_;
       if (in_string) {
-        if (escaped) escaped = false;
-        else if (c == '\\') escaped = true;
-        else if (c == '"') in_string = false;
+        if (c == '\\') {
+          if (Peek() == -1) return AtEnd(true);
+          ++pos_;
+        } else if (c == '"') {
+          in_string = false;
+          if (depth == 0) return OkStatus();
+        }
       } else if (c == '"') {
         in_string = true;
       } else if (c == '{' || c == '[') {
         ++depth;
       } else if (c == '}' || c == ']') {
-        --depth;
+        if (--depth == 0) return OkStatus();
       }
     }
-    bool ends_complete = !in_string && depth <= 0;
-    if (e == simdjson::CAPACITY)
-      return MakeError(StatusCode::kInvalidInput, "JSON document too large for one parse ({} bytes; the limit is 4 GiB)", size_);
+  }
+
+  Status ParseDocument() {
+    OVERLAPPROF_RETURN_IF_ERROR(Fill());
+    while (len_ < 3 && !eof_) OVERLAPPROF_RETURN_IF_ERROR(Fill());
+    if (skip_bom_ && len_ >= 3 && std::memcmp(d_, "\xEF\xBB\xBF", 3) == 0) pos_ = bom_ = 3;
+    if (len_ == 0) {
+      if (in_.was_compressed()) return MakeError(StatusCode::kInvalidInput, "empty file (gzip of nothing)");
+      return MakeError(StatusCode::kInvalidInput, "empty file");
+    }
+    while (len_ == pos_ && !eof_) OVERLAPPROF_RETURN_IF_ERROR(Fill());  // a BOM and nothing else?
+    if (len_ == pos_) return MakeError(StatusCode::kInvalidInput, "empty file");
+    int c = SkipSpace();
+    if (c == '[') {
+      ++pos_;
+      events_depth_ = 1;
+      OVERLAPPROF_RETURN_IF_ERROR(StreamEvents(false));
+      have_events_ = true;
+    } else if (c == '{') {
+      ++pos_;
+      OVERLAPPROF_RETURN_IF_ERROR(ParseTopObject());
+    } else if (c == -1) {
+      if (!pending_.ok()) return pending_;
+      return SyntaxError(Invalid(pos_, "no JSON value"), pos_, 0);
+    } else {
+      return MakeError(StatusCode::kInvalidInput, "not a Chrome-trace JSON: the top level is not an object or array");
+    }
+    c = SkipSpace();
+    if (!pending_.ok()) return pending_;
+    if (c != -1)
+      return MakeError(StatusCode::kInvalidInput, "invalid JSON: trailing content after the document near byte {}",
+                       At(pos_));
+    if (!have_events_)
+      return MakeError(StatusCode::kInvalidInput, "no \"traceEvents\" array: not a PyTorch-profiler trace");
+    return OkStatus();
+  }
+
+  // The members of the top-level object; pos_ is just past its '{'.
+  Status ParseTopObject() {
+    uint32_t seen = 0;
+    events_depth_ = 2;
+    int c = SkipSpace();
+    if (c == '}') {
+      ++pos_;
+      return OkStatus();
+    }
+    for (;;) {
+      if (c == -1) return AtEnd(false);
+      if (c != '"') return SyntaxError(Invalid(pos_, "expected a key"), pos_, 1);
+      // The key, raw (escaped) as in the file.
+      capturing_ = true;
+      keep_ = pos_;
+      OVERLAPPROF_RETURN_IF_ERROR(ScanTopLevelValue());
+      std::string key(d_ + keep_ + 1, pos_ - keep_ - 2);
+      capturing_ = false;
+      CountInvalidUtf8(key);
+      c = SkipSpace();
+      if (c == -1) return AtEnd(false);
+      if (c != ':') return SyntaxError(Invalid(pos_, "expected ':' after a key"), pos_, 1);
+      ++pos_;
+      c = SkipSpace();
+      if (c == -1) return AtEnd(false);
+      if (key == "traceEvents") {
+        if (!First(seen, 0)) {
+          // A later traceEvents is skipped (its text still read, and checked when it is an array).
+          if (c == '[') {
+            ++pos_;
+            OVERLAPPROF_RETURN_IF_ERROR(StreamEvents(true));
+          } else {
+            OVERLAPPROF_RETURN_IF_ERROR(ScanTopLevelValue());
+          }
+        } else {
+          if (c != '[')
+            return MakeError(StatusCode::kInvalidInput, "\"traceEvents\" is not an array near byte {}", At(pos_));
+          ++pos_;
+          OVERLAPPROF_RETURN_IF_ERROR(StreamEvents(false));
+          have_events_ = true;
+        }
+      } else {
+        capturing_ = true;
+        keep_ = pos_;
+        OVERLAPPROF_RETURN_IF_ERROR(ScanTopLevelValue());
+        capturing_ = false;
+        if (Status st = ParseTopLevelValue(key, keep_, pos_, seen); !st.ok()) return SyntaxError(st, keep_, 1);
+      }
+      c = SkipSpace();
+      if (c == -1) return AtEnd(false);
+      ++pos_;
+      if (c == '}') return OkStatus();
+      if (c != ',') return SyntaxError(Invalid(pos_ - 1, "expected ',' or '}' after a value"), pos_ - 1, 1);
+      c = SkipSpace();
+    }
+  }
+
+  void CountInvalidUtf8(std::string_view s) {
+    if (simdjson::validate_utf8(s.data(), s.size())) return;
+    size_t replaced = 0;
+    (void)SanitizeUtf8(s, &replaced);
+    builder_.AddStat(Stat::invalid_utf8_replaced, static_cast<int64_t>(replaced));
+  }
+
+  // The value of a top-level key other than traceEvents, d_[from, to), as a document "[value]".
+  Status ParseTopLevelValue(const std::string& key, size_t from, size_t to, uint32_t& seen) {
+    const std::string_view text(d_ + from, to - from);
+    int bit = -1;
+    if (key == "distributedInfo") bit = 1;
+    else if (key == "deviceProperties") bit = 2;
+    else if (key == "baseTimeNanoseconds") bit = 3;
+    else if (key == "host_name" || key == "hostname") bit = 4;
+    if (bit < 0 || !First(seen, bit)) {
+      CountInvalidUtf8(text);  // not read: only its bytes count (as they did in a whole-document parse)
+      return OkStatus();
+    }
+    std::string doc_text;
+    doc_text.reserve(text.size() + 2 + kInputPadding);
+    doc_text += '[';
+    doc_text += text;
+    doc_text += ']';
+    const uint64_t offset = At(from) - 1;
+    if (!simdjson::validate_utf8(doc_text.data(), doc_text.size())) {
+      size_t replaced = 0;
+      doc_text = SanitizeUtf8(doc_text, &replaced);
+      builder_.AddStat(Stat::invalid_utf8_replaced, static_cast<int64_t>(replaced));
+    }
+    const size_t n = doc_text.size();
+    doc_text.append(kInputPadding, '\0');
+    cur_buf_ = doc_text.data();
+    cur_size_ = n;
+    cur_offset_ = offset;
+    od::document doc;
+    if (auto e = parser_.iterate(doc_text.data(), n, doc_text.size()).get(doc)) return JsonError(e, nullptr);
+    od::array arr;
+    if (auto e = doc.get_array().get(arr)) return JsonError(e, &doc);
+    for (auto er : arr) {
+      od::value v;
+      if (auto e = std::move(er).get(v)) return JsonError(e, &doc);
+      if (bit == 1) {
+        OVERLAPPROF_RETURN_IF_ERROR(ParseDistributedInfo(v, &doc));
+      } else if (bit == 2) {
+        OVERLAPPROF_RETURN_IF_ERROR(ParseDeviceProperties(v, &doc));
+      } else if (bit == 3) {
+        std::string_view tok = v.raw_json_token();
+        int64_t base;
+        if (ParseScaledDecimal(tok, 0, &base)) builder_.SetBaseTime(base);
+      } else {
+        std::string_view s;
+        if (RawString(v, &s)) builder_.meta().host = Unescape(s);
+      }
+      break;
+    }
+    return OkStatus();
+  }
+
+  // ---- traceEvents, streamed ---------------------------------------------------------------
+  // Scanner state over the elements of an array: inside a string, after a backslash in one, and
+  // the bracket depth below the array (0: between its elements). need_sep: an element was parsed
+  // before its separator was seen (StreamEvents, whitespace after an element filling the window);
+  // the next comma between elements is that separator, not a cut.
+  struct ScanState {
+    bool in_string = false, escaped = false, need_sep = false;
+    int64_t depth = 0;
+  };
+
+  // Scans d_[from, to): *cut gets the last comma between elements, *close the array's ']' (and
+  // the scan stops there); while s.need_sep, the first comma between elements goes to *sep
+  // instead (and clears it). Errors: a '}' between elements.
+  // A backslash escapes the next byte inside strings and outside them alike (as simdjson's
+  // stage 1 reads it; outside a string it is invalid JSON, which simdjson reports when it
+  // parses the batch), so the 64-byte block scan and the byte loop agree on every input.
+  Status ScanEvents(ScanState& s, size_t from, size_t to, size_t* cut, size_t* close, size_t* sep) {
+    const char* p = d_;
+    size_t i = from;
+    // The element edges at depth 0 among the commas in `m` (bits of the block at `base`).
+    auto commas = [&](uint64_t m, size_t base) {
+      if (s.depth != 0 || m == 0) return;
+      if (s.need_sep) {
+        *sep = base + static_cast<size_t>(__builtin_ctzll(m));
+        s.need_sep = false;
+        m &= m - 1;
+        if (m == 0) return;
+      }
+      *cut = base + 63 - static_cast<size_t>(__builtin_clzll(m));
+    };
+#if defined(__SSE2__)
+    // 64 bytes at a time: the bit masks of quotes, backslashes, brackets and commas; escaped
+    // bytes and the inside of strings from them without a branch per byte (simdjson's stage-1
+    // method: odd runs of backslashes, then a prefix XOR of the unescaped quotes).
+    uint64_t prev_escaped = s.escaped ? 1 : 0;
+    uint64_t prev_in_string = s.in_string ? ~uint64_t{0} : 0;
+    const __m128i kQuote = _mm_set1_epi8('"'), kBackslash = _mm_set1_epi8('\\'), kComma = _mm_set1_epi8(','),
+                  kOpen = _mm_set1_epi8('{'), kClose = _mm_set1_epi8('}'), k20 = _mm_set1_epi8(0x20);
+    for (; i + 64 <= to; i += 64) {
+      uint64_t quote = 0, backslash = 0, comma = 0, open = 0, closing = 0;
+      for (int k = 0; k < 4; ++k) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 16 * k));
+        const __m128i v20 = _mm_or_si128(v, k20);  // '[' -> '{', ']' -> '}'
+        auto bits = [&](__m128i eq) {
+          return static_cast<uint64_t>(static_cast<uint16_t>(_mm_movemask_epi8(eq))) << (16 * k);
+        };
+        quote |= bits(_mm_cmpeq_epi8(v, kQuote));
+        backslash |= bits(_mm_cmpeq_epi8(v, kBackslash));
+        comma |= bits(_mm_cmpeq_epi8(v, kComma));
+        open |= bits(_mm_cmpeq_epi8(v20, kOpen));
+        closing |= bits(_mm_cmpeq_epi8(v20, kClose));
+      }
+      uint64_t escaped = 0;
+      if (backslash | prev_escaped) {
+        backslash &= ~prev_escaped;
+        const uint64_t follows_escape = backslash << 1 | prev_escaped;
+        constexpr uint64_t kEven = 0x5555555555555555ull;
+        const uint64_t odd_starts = backslash & ~kEven & ~follows_escape;
+        unsigned long long even_starts;
+        prev_escaped = __builtin_uaddll_overflow(odd_starts, backslash, &even_starts) ? 1 : 0;
+        escaped = (kEven ^ (static_cast<uint64_t>(even_starts) << 1)) & follows_escape;
+      }
+      quote &= ~escaped;
+      uint64_t in_string = quote;  // prefix XOR: set from an opening quote up to its closing one
+      in_string ^= in_string << 1;
+      in_string ^= in_string << 2;
+      in_string ^= in_string << 4;
+      in_string ^= in_string << 8;
+      in_string ^= in_string << 16;
+      in_string ^= in_string << 32;
+      in_string ^= prev_in_string;
+      prev_in_string = static_cast<uint64_t>(static_cast<int64_t>(in_string) >> 63);
+      const uint64_t outside = ~in_string & ~escaped;
+      comma &= outside;
+      open &= outside;
+      closing &= outside;
+      uint64_t brackets = open | closing;
+      uint64_t done = 0;  // the bits up to the last bracket handled
+      while (brackets) {
+        const unsigned b = static_cast<unsigned>(__builtin_ctzll(brackets));
+        commas(comma & ((uint64_t{1} << b) - 1) & ~done, i);
+        done = (uint64_t{2} << b) - 1;  // b = 63: 0 - 1, every bit
+        if (open >> b & 1) {
+          ++s.depth;
+        } else if (s.depth == 0) {
+          if (p[i + b] == '}')
+            return SyntaxError(Invalid(i + b, "unbalanced '}' in traceEvents"), i + b, events_depth_);
+          *close = i + b;
+          return OkStatus();
+        } else {
+          --s.depth;
+        }
+        brackets &= brackets - 1;
+      }
+      commas(comma & ~done, i);
+    }
+    s.escaped = prev_escaped != 0;
+    s.in_string = prev_in_string != 0;
+#endif
+    // The rest (under 64 bytes, or all without SSE2) a byte at a time.
+    while (i < to) {
+      if (s.escaped) {
+        s.escaped = false;
+        ++i;
+        continue;
+      }
+      if (s.in_string) {
+        i = FindQuoteOrBackslash(p, i, to);
+        if (i == to) break;
+        if (p[i] == '\\') s.escaped = true;
+        else s.in_string = false;
+        ++i;
+        continue;
+      }
+      while (i < to && !kOutside.t[static_cast<unsigned char>(p[i])]) ++i;
+      if (i == to) break;
+      switch (p[i]) {
+        case '\\':
+          s.escaped = true;
+          break;
+        case '"':
+          s.in_string = true;
+          break;
+        case '{':
+        case '[':
+          ++s.depth;
+          break;
+        case '}':
+        case ']':
+          if (s.depth == 0) {
+            if (p[i] == '}') return SyntaxError(Invalid(i, "unbalanced '}' in traceEvents"), i, events_depth_);
+            *close = i;
+            return OkStatus();
+          }
+          --s.depth;
+          break;
+        default:  // ','
+          commas(1, i);
+          break;
+      }
+      ++i;
+    }
+    return OkStatus();
+  }
+
+  // The elements of an array, pos_ just past its '['; pos_ ends past its ']'. `discard`: a
+  // duplicate traceEvents, parsed (checked) but not added.
+  Status StreamEvents(bool discard) {
+    constexpr size_t npos = SIZE_MAX;
+    size_t bs = pos_, scan = pos_, cut = npos;  // batch start, scanned up to, last cut in [bs, scan)
+    bool first = true;
+    ScanState s;
+    for (;;) {
+      size_t close = npos, sep = npos;
+      OVERLAPPROF_RETURN_IF_ERROR(ScanEvents(s, scan, len_, &cut, &close, &sep));
+      scan = len_;
+      if (sep != npos) {  // the separator after an element parsed early: only whitespace before it
+        OVERLAPPROF_RETURN_IF_ERROR(OnlySpaceAfterElement(bs, sep));
+        bs = sep + 1;
+      }
+      if (close != npos) {
+        if (s.need_sep) {  // the last element was parsed early
+          OVERLAPPROF_RETURN_IF_ERROR(OnlySpaceAfterElement(bs, close));
+        } else {
+          OVERLAPPROF_RETURN_IF_ERROR(ParseBatch(bs, close, first, true, discard));
+        }
+        pos_ = close + 1;
+        return OkStatus();
+      }
+      if (len_ == cap_) {  // the window is full: parse what is whole, keep the rest
+        if (cut != npos) {
+          OVERLAPPROF_RETURN_IF_ERROR(ParseBatch(bs, cut, first, false, discard));
+          first = false;
+          bs = cut + 1;
+          cut = npos;
+        }
+        // Whitespace before the next element is not kept (a gzip bomb of spaces streams through).
+        while (bs < len_ && IsJsonSpace(static_cast<unsigned char>(d_[bs]))) ++bs;
+        // Nor is whitespace after a whole element that fills the window before its separator: the
+        // element is parsed now and the separator looked for after the whitespace (need_sep).
+        if (bs == 0 && !s.need_sep && s.depth == 0 && !s.in_string) {
+          size_t k = len_;
+          while (k > bs && IsJsonSpace(static_cast<unsigned char>(d_[k - 1]))) --k;
+          if (k > bs && k < len_ && (d_[k - 1] == '}' || d_[k - 1] == ']' || d_[k - 1] == '"')) {
+            OVERLAPPROF_RETURN_IF_ERROR(ParseBatch(bs, k, first, false, discard));
+            first = false;
+            s.need_sep = true;
+            bs = len_;
+          }
+        }
+        if (bs > 0) {
+          const size_t n = bs;
+          pos_ = bs;
+          Compact(n);
+          bs -= n;
+          scan -= n;
+        } else if (cap_ < max_event_) {
+          Allocate(std::min(cap_ * 2, max_event_));
+        } else {
+          return MakeError(StatusCode::kInvalidInput,
+                           "an element of traceEvents larger than {} near byte {}: refused (the limit on one "
+                           "event)",
+                           SizeText(max_event_), At(bs));
+        }
+      }
+      if (eof_) return Truncated(s.in_string);
+      OVERLAPPROF_RETURN_IF_ERROR(Fill());
+    }
+  }
+
+  // While need_sep: d_[bs, e) (e: the separator or the array's ']') must be whitespace, else the
+  // element parsed early has content after it.
+  Status OnlySpaceAfterElement(size_t bs, size_t e) {
+    for (size_t i = bs; i < e; ++i)
+      if (!IsJsonSpace(static_cast<unsigned char>(d_[i])))
+        return SyntaxError(Invalid(i, "content after an element"), bs, events_depth_);
+    return OkStatus();
+  }
+
+  // Parses the elements in d_[bs, e) (e: a comma between elements or the array's ']') as the
+  // document "[...]", in place: the byte before bs becomes '[', d_[e] ']' followed by zeros
+  // (simdjson's padding), and the bytes after e are put back afterwards.
+  Status ParseBatch(size_t bs, size_t e, bool first, bool last, bool discard) {
+    size_t i = bs;
+    while (i < e && IsJsonSpace(static_cast<unsigned char>(d_[i]))) ++i;
+    if (i == e) {
+      if (first && last) return OkStatus();  // an empty array
+      return SyntaxError(Invalid(e, "a missing element in traceEvents"), bs, events_depth_);
+    }
+    char saved[kInputPadding + 1];
+    std::memcpy(saved, d_ + e, sizeof saved);
+    char* const open = d_ + bs - 1;  // d_ - 1 is mem_[0] (not d_[bs - 1]: bs may be 0)
+    *open = '[';
+    d_[e] = ']';
+    std::memset(d_ + e + 1, 0, kInputPadding);
+    Status st = ParseEventsDocument(open, e - bs + 2, At(bs) - 1, discard);
+    std::memcpy(d_ + e, saved, sizeof saved);
+    if (!st.ok()) return SyntaxError(st, bs, events_depth_);
+    return st;
+  }
+
+  // One batch "[...]" at buf[0, n) (kInputPadding readable zeros after), at document offset `offset`.
+  Status ParseEventsDocument(const char* buf, size_t n, uint64_t offset, bool discard) {
+    if (parser_.capacity() < n) (void)!parser_.allocate(std::max(n, std::min(cap_ + 2, simdjson::SIMDJSON_MAXSIZE_BYTES)));
+    cur_buf_ = buf;
+    cur_size_ = n;
+    cur_offset_ = offset;
+    od::document doc;
+    if (auto e = parser_.iterate(buf, n, n + kInputPadding).get(doc)) {
+      if (e != simdjson::UTF8_ERROR || buf == sanitized_.data()) return JsonError(e, nullptr);
+      // Invalid UTF-8 (raw bytes in a kernel or host name): parse a copy of the batch with each
+      // invalid sequence replaced by U+FFFD (src/common/utf8.h), counted. A copy, only then.
+      size_t replaced = 0;
+      sanitized_ = SanitizeUtf8(std::string_view(buf, n), &replaced);
+      builder_.AddStat(Stat::invalid_utf8_replaced, static_cast<int64_t>(replaced));
+      const size_t m = sanitized_.size();
+      sanitized_.append(kInputPadding, '\0');
+      Status st = ParseEventsDocument(sanitized_.data(), m, offset, discard);
+      sanitized_ = std::string();
+      return st;
+    }
+    od::array arr;
+    if (auto e = doc.get_array().get(arr)) return JsonError(e, &doc);
+    if (discard) {
+      for (auto er : arr) {
+        od::value v;
+        if (auto e = std::move(er).get(v)) return JsonError(e, &doc);
+      }
+    } else {
+      OVERLAPPROF_RETURN_IF_ERROR(ParseEvents(arr, &doc));
+    }
+    const char* loc = nullptr;
+    if (doc.current_location().get(loc) == simdjson::SUCCESS)
+      return MakeError(StatusCode::kInvalidInput, "invalid JSON near byte {} (content after an element)",
+                       cur_offset_ + static_cast<size_t>(loc - cur_buf_));
+    return OkStatus();
+  }
+
+  Status JsonError(simdjson::error_code e, od::document* doc, std::string_view what = {}) {
+    uint64_t offset = cur_offset_ + cur_size_;
+    if (doc) {
+      const char* loc = nullptr;
+      if (doc->current_location().get(loc) == simdjson::SUCCESS && loc >= cur_buf_ && loc <= cur_buf_ + cur_size_)
+        offset = cur_offset_ + static_cast<size_t>(loc - cur_buf_);
+    }
+    if (!what.empty()) return MakeError(StatusCode::kInvalidInput, "{} near byte {}", what, offset);
     if (e == simdjson::UTF8_ERROR) return MakeError(StatusCode::kInvalidInput, "invalid JSON: not valid UTF-8");
-    if (!ends_complete)
-      return MakeError(StatusCode::kInvalidInput,
-                       "truncated JSON: the document ends inside an unclosed {} after {} bytes",
-                       in_string ? "string" : "object or array", size_);
     return MakeError(StatusCode::kInvalidInput, "invalid JSON near byte {} ({})", offset, simdjson::error_message(e));
   }
 
@@ -483,12 +1032,26 @@ class KinetoReader {
     return OkStatus();
   }
 
-  const char* buf_;
-  size_t size_;
-  std::unique_ptr<char[]> sanitized_;  // the document with invalid UTF-8 replaced, when it had some
+  ByteStream& in_;
   od::parser& parser_;
   kineto::TraceBuilder builder_;
-  bool have_events_ = false;
+  const bool skip_bom_;
+  const size_t max_event_, max_top_;  // the window's most (bytes): for an event, for a top-level value
+  std::unique_ptr<char[]> mem_;
+  char* d_ = nullptr;
+  size_t cap_ = 0, len_ = 0;
+  uint64_t base_ = 0;  // stream offset of d_[0]
+  size_t bom_ = 0;     // bytes of a UTF-8 BOM skipped at the start (offsets are after it)
+  size_t pos_ = 0;     // the top level's cursor in d_
+  size_t keep_ = 0;    // while capturing_: the first byte kept
+  bool capturing_ = false, eof_ = false, have_events_ = false;
+  int64_t events_depth_ = 1;  // brackets open inside traceEvents (1: a top-level array)
+  Status pending_;     // a read error or refusal met by Peek
+  // The document simdjson parses now (a batch, or a top-level value) and its document offset.
+  const char* cur_buf_ = nullptr;
+  size_t cur_size_ = 0;
+  uint64_t cur_offset_ = 0;
+  std::string sanitized_;  // a batch with invalid UTF-8 replaced, while it is parsed
 };
 
 class KinetoImporter : public Importer {
@@ -506,16 +1069,8 @@ class KinetoImporter : public Importer {
     return 0;
   }
   StatusOr<RankTrace> Import(const std::string& path, const ImportOptions& options) const override {
-    ImportScratch local;
-    ImportScratch& scratch = options.scratch ? *options.scratch : local;
-    OVERLAPPROF_RETURN_IF_ERROR(ReadInputFileInto(path, scratch.buffer, scratch.compressed));
-    if (!scratch.json_parser) scratch.json_parser = std::make_shared<od::parser>();
-    const InputBuffer& buf = scratch.buffer;
-    size_t skip = buf.view().substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;
-    if (buf.size() - skip == 0) return MakeError(StatusCode::kInvalidInput, "empty file");
-    KinetoReader p(buf.data() + skip, buf.size() - skip, options, *static_cast<od::parser*>(scratch.json_parser.get()));
-    OVERLAPPROF_RETURN_IF_ERROR(p.Parse(buf.capacity() - skip));
-    RankTrace t = p.Take();
+    OVERLAPPROF_ASSIGN_OR_RETURN(std::unique_ptr<ByteStream> in, OpenInputStream(path));
+    OVERLAPPROF_ASSIGN_OR_RETURN(RankTrace t, ParseKinetoStream(*in, options, true));
     t.meta.source_path = path;
     return t;
   }
@@ -523,12 +1078,19 @@ class KinetoImporter : public Importer {
 
 }  // namespace
 
-StatusOr<RankTrace> ParseKinetoJson(const char* buffer, size_t size, size_t capacity, const ImportOptions& options) {
-  if (size == 0) return MakeError(StatusCode::kInvalidInput, "empty file");
-  od::parser parser;
-  KinetoReader p(buffer, size, options, parser);
-  OVERLAPPROF_RETURN_IF_ERROR(p.Parse(capacity));
+StatusOr<RankTrace> ParseKinetoStream(ByteStream& in, const ImportOptions& options, bool skip_bom) {
+  ImportScratch local;
+  ImportScratch& scratch = options.scratch ? *options.scratch : local;
+  if (!scratch.json_parser) scratch.json_parser = std::make_shared<od::parser>();
+  KinetoReader p(in, options, *static_cast<od::parser*>(scratch.json_parser.get()), skip_bom);
+  OVERLAPPROF_RETURN_IF_ERROR(p.Parse());
   return p.Take();
+}
+
+StatusOr<RankTrace> ParseKinetoJson(const char* buffer, size_t size, size_t /*capacity*/, const ImportOptions& options) {
+  if (size == 0) return MakeError(StatusCode::kInvalidInput, "empty file");
+  std::unique_ptr<ByteStream> in = MemoryStream(std::string_view(buffer, size));
+  return ParseKinetoStream(*in, options, false);
 }
 
 std::unique_ptr<Importer> MakeKinetoImporter() { return std::make_unique<KinetoImporter>(); }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 #include "src/trace/classify.h"
 
@@ -14,7 +15,7 @@ uint32_t TraceBuilder::InternRaw(std::string_view raw) {
   auto it = raw_intern_.find(raw);
   if (it != raw_intern_.end()) return it->second;
   uint32_t id = raw.find('\\') == std::string_view::npos ? t_.names.Intern(raw) : t_.names.Intern(Unescape(raw));
-  raw_intern_.emplace(raw, id);
+  raw_intern_.emplace(std::string(raw), id);
   return id;
 }
 
@@ -244,7 +245,19 @@ void TraceBuilder::MaybeAddHostCommOp(const RawEvent& ev) {
   HostCommOp h;
   static_cast<RawEvent&>(h) = ev;
   h.ext = IdFromToken(ev.external_id);
-  host_comm_ops_.push_back(h);
+  // Own the bytes: the views point into the reader's window, reused after this event.
+  std::string_view* views[] = {&h.cat,   &h.name,    &h.ts,       &h.dur,      &h.coll_name,  &h.dtype,
+                               &h.pg_name, &h.pg_desc, &h.pg_ranks, &h.arg_name, &h.arg_labels, &h.external_id};
+  size_t total = 0;
+  for (const std::string_view* v : views) total += v->size();
+  h.text.reset(new char[total + 1]);
+  char* p = h.text.get();
+  for (std::string_view* v : views) {
+    if (!v->empty()) std::memcpy(p, v->data(), v->size());
+    *v = std::string_view(p, v->size());
+    p += v->size();
+  }
+  host_comm_ops_.push_back(std::move(h));
 }
 
 bool TraceBuilder::HostOpNames(const HostCommOp& h, CommOp& op) {

@@ -7,6 +7,7 @@
 // (src/importers/kineto.cc) tokenizes.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
@@ -64,7 +65,13 @@ class TraceBuilder {
 
   ImportOptions opts_;
   RankTrace t_;
-  std::unordered_map<std::string_view, uint32_t> raw_intern_;
+  // Raw (escaped) name -> name id. Keys are copies: the input is streamed (src/importers/kineto.cc),
+  // so its bytes are gone after the event. One entry per distinct name.
+  struct RawHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, uint32_t, RawHash, std::equal_to<>> raw_intern_;
   std::vector<int8_t> name_is_comm_;  // by name id: -1 not yet classified, 0 compute, 1 comm
   // Rule 2 (docs/classification.md): (External id, name id) of host ops that launch
   // communication, and (activity index, External id) of kernels and memcpys without identity;
@@ -75,12 +82,13 @@ class TraceBuilder {
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;
   std::set<int64_t> steps_seen_;
   std::unordered_map<size_t, std::string> pg_ranks_;
-  // Kept as views into the input (alive until Finish returns) and decoded only when a SendRecv
-  // kernel needs a name: most traces have none, and copying every host op would cost.
-  // A host op kept as read (its views point into the input buffer, as RawEvent's do).
+  // Kept as read (undecoded) and decoded only when a SendRecv kernel needs a name: most traces
+  // have none. The input is streamed, so the RawEvent's views are re-pointed into `text`, a copy
+  // of the bytes they viewed (one allocation per host comm op, the size of its strings).
   struct HostCommOp : RawEvent {
     int64_t ext = kUnknown;            // RawEvent::external_id decoded
     int64_t start_ns = 0, end_ns = 0;  // decoded in NameFromHostOps
+    std::unique_ptr<char[]> text;      // what the views point into (stable across moves)
   };
   // The op a host op names (normalized; with its NCCL arguments when it has "Collective name"),
   // or false when it names none of the ops a SendRecv kernel can be.

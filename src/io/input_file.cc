@@ -71,6 +71,16 @@ Status OpenRegular(const std::string& path, Fd& f, struct stat* out = nullptr) {
 
 }  // namespace
 
+Status OpenRegularFile(const std::string& path, int* fd, uint64_t* size) {
+  Fd f;
+  struct stat st;
+  OVERLAPPROF_RETURN_IF_ERROR(OpenRegular(path, f, &st));
+  *size = static_cast<uint64_t>(st.st_size);
+  *fd = f.fd;
+  f.fd = -1;
+  return OkStatus();
+}
+
 void InputBufferFree::operator()(char* p) const {
   if (mapped) ::munmap(p, mapped);
   else delete[] p;

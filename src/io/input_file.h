@@ -51,6 +51,11 @@ class InputBuffer {
   size_t compressed_size_ = 0;
 };
 
+// Opens `path` for reading (O_CLOEXEC; a FIFO is refused at once, never waited on) and refuses
+// anything but a regular file; *fd gets a descriptor the caller closes, *size the file's size.
+// Errors as ReadInputFile's. (src/io/input_stream.cc reads through it.)
+Status OpenRegularFile(const std::string& path, int* fd, uint64_t* size);
+
 // First bytes of a file, for format detection without reading it all.
 StatusOr<std::string> ReadFileHead(const std::string& path, size_t n);
 

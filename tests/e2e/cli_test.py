@@ -131,19 +131,36 @@ class CliTest(unittest.TestCase):
         for name in ("a100_2rank_rank0", "a100_16rank_rank0", "v100_1rank_no_nccl", "mi250_1rank_rocm"):
             shutil.copy(os.path.join(KINETO, name + ".json.gz"), d)
         outs = []
-        for jobs in ("1", "2", "3"):
-            rc, out, err = run("analyze", d, "--jobs", jobs, "--json", "-")
+        # No --jobs: as many ranks at once as CPUs (parallel by default); the same output.
+        for jobs in ([], ["--jobs", "1"], ["--jobs", "2"], ["--jobs", "3"], ["-j", "8"]):
+            rc, out, err = run("analyze", d, *jobs, "--json", "-")
             self.assertEqual(rc, 0, err)
             outs.append(json.loads(out))
-        self.assertEqual(outs[0], outs[1])
-        self.assertEqual(outs[0], outs[2])
+        for o in outs[1:]:
+            self.assertEqual(outs[0], o)
         rc, _, err = run("analyze", d, "--jobs", "0")
         self.assertEqual(rc, 2)
-        # A bad file among several stops the run with exit 2 whatever the job count.
+        # A bad file among several stops the run with exit 2 and the same one line whatever the
+        # job count: the first bad input in input order (here "b..." before "zz..."), even when a
+        # later one fails first.
         shutil.copy(os.path.join(DATA, "bad", "truncated.json"), os.path.join(d, "zz.json"))
-        rc, out, err = run("analyze", d, "--jobs", "2")
-        self.assertEqual(rc, 2)
-        self.assertIn("zz.json", err)
+        errs = set()
+        for jobs in ([], ["--jobs", "1"], ["--jobs", "2"], ["--jobs", "4"]):
+            rc, out, err = run("analyze", d, *jobs)
+            self.assertEqual(rc, 2)
+            self.assertIn("zz.json", err)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            errs.add(err)
+        self.assertEqual(len(errs), 1, errs)
+        shutil.copy(os.path.join(DATA, "bad", "truncated.json.gz"), os.path.join(d, "b_truncated.json.gz"))
+        errs = set()
+        for jobs in ([], ["--jobs", "1"], ["--jobs", "2"], ["--jobs", "4"]):
+            rc, out, err = run("analyze", d, *jobs)
+            self.assertEqual(rc, 2)
+            self.assertIn("b_truncated.json.gz", err)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            errs.add(err)
+        self.assertEqual(len(errs), 1, errs)
 
     def test_import_several_into_directory(self):
         outdir = os.path.join(self.tmp, "stores")

@@ -1,0 +1,332 @@
+// Streaming input (src/io/input_stream.h): plain files by read(2), gzip by zlib, on a second
+// thread feeding a bounded queue of blocks.
+#include "src/io/input_stream.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "src/io/input_file.h"
+
+namespace overlapprof {
+
+uint64_t StreamInflateLimit() {
+  if (const char* env = std::getenv("OVERLAPPROF_MAX_INFLATED_BYTES")) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(env, &end, 10);
+    if (end != env && *end == '\0') return static_cast<uint64_t>(v);
+  }
+  return UINT64_MAX;
+}
+
+namespace {
+
+// Where compressed (or plain) bytes come from: a file descriptor (owned) or memory.
+class Source {
+ public:
+  explicit Source(int fd) : fd_(fd) {}
+  explicit Source(std::string_view mem) : mem_(mem) {}
+  Source(const Source&) = delete;
+  Source& operator=(const Source&) = delete;
+  ~Source() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  // Up to n bytes (at least 1, 0 at the end).
+  StatusOr<size_t> Read(char* out, size_t n) {
+    if (fd_ < 0) {
+      const size_t k = std::min(n, mem_.size());
+      std::memcpy(out, mem_.data(), k);
+      mem_.remove_prefix(k);
+      return k;
+    }
+    for (;;) {
+      ssize_t r = ::read(fd_, out, n);
+      if (r >= 0) return static_cast<size_t>(r);
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {  // opened O_NONBLOCK (regular files never block; be safe)
+        ::usleep(1000);
+        continue;
+      }
+      return MakeError(StatusCode::kIo, "read failed: {}", std::strerror(errno));
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  std::string_view mem_;
+};
+
+// A plain file or memory, read as it is.
+class PlainStream : public ByteStream {
+ public:
+  PlainStream(std::unique_ptr<Source> src, size_t max_read, uint64_t size)
+      : src_(std::move(src)), max_read_(max_read) {
+    size_hint_ = size;
+  }
+  StatusOr<size_t> Read(char* out, size_t n) override { return src_->Read(out, std::min(n, max_read_)); }
+
+ private:
+  std::unique_ptr<Source> src_;
+  size_t max_read_;
+};
+
+// zlib inflate of concatenated gzip members, pulled in pieces. Mirrors CountInflated
+// (input_file.cc): the same member, padding and garbage rules, the same messages.
+class Inflater {
+ public:
+  Inflater(std::unique_ptr<Source> src, uint64_t limit) : src_(std::move(src)), limit_(limit), in_(size_t{1} << 20) {}
+  ~Inflater() {
+    if (init_) inflateEnd(&z_);
+  }
+
+  // Fills out[0, n) as far as the data goes: returns n, or less only at the end (0: ended).
+  StatusOr<size_t> Inflate(char* out, size_t n) {
+    if (!error_.ok()) return error_;
+    size_t produced = 0;
+    while (produced < n && !ended_) {
+      Status st = Step(out + produced, n - produced, &produced);
+      if (!st.ok()) {
+        error_ = st;
+        return st;
+      }
+    }
+    return produced;
+  }
+
+ private:
+  Status Refill() {
+    OVERLAPPROF_ASSIGN_OR_RETURN(size_t r, src_->Read(reinterpret_cast<char*>(in_.data()), in_.size()));
+    if (r == 0) {
+      in_eof_ = true;
+      return OkStatus();
+    }
+    z_.next_in = in_.data();
+    z_.avail_in = static_cast<uInt>(r);
+    handed_ += r;
+    return OkStatus();
+  }
+  size_t Consumed() const { return handed_ - z_.avail_in; }  // compressed bytes consumed
+
+  Status Step(char* out, size_t n, size_t* produced) {
+    if (!init_) {
+      if (inflateInit2(&z_, 15 + 16) != Z_OK) return MakeError(StatusCode::kInternal, "inflateInit2 failed");
+      init_ = true;
+    }
+    if (z_.avail_in == 0 && !in_eof_) OVERLAPPROF_RETURN_IF_ERROR(Refill());
+    if (between_members_) {
+      // After a member: another member, zero padding to the end, or garbage.
+      if (z_.avail_in == 0) {
+        ended_ = true;  // in_eof_
+        return OkStatus();
+      }
+      const uint8_t b = *z_.next_in;
+      if (b == 0x1f && !in_padding_) {
+        // A member's first byte; a wrong second byte is reported by zlib (as corrupt data).
+        inflateReset(&z_);
+        between_members_ = false;
+        return OkStatus();
+      }
+      if (b != 0)
+        return MakeError(StatusCode::kCorrupt, "trailing garbage after gzip data at byte {}",
+                         in_padding_ ? padding_from_ : Consumed());
+      if (!in_padding_) {
+        in_padding_ = true;
+        padding_from_ = Consumed();
+      }
+      while (z_.avail_in > 0 && *z_.next_in == 0) {
+        ++z_.next_in;
+        --z_.avail_in;
+      }
+      return OkStatus();
+    }
+    z_.next_out = reinterpret_cast<Bytef*>(out);
+    z_.avail_out = static_cast<uInt>(std::min<size_t>(n, UINT32_MAX));
+    const uInt before = z_.avail_out;
+    const int rc = inflate(&z_, Z_NO_FLUSH);
+    const size_t got = before - z_.avail_out;
+    *produced += got;
+    total_ += got;
+    if (total_ > limit_)
+      return MakeError(StatusCode::kInvalidInput,
+                       "gzip data inflates to more than {} MiB, the limit set by OVERLAPPROF_MAX_INFLATED_BYTES",
+                       limit_ >> 20);
+    if (rc == Z_STREAM_END) {
+      between_members_ = true;
+      return OkStatus();
+    }
+    if (rc == Z_OK) return OkStatus();
+    if (rc == Z_BUF_ERROR) {
+      if (z_.avail_in == 0 && in_eof_)
+        return MakeError(StatusCode::kCorrupt, "truncated gzip data (the stream ends inside a member)");
+      return OkStatus();  // needs more input (refilled on the next step) or more room
+    }
+    return MakeError(StatusCode::kCorrupt, "truncated or corrupt gzip data (zlib: {} near compressed byte {})",
+                     z_.msg ? z_.msg : "bad data", Consumed());
+  }
+
+  std::unique_ptr<Source> src_;
+  uint64_t limit_;
+  std::vector<Bytef> in_;
+  z_stream z_{};
+  bool init_ = false, in_eof_ = false, ended_ = false, between_members_ = false, in_padding_ = false;
+  size_t handed_ = 0, padding_from_ = 0;
+  uint64_t total_ = 0;
+  Status error_;
+};
+
+// Inflates on the caller's thread.
+class GzipStream : public ByteStream {
+ public:
+  GzipStream(std::unique_ptr<Source> src, uint64_t limit, size_t max_read)
+      : inflater_(std::move(src), limit), max_read_(max_read) {
+    compressed_ = true;
+  }
+  StatusOr<size_t> Read(char* out, size_t n) override { return inflater_.Inflate(out, std::min(n, max_read_)); }
+
+ private:
+  Inflater inflater_;
+  size_t max_read_;
+};
+
+// Inflates on its own thread into up to kStreamBlocks blocks of kStreamBlockBytes; Read copies
+// out of the oldest. Locking: mu_ guards full_, free_, ended_, stop_ and error_; the block being
+// filled belongs to the thread, the block being read (cur_) to the caller.
+class ThreadedGzipStream : public ByteStream {
+ public:
+  ThreadedGzipStream(std::unique_ptr<Source> src, uint64_t limit) : inflater_(std::move(src), limit) {
+    compressed_ = true;
+    for (size_t i = 0; i < kStreamBlocks; ++i) free_.push_back(nullptr);  // allocated when first filled
+  }
+  // Starts the thread; false when it cannot be started (the caller inflates synchronously).
+  bool Start() {
+    try {
+      thread_ = std::thread([this] { Produce(); });
+    } catch (const std::system_error&) {
+      return false;
+    }
+    return true;
+  }
+  ~ThreadedGzipStream() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  StatusOr<size_t> Read(char* out, size_t n) override {
+    if (cur_pos_ == cur_.size) {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cur_.data) {
+        free_.push_back(std::move(cur_.data));
+        cur_ = Block{};
+        cur_pos_ = 0;
+        cv_.notify_all();
+      }
+      cv_.wait(lock, [&] { return !full_.empty() || ended_; });
+      if (full_.empty()) {
+        if (!error_.ok()) return error_;
+        return size_t{0};
+      }
+      cur_ = std::move(full_.front());
+      full_.pop_front();
+      cur_pos_ = 0;
+    }
+    const size_t k = std::min(n, cur_.size - cur_pos_);
+    std::memcpy(out, cur_.data.get() + cur_pos_, k);
+    cur_pos_ += k;
+    return k;
+  }
+
+ private:
+  struct Block {
+    std::unique_ptr<char[]> data;
+    size_t size = 0;
+  };
+
+  void Produce() {
+    for (;;) {
+      std::unique_ptr<char[]> buf;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !free_.empty(); });
+        if (stop_) return;
+        buf = std::move(free_.back());
+        free_.pop_back();
+      }
+      if (!buf) buf.reset(new char[kStreamBlockBytes]);
+      StatusOr<size_t> got = inflater_.Inflate(buf.get(), kStreamBlockBytes);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!got.ok() || *got == 0) {
+        if (!got.ok()) error_ = got.status();
+        ended_ = true;
+        cv_.notify_all();
+        return;
+      }
+      full_.push_back(Block{std::move(buf), *got});
+      cv_.notify_all();
+      if (*got < kStreamBlockBytes) {  // the end of the data
+        ended_ = true;
+        return;
+      }
+    }
+  }
+
+  Inflater inflater_;  // used by the thread only
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Block> full_;
+  std::vector<std::unique_ptr<char[]>> free_;
+  bool ended_ = false, stop_ = false;
+  Status error_;
+  Block cur_;
+  size_t cur_pos_ = 0;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ByteStream>> OpenInputStream(const std::string& path, const StreamOptions& options) {
+  int fd = -1;
+  uint64_t size = 0;
+  OVERLAPPROF_RETURN_IF_ERROR(OpenRegularFile(path, &fd, &size));
+  auto src = std::make_unique<Source>(fd);
+  if (size == 0) return MakeError(StatusCode::kInvalidInput, "empty file");
+  // Regular files never block: back to blocking mode (O_NONBLOCK only kept FIFOs from hanging open).
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  char head[2] = {0, 0};
+  ssize_t r = ::pread(fd, head, 2, 0);
+  if (r < 0) return MakeError(StatusCode::kIo, "read failed: {}", std::strerror(errno));
+  if (!IsGzip(std::string_view(head, static_cast<size_t>(r))))
+    return std::unique_ptr<ByteStream>(std::make_unique<PlainStream>(std::move(src), SIZE_MAX, size));
+  if (options.threaded) {
+    auto t = std::make_unique<ThreadedGzipStream>(std::move(src), options.inflate_limit);
+    if (t->Start()) return std::unique_ptr<ByteStream>(std::move(t));
+    // No thread: reopen and inflate on the caller's thread.
+    OVERLAPPROF_RETURN_IF_ERROR(OpenRegularFile(path, &fd, &size));
+    src = std::make_unique<Source>(fd);
+  }
+  return std::unique_ptr<ByteStream>(std::make_unique<GzipStream>(std::move(src), options.inflate_limit, SIZE_MAX));
+}
+
+std::unique_ptr<ByteStream> MemoryStream(std::string_view data, size_t max_read, bool gunzip, uint64_t inflate_limit) {
+  max_read = std::max<size_t>(max_read, 1);
+  auto src = std::make_unique<Source>(data);
+  if (gunzip && IsGzip(data.substr(0, 2))) return std::make_unique<GzipStream>(std::move(src), inflate_limit, max_read);
+  return std::make_unique<PlainStream>(std::move(src), max_read, data.size());
+}
+
+}  // namespace overlapprof

@@ -1,0 +1,66 @@
+#pragma once
+// Reading an input file as a stream of (decompressed) bytes, in memory that does not grow with
+// the file (issue 16). Gzip (recognized by its magic, not by name; several members concatenated
+// as gzip writes them, zero padding after the last tolerated) is inflated with zlib on a second
+// thread into a bounded queue of blocks (kStreamBlocks x kStreamBlockBytes = 16 MiB) that the
+// caller's thread drains; plain files are read with read(2) straight into the caller's buffer.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "src/common/status.h"
+
+namespace overlapprof {
+
+inline constexpr size_t kStreamBlockBytes = size_t{4} << 20;  // inflated bytes handed over at once
+inline constexpr size_t kStreamBlocks = 4;                     // blocks in flight (the queue's bound)
+
+class ByteStream {
+ public:
+  virtual ~ByteStream() = default;
+  // Copies the next bytes into out[0, n) (n > 0) and returns how many: at least 1, 0 only at the
+  // end of the stream. Errors: kIo, kCorrupt (bad or truncated gzip data, trailing garbage),
+  // kInvalidInput (past the inflate limit); a stream that failed keeps failing. Not thread-safe:
+  // one caller thread (the inflating thread, when there is one, is the stream's own business).
+  virtual StatusOr<size_t> Read(char* out, size_t n) = 0;
+  bool was_compressed() const { return compressed_; }
+  // The stream's length in bytes when known before reading (a plain file or memory), else 0.
+  // A hint for sizing buffers only: readers must not rely on it.
+  uint64_t size_hint() const { return size_hint_; }
+
+ protected:
+  bool compressed_ = false;
+  uint64_t size_hint_ = 0;
+};
+
+struct StreamOptions {
+  // Inflated bytes accepted from gzip input: past them the stream fails (kInvalidInput). Reading
+  // does not hold the inflated bytes, so the default is no limit unless the environment variable
+  // OVERLAPPROF_MAX_INFLATED_BYTES sets one (StreamInflateLimit()).
+  uint64_t inflate_limit = UINT64_MAX;
+  // Inflate on a second thread (false: on the caller's, in Read).
+  bool threaded = true;
+};
+
+// OVERLAPPROF_MAX_INFLATED_BYTES when set to a number, else UINT64_MAX. Read when called.
+uint64_t StreamInflateLimit();
+
+// Opens `path` (a regular file only: FIFOs and devices are refused at once, as ReadInputFile
+// does). Errors: kNotFound, kIo, kInvalidInput (empty file, not a regular file). Messages do not
+// include the path.
+StatusOr<std::unique_ptr<ByteStream>> OpenInputStream(const std::string& path, const StreamOptions& options);
+inline StatusOr<std::unique_ptr<ByteStream>> OpenInputStream(const std::string& path) {
+  StreamOptions o;
+  o.inflate_limit = StreamInflateLimit();
+  return OpenInputStream(path, o);
+}
+
+// A stream of bytes the caller keeps alive while it is read: plain, or gunzipped when they start
+// with the gzip magic and `gunzip` is set (synchronously). Each Read returns at most `max_read`
+// bytes (tests force reads of a few bytes with it).
+std::unique_ptr<ByteStream> MemoryStream(std::string_view data, size_t max_read = SIZE_MAX, bool gunzip = false,
+                                         uint64_t inflate_limit = UINT64_MAX);
+
+}  // namespace overlapprof

@@ -1,0 +1,350 @@
+// The streaming Kineto reader (issue 16): batch edges anywhere give the same trace, the scanner
+// is not fooled by strings, keys may follow traceEvents, one event may outgrow the window up to
+// its cap, and every way a document can be cut or spoiled is reported as before.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "src/importers/importer.h"
+#include "src/io/input_stream.h"
+#include "test_util.h"
+#include "tests/fuzz/trace_dump.h"
+
+namespace overlapprof {
+namespace {
+
+std::string Dump(const RankTrace& t) { return testing::DumpTrace(t); }
+
+// Parses `text` streamed `max_read` bytes at a time through a window of `window` bytes.
+StatusOr<RankTrace> Stream(const std::string& text, size_t window, size_t max_read = SIZE_MAX,
+                           size_t max_event = 0, bool gunzip = false) {
+  ImportOptions o;
+  o.kineto_window_bytes = window;
+  o.kineto_max_event_bytes = max_event;
+  std::unique_ptr<ByteStream> in = MemoryStream(text, max_read, gunzip);
+  return ParseKinetoStream(*in, o);
+}
+
+std::string Gzip(const std::string& data) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, data.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+// Strings holding everything the scanner looks at ({ } [ ] , " \), escapes at string ends,
+// non-object elements, nested arrays in args, keys before and after traceEvents, a duplicate
+// traceEvents, a host comm op kept until Finish (its bytes long gone from the window).
+const char* const kTricky = R"J({"schemaVersion": 1, "traceName": "a \"{[,]}\" name\\",
+  "distributedInfo": {"backend": "nccl", "rank": 1, "world_size": 2, "pg_config": [{"pg_name": "0", "ranks": [0, 1]}]},
+  "traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "k{1}[2],\"3\"\\", "pid": 0, "tid": 7, "ts": 10.5, "dur": 2.25, "args": {"device": 0, "stream": 7, "correlation": 1, "shape": [[1, 2], [3]], "x": "}]"}},
+    42, "text, with {braces}", null, [1, [2, {"a": "]"}]],
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 0, "tid": 3, "ts": 9, "dur": 1, "args": {"correlation": 1}},
+    {"ph": "X", "cat": "cpu_op", "name": "nccl:all_to_all", "pid": 0, "tid": 3, "ts": 19, "dur": 10, "args": {"External id": 77}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 0, "tid": 3, "ts": 20, "dur": 1, "args": {"correlation": 2}},
+    {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)", "pid": 0, "tid": 20, "ts": 21, "dur": 5, "args": {"device": 0, "stream": 20, "correlation": 2, "External id": 77}},
+    {"ph": "X", "cat": "kernel", "name": "nccl:all_reduce", "pid": 0, "tid": 20, "ts": 30, "dur": 5, "args": {"device": 0, "stream": 20, "Collective name": "allreduce", "dtype": "Float", "In msg nelems": 1024, "Process Group Name": "0", "Process Group Ranks": "[0, 1]"}},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 0, "tid": 3, "ts": 1, "dur": 50},
+    {"name": "thread_name", "ph": "M", "pid": 0, "tid": 7, "args": {"name": "stream 7 \u00e9"}},
+    {"ph": "X", "cat": "kernel", "name": "gemm\u00e9\ud83d\ude00", "pid": 0, "tid": 7, "ts": 40, "dur": 1, "args": {"device": 0, "stream": 7}}
+  ],
+  "traceEvents": [{"ph": "X", "cat": "kernel", "name": "dup", "ts": 1, "dur": 1}],
+  "deviceProperties": [{"id": 0, "name": "GPU \"0\"", "numSms": 132}],
+  "baseTimeNanoseconds": 1700000000000000000, "host_name": "h"
+})J";
+
+TEST(KinetoStream, BatchEdgesAnywhereGiveTheSameTrace) {
+  StatusOr<RankTrace> ref = testing::ParseJsonText(kTricky);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  const std::string want = Dump(*ref);
+  ASSERT_EQ(ref->activities.size(), 4u);
+  EXPECT_EQ(ref->meta.rank, 1);
+  EXPECT_EQ(ref->devices.size(), 1u);
+  EXPECT_EQ(ref->activities[0].start_ns, 1700000000000010500);  // baseTimeNanoseconds came last
+  EXPECT_EQ(ref->stats.Get(Stat::json_duplicate_keys), 1);
+  EXPECT_EQ(ref->comm_ops[ref->activities[1].comm_op].op, "alltoall");  // named by its host op at Finish
+  // Windows from the minimum up to one that holds everything, every read size pattern, and the
+  // text shifted by 0..63 bytes of leading whitespace: batch and read edges fall on every byte.
+  const std::string text = kTricky;
+  for (size_t pad = 0; pad < 64; pad += 7) {
+    const std::string shifted = std::string(pad, ' ') + text;
+    for (size_t window : {16, 17, 31, 64, 100, 257, 1000, 4096}) {
+      for (size_t max_read : {size_t{1}, size_t{3}, size_t{64}, SIZE_MAX}) {
+        StatusOr<RankTrace> t = Stream(shifted, window, max_read);
+        ASSERT_TRUE(t.ok()) << pad << " " << window << " " << max_read << ": " << t.status().message();
+        EXPECT_EQ(Dump(*t), want) << pad << " " << window << " " << max_read;
+      }
+    }
+  }
+}
+
+// The scanner reads 64-byte blocks when it has them (bit masks: escapes, strings, brackets) and
+// single bytes otherwise (reads of 1 byte): both must find the same element edges. Names end in
+// runs of 0..6 backslashes (escaping a quote or one another), with brackets and commas in the
+// strings, the whole shifted through all 64 offsets of a block.
+TEST(KinetoStream, BlockScanAndByteScanAgree) {
+  // Name j, as written in the file: n, 2j backslashes (j escaped ones), "],{", 2j+1 backslashes and
+  // a quote (j escaped backslashes, an escaped quote), z, 2j backslashes; unescaped: n, j
+  // backslashes, ],{, j backslashes, a quote, z, j backslashes.
+  std::string events;
+  for (size_t j = 0; j <= 3; ++j) {
+    const std::string bs(2 * j, '\\');
+    const std::string name = "n" + bs + "],{" + bs + "\\\"z" + bs;
+    events += fmt::format(R"J({{"ph": "X", "cat": "kernel", "name": "{}", "ts": {}, "dur": 1, "args": {{"a": [[{}], {{"b": "]}}"}}]}}}},)J",
+                          name, j + 1, j);
+  }
+  const std::string text = R"J({"traceEvents": [)J" + events + R"J("x"]})J";
+  StatusOr<RankTrace> ref = testing::ParseJsonText(text);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  ASSERT_EQ(ref->activities.size(), 4u);
+  EXPECT_EQ(ref->names.Get(ref->activities[3].name_id), "n\\\\\\],{\\\\\\\"z\\\\\\");
+  const std::string want = Dump(*ref);
+  for (size_t pad = 0; pad < 64; ++pad) {
+    const std::string shifted = std::string(pad, '\n') + text;
+    for (size_t window : {64, 100, 128, 300, 4096}) {
+      StatusOr<RankTrace> bytes = Stream(shifted, window, 1);
+      StatusOr<RankTrace> blocks = Stream(shifted, window, SIZE_MAX);
+      ASSERT_TRUE(bytes.ok() && blocks.ok()) << pad << " " << window;
+      EXPECT_EQ(Dump(*bytes), want) << pad << " " << window;
+      EXPECT_EQ(Dump(*blocks), want) << pad << " " << window;
+    }
+  }
+}
+
+TEST(KinetoStream, EveryCutOfASmallTraceAtEveryWindow) {
+  const std::string text = testing::KinetoJson({{"kernel", "gemm", "1", "2"},
+                                                {"kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "5", "3"},
+                                                {"gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", "9", "1"}});
+  StatusOr<RankTrace> ref = testing::ParseJsonText(text);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  for (size_t window = 16; window <= text.size() + 16; ++window) {
+    StatusOr<RankTrace> t = Stream(text, window, 5);
+    ASSERT_TRUE(t.ok()) << window << ": " << t.status().message();
+    EXPECT_EQ(Dump(*t), Dump(*ref)) << window;
+  }
+  // A prefix of the document is never a trace: each cut is truncated (or invalid) JSON.
+  for (size_t cut = 1; cut < text.size() - 1; ++cut) {
+    StatusOr<RankTrace> t = Stream(text.substr(0, cut), 16, 3);
+    ASSERT_FALSE(t.ok()) << cut;
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidInput);
+    EXPECT_NE(t.status().message().find("JSON"), std::string::npos) << cut << ": " << t.status().message();
+  }
+}
+
+TEST(KinetoStream, TruncationsAndGarbageAreReportedAsBefore) {
+  struct Case {
+    std::string text, expect;
+  } cases[] = {
+      {R"J({"traceEvents": [{"ph": "X", "name": "cut inside a str)J", "truncated JSON: the document ends inside an unclosed string"},
+      {R"J({"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1)J", "truncated JSON: the document ends inside an unclosed object or array"},
+      {R"J({"traceEvents": [{"ph": "X"}, )J", "truncated JSON: the document ends inside an unclosed object or array"},
+      {R"J({"traceEvents": [{"ph": "X"}] )J", "truncated JSON: the document ends inside an unclosed object or array after 30 bytes"},
+      {R"J({"traceEvents": [], "baseTimeNanoseconds": 1)J", "truncated JSON"},
+      {R"J({"traceEvents": [], "traceNa)J", "truncated JSON: the document ends inside an unclosed string"},
+      {R"J({"traceEvents": [{"ph": "X"}]} trailing)J", "invalid JSON: trailing content after the document near byte 31"},
+      {R"J({"traceEvents": [{"ph": "X"},]})J", "invalid JSON near byte"},
+      {R"J({"traceEvents": [,{"ph": "X"}]})J", "invalid JSON near byte"},
+      {R"J({"traceEvents": [{"ph": "X"} {"ph": "X"}]})J", "invalid JSON near byte"},
+      {R"J({"traceEvents": [}]})J", "invalid JSON near byte 17"},
+      {R"J({"traceEvents": {}})J", "\"traceEvents\" is not an array near byte 16"},
+      {R"J({"traceEvents": [] "x": 1})J", "invalid JSON near byte 19 (expected ',' or '}' after a value)"},
+      {R"J({"traceEvents" [])J", "truncated JSON"},  // '[' left open: its likely cause
+      {R"J({"traceEvents": [], "distributedInfo": {"rank": }})J", "invalid JSON near byte"},
+      {R"J(   )J", "invalid JSON near byte 3"},
+      {R"J("just a string")J", "not a Chrome-trace JSON"},
+  };
+  for (const Case& c : cases) {
+    for (size_t window : {16, 4096}) {
+      StatusOr<RankTrace> t = Stream(c.text, window, 2);
+      ASSERT_FALSE(t.ok()) << c.text;
+      EXPECT_EQ(t.status().code(), StatusCode::kInvalidInput) << c.text;
+      EXPECT_NE(t.status().message().find(c.expect), std::string::npos)
+          << c.text << " (window " << window << ") -> " << t.status().message();
+    }
+  }
+}
+
+TEST(KinetoStream, OneEventLargerThanTheWindowGrowsItUpToTheCap) {
+  const std::string big(3 << 20, 'x');  // 3 MiB of name
+  const std::string text = R"J({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "small", "ts": 1, "dur": 1},
+    {"ph": "X", "cat": "kernel", "name": ")J" + big + R"J(", "ts": 2, "dur": 1}, {"ph": "X", "cat": "kernel", "name": "s2", "ts": 3, "dur": 1}]})J";
+  StatusOr<RankTrace> t = Stream(text, 4096, 1 << 16, 4 << 20);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->activities.size(), 3u);
+  EXPECT_EQ(t->names.Get(t->activities[1].name_id).size(), big.size());
+  // Over the cap: refused with one line naming the limit.
+  t = Stream(text, 4096, 1 << 16, 2 << 20);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidInput);
+  EXPECT_NE(t.status().message().find("an element of traceEvents larger than 2 MiB near byte 87: refused"),
+            std::string::npos)
+      << t.status().message();
+  // The same for a top-level value other than traceEvents (at most 64 MiB, or the event cap).
+  const std::string top = R"J({"traceName": ")J" + big + R"J(", "traceEvents": []})J";
+  t = Stream(top, 4096, SIZE_MAX, 2 << 20);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("a top-level value larger than 2 MiB near byte 14: refused"), std::string::npos)
+      << t.status().message();
+  EXPECT_TRUE(Stream(top, 4096, SIZE_MAX, 4 << 20).ok());
+}
+
+TEST(KinetoStream, WhitespaceBetweenEventsIsNotKept) {
+  // 8 MiB of spaces between two events through a 64 KiB window capped at 1 MiB: streams.
+  const std::string text = R"J({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "a", "ts": 1, "dur": 1},)J" +
+                           std::string(8 << 20, ' ') +
+                           R"J({"ph": "X", "cat": "kernel", "name": "b", "ts": 2, "dur": 1}   )J" +
+                           std::string(4 << 20, '\n') + "]}";
+  StatusOr<RankTrace> t = Stream(text, 64 << 10, SIZE_MAX, 1 << 20);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->activities.size(), 2u);
+}
+
+TEST(KinetoStream, WhitespaceAfterAnElementIsNotKeptEither) {
+  // Runs of whitespace after elements (before their comma, before the ']'), far longer than the
+  // largest element allowed (128 bytes): each element is parsed when the window fills, and its
+  // separator looked for after the run. Same trace as one whole parse, at every window size.
+  const std::string ws(1000, ' ');
+  const std::string text = R"J({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "a", "ts": 1, "dur": 1})J" + ws +
+                           ",\n" + ws + R"J("a string element")J" + ws + "," + ws +
+                           R"J({"ph": "X", "cat": "kernel", "name": "b", "ts": 2, "dur": 1},)J" +
+                           R"J({"ph": "X", "cat": "kernel", "name": "c", "ts": 3, "dur": 1})J" + ws + "\n]" + ws +
+                           R"J(, "baseTimeNanoseconds": 1000})J";
+  StatusOr<RankTrace> ref = testing::ParseJsonText(text);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  ASSERT_EQ(ref->activities.size(), 3u);
+  EXPECT_EQ(ref->activities[0].start_ns, 2000);
+  EXPECT_EQ(ref->stats.Get(Stat::events_malformed), 1);  // the string element
+  for (size_t window = 16; window <= 128; window += 7) {
+    for (size_t max_read : {size_t{1}, size_t{5}, SIZE_MAX}) {
+      StatusOr<RankTrace> t = Stream(text, window, max_read, 128);
+      ASSERT_TRUE(t.ok()) << window << " " << max_read << ": " << t.status().message();
+      EXPECT_EQ(Dump(*t), Dump(*ref)) << window << " " << max_read;
+    }
+  }
+  // Content between an element and its separator is still an error, wherever the window ends.
+  const std::string bad = R"J({"traceEvents": [{"ph": "X", "name": "a"})J" + ws + R"J(x, {"ph": "X"}]})J";
+  const std::string bad2 = R"J({"traceEvents": [{"ph": "X", "name": "a"})J" + ws + R"J({"ph": "X"}]})J";
+  for (const std::string* b : {&bad, &bad2}) {
+    for (size_t window : {16, 64, 4096}) {
+      StatusOr<RankTrace> t = Stream(*b, window, SIZE_MAX, 128);
+      ASSERT_FALSE(t.ok()) << window;
+      EXPECT_EQ(t.status().code(), StatusCode::kInvalidInput);
+      EXPECT_NE(t.status().message().find("invalid JSON near byte"), std::string::npos)
+          << window << ": " << t.status().message();
+    }
+  }
+  StatusOr<RankTrace> t = Stream(bad, 64, SIZE_MAX, 128);
+  EXPECT_EQ(t.status().message(), "invalid JSON near byte 1041 (content after an element)");
+}
+
+TEST(KinetoStream, InvalidUtf8IsReplacedAndCountedWhateverTheBatches) {
+  std::string text = kTricky;
+  // Inside four strings (a kernel name, a runtime call's name, a device name, a top-level value),
+  // from the last so that each insertion leaves the earlier positions where they were.
+  std::vector<size_t> at = {text.find("k{1}"), text.find("cudaLaunchKernel"), text.find("GPU \\\"0"),
+                            text.find("nccl\"")};
+  std::sort(at.rbegin(), at.rend());
+  for (size_t i : at) text.insert(i, "\xC3\x28\xFF");
+  StatusOr<RankTrace> ref = testing::ParseJsonText(text);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  EXPECT_EQ(ref->stats.Get(Stat::invalid_utf8_replaced), 8);
+  for (size_t window : {16, 100, 1000}) {
+    StatusOr<RankTrace> t = Stream(text, window, 7);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    EXPECT_EQ(Dump(*t), Dump(*ref)) << window;
+  }
+}
+
+TEST(KinetoStream, TopLevelArrayAndBom) {
+  const std::string text = "\xEF\xBB\xBF [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 1, \"dur\": 1}] ";
+  StatusOr<RankTrace> t = Stream(text, 16, 1);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->activities.size(), 1u);
+  EXPECT_TRUE(Stream("\xEF\xBB\xBF[]", 16).ok());
+  EXPECT_EQ(Stream("\xEF\xBB\xBF", 16).status().message(), "empty file");
+}
+
+TEST(KinetoStream, GzipStreamsMembersPaddingAndErrors) {
+  const std::string text = kTricky;
+  StatusOr<RankTrace> ref = testing::ParseJsonText(text);
+  ASSERT_TRUE(ref.ok());
+  const std::string a = text.substr(0, 500), b = text.substr(500);
+  // Two members, then zero padding (as some writers pad to a block).
+  const std::string gz = Gzip(a) + Gzip(b) + std::string(100, '\0');
+  for (size_t max_read : {size_t{1}, size_t{13}, SIZE_MAX}) {
+    StatusOr<RankTrace> t = Stream(gz, 64, max_read, 0, true);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    EXPECT_EQ(Dump(*t), Dump(*ref));
+  }
+  // Through a file, inflated on the second thread, and on the caller's.
+  testing::TempDir dir;
+  const std::string path = dir.File("t.json.gz");
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << gz;
+  }
+  for (bool threaded : {true, false}) {
+    StreamOptions so;
+    so.threaded = threaded;
+    StatusOr<std::unique_ptr<ByteStream>> in = OpenInputStream(path, so);
+    ASSERT_TRUE(in.ok());
+    EXPECT_TRUE((*in)->was_compressed());
+    StatusOr<RankTrace> t = ParseKinetoStream(**in, ImportOptions{});
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    EXPECT_EQ(Dump(*t), Dump(*ref));
+  }
+  // Truncated, garbage after the data, the inflate limit: one error each, the gzip's first.
+  StatusOr<RankTrace> t = Stream(gz.substr(0, gz.size() - 150), 64, SIZE_MAX, 0, true);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kCorrupt);
+  EXPECT_EQ(t.status().message(), "truncated gzip data (the stream ends inside a member)");
+  t = Stream(Gzip(a) + Gzip(b) + "garbage", 64, SIZE_MAX, 0, true);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("trailing garbage after gzip data"), std::string::npos) << t.status().message();
+  std::unique_ptr<ByteStream> limited = MemoryStream(gz, SIZE_MAX, true, 1000);
+  t = ParseKinetoStream(*limited, ImportOptions{});
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().message(), "gzip data inflates to more than 0 MiB, the limit set by OVERLAPPROF_MAX_INFLATED_BYTES");
+  EXPECT_EQ(Stream(Gzip(""), 64, SIZE_MAX, 0, true).status().message(), "empty file (gzip of nothing)");
+}
+
+// Every bundled trace gives the same trace through a window that holds the whole document (its
+// traceEvents parsed by simdjson as one document: the reference), the default 16 MiB window, and a
+// 4 KiB window fed by 997-byte reads (the goldens check the default against the figures from
+// before streaming).
+TEST(KinetoStream, BundledTracesThroughATinyWindow) {
+  for (const char* name : {"a100_2rank_rank0", "a100_16rank_rank0", "a100_no_distributed_info",
+                           "b200_vllm_tp8_symm_mem_rank0", "cpu_only_ops", "mi250_1rank_rocm",
+                           "mi300x_ddp_resnet_rank0", "v100_1rank_no_nccl", "v100_resnet50_2021_format"}) {
+    std::ifstream f(testing::DataFile(std::string("kineto/") + name + ".json.gz"), std::ios::binary);
+    const std::string gz((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(gz.empty()) << name;
+    StatusOr<RankTrace> whole = Stream(gz, size_t{64} << 20, SIZE_MAX, 0, true);  // every file inflates to < 64 MiB
+    ASSERT_TRUE(whole.ok()) << name << ": " << whole.status().message();
+    ASSERT_FALSE(whole->activities.empty() && whole->host_calls.empty() && whole->ranges.empty()) << name;
+    const std::string want = Dump(*whole);
+    StatusOr<RankTrace> def = Stream(gz, 0, SIZE_MAX, 0, true);
+    ASSERT_TRUE(def.ok()) << name << ": " << def.status().message();
+    EXPECT_TRUE(Dump(*def) == want) << name;
+    StatusOr<RankTrace> tiny = Stream(gz, 4096, 997, 0, true);
+    ASSERT_TRUE(tiny.ok()) << name << ": " << tiny.status().message();
+    EXPECT_TRUE(Dump(*tiny) == want) << name;
+  }
+}
+
+}  // namespace
+}  // namespace overlapprof
