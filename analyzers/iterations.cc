@@ -183,23 +183,36 @@ IterationInfo DetectIterationsFromComm(const std::vector<OpSpan>& ops, const Int
   // identical layers is not cut per layer. Iteration boundaries have the largest gaps (forward
   // compute, optimizer, data loading): take the smallest m whose boundary gaps (at the best
   // phase) are all larger than every gap inside the iterations; m = 1 when none separates.
+  //
+  // Boundaries at phase j of period P are the ops i >= s with (i - s) % P == j. When a phase
+  // separates (its every gap larger than every other gap), it holds the largest gap: so for
+  // each m only the phase of the largest gap is checked, in time proportional to its number of
+  // boundaries, with the gaps sorted once (largest first). The whole search is O(L log L), not
+  // O(L^2 / p) (a trace of 30 k identical all-reduces took seconds). Without a separating m,
+  // the phase of m = 1 is the one with the largest sum of gaps.
   size_t best_m = 1, best_phase = 0;
   const size_t L = n - s;
+  {
+    std::vector<int64_t> sums(p, 0);
+    for (size_t i = s; i < n; ++i) sums[(i - s) % p] += gap[i];
+    best_phase = static_cast<size_t>(std::max_element(sums.begin(), sums.end()) - sums.begin());
+  }
+  std::vector<uint32_t> order(L);  // positions s.., largest gap first (ties: earlier first)
+  for (size_t i = 0; i < L; ++i) order[i] = static_cast<uint32_t>(s + i);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return gap[a] > gap[b]; });
   for (size_t m = 1; m * p * 2 <= L; ++m) {
     const size_t P = m * p;
-    size_t phase = 0;
-    int64_t best_sum = -1;
-    for (size_t j = 0; j < P; ++j) {
-      int64_t sum = 0;
-      for (size_t i = s + j; i < n; i += P) sum += gap[i];
-      if (sum > best_sum) best_sum = sum, phase = j;
-    }
-    int64_t min_boundary = INT64_MAX, max_inner = 0;
-    for (size_t i = s; i < n; ++i) {
-      if ((i - s) % P == phase) {
-        if (i > s || phase == 0) min_boundary = std::min(min_boundary, gap[i]);
-      } else {
-        max_inner = std::max(max_inner, gap[i]);
+    const size_t phase = (order[0] - s) % P;
+    int64_t min_boundary = INT64_MAX;
+    size_t boundaries = 0;
+    for (size_t i = s + phase; i < n; i += P, ++boundaries) min_boundary = std::min(min_boundary, gap[i]);
+    // The largest gap that is not a boundary: the first such in `order`; if the phase
+    // separates, the boundaries come first there.
+    int64_t max_inner = 0;
+    for (size_t k = 0; k < L && k <= boundaries; ++k) {
+      if ((order[k] - s) % P != phase) {
+        max_inner = gap[order[k]];
+        break;
       }
     }
     if (min_boundary != INT64_MAX && min_boundary > max_inner) {
@@ -207,7 +220,6 @@ IterationInfo DetectIterationsFromComm(const std::vector<OpSpan>& ops, const Int
       best_phase = phase;
       break;
     }
-    if (m == 1) best_phase = phase;
   }
   const size_t P = best_m * p;
   info.period_ops = static_cast<int64_t>(P);
