@@ -306,6 +306,22 @@ bool InWindows(const std::vector<std::pair<int64_t, int64_t>>& w, int64_t start,
   return it != w.end() && (it->first < end || (start == end && it->first <= start));
 }
 
+// A track's metadata for Perfetto: its name (`quoted_name`, a JSON string) and, when
+// sort_index >= 0, its place among the rank's tracks.
+void NameTrack(RankEvents& ev, int64_t tid, const std::string& quoted_name, int64_t sort_index = -1) {
+  ev.Start();
+  ev.Put(R"({{"ph":"M","name":"thread_name","pid":)");
+  ev.Pid();
+  ev.Put(R"(,"tid":{},"args":{{"name":{}}}}})", tid, quoted_name);
+  ev.Finish();
+  if (sort_index < 0) return;
+  ev.Start();
+  ev.Put(R"({{"ph":"M","name":"thread_sort_index","pid":)");
+  ev.Pid();
+  ev.Put(R"(,"tid":{},"args":{{"sort_index":{}}}}})", tid, sort_index);
+  ev.Finish();
+}
+
 // The threads of one rank: its streams, its iteration track, its host threads (returned: their
 // tids by native id).
 std::unordered_map<int64_t, int64_t> EmitThreads(const RankTrace& t, RankEvents& ev) {
@@ -315,38 +331,10 @@ std::unordered_map<int64_t, int64_t> EmitThreads(const RankTrace& t, RankEvents&
     while (!trimmed.empty() && (trimmed.back() == ' ' || trimmed.back() == '\t')) trimmed.remove_suffix(1);
     std::string label = !trimmed.empty() ? std::string(trimmed) : fmt::format("stream {}", st.native_id);
     if (st.device != kUnknown) label = fmt::format("GPU {} {}", st.device, label);
-    const int64_t tid = kStreamTid + static_cast<int64_t>(s);
-    ev.Start();
-    ev.Put(R"({{"ph":"M","name":"thread_name","pid":)");
-    ev.Pid();
-    ev.Put(R"(,"tid":{},"args":{{"name":{}}}}})", tid, Quote(label));
-    ev.Finish();
-    ev.Start();
-    ev.Put(R"({{"ph":"M","name":"thread_sort_index","pid":)");
-    ev.Pid();
-    ev.Put(R"(,"tid":{},"args":{{"sort_index":{}}}}})", tid, 1000 + s);
-    ev.Finish();
+    NameTrack(ev, kStreamTid + static_cast<int64_t>(s), Quote(label), 1000 + static_cast<int64_t>(s));
   }
-  ev.Start();
-  ev.Put(R"({{"ph":"M","name":"thread_name","pid":)");
-  ev.Pid();
-  ev.Put(R"(,"tid":{},"args":{{"name":"iterations"}}}})", kIterTid);
-  ev.Finish();
-  ev.Start();
-  ev.Put(R"({{"ph":"M","name":"thread_sort_index","pid":)");
-  ev.Pid();
-  ev.Put(R"(,"tid":{},"args":{{"sort_index":0}}}})", kIterTid);
-  ev.Finish();
-  ev.Start();
-  ev.Put(R"({{"ph":"M","name":"thread_name","pid":)");
-  ev.Pid();
-  ev.Put(R"(,"tid":{},"args":{{"name":"exposed communication"}}}})", kExposedTid);
-  ev.Finish();
-  ev.Start();
-  ev.Put(R"({{"ph":"M","name":"thread_sort_index","pid":)");
-  ev.Pid();
-  ev.Put(R"(,"tid":{},"args":{{"sort_index":1}}}})", kExposedTid);
-  ev.Finish();
+  NameTrack(ev, kIterTid, Quote("iterations"), 0);
+  NameTrack(ev, kExposedTid, Quote("exposed communication"), 1);
   // Host threads get tids 1, 2, ... (in order of their native id, which names them): native
   // ids are arbitrary 32-bit values that could collide with the stream tids.
   std::unordered_map<int64_t, int64_t> host_tid;
@@ -361,12 +349,7 @@ std::unordered_map<int64_t, int64_t> EmitThreads(const RankTrace& t, RankEvents&
   for (int64_t native : tids) {
     const int64_t tid = static_cast<int64_t>(host_tid.size()) + 1;
     host_tid[native] = tid;
-    ev.Start();
-    ev.Put(R"({{"ph":"M","name":"thread_name","pid":)");
-    ev.Pid();
-    ev.Put(R"(,"tid":{},"args":{{"name":{}}}}})", tid,
-           Quote(native != kUnknown ? fmt::format("host thread {}", native) : "host thread ?"));
-    ev.Finish();
+    NameTrack(ev, tid, Quote(native != kUnknown ? fmt::format("host thread {}", native) : "host thread ?"));
   }
   return host_tid;
 }
@@ -438,14 +421,10 @@ class RankFormatter {
         tid = kOverflowTid + static_cast<int64_t>(s) * 16 + static_cast<int64_t>(std::min<size_t>(lane, 15));
         if (!overflow_named[{s, lane}]) {
           overflow_named[{s, lane}] = true;
-          ev_.Start();
-          ev_.Put(R"({{"ph":"M","name":"thread_name","pid":)");
-          ev_.Pid();
           const std::string stream = s < t_.streams.size() && t_.streams[s].native_id != kUnknown
                                          ? fmt::format("stream {}", t_.streams[s].native_id)
                                          : std::string("no stream");
-          ev_.Put(R"x(,"tid":{},"args":{{"name":"{} (overlapping records {})"}}}})x", tid, stream, lane);
-          ev_.Finish();
+          NameTrack(ev_, tid, Quote(fmt::format("{} (overlapping records {})", stream, lane)));
         }
       }
       ev_.Start();
@@ -488,17 +467,9 @@ class RankFormatter {
       const int64_t tid = kRangeTid + static_cast<int64_t>(lane);
       if (!named[lane]) {
         named[lane] = true;
-        ev_.Start();
-        ev_.Put(R"({{"ph":"M","name":"thread_name","pid":)");
-        ev_.Pid();
-        ev_.Put(R"(,"tid":{},"args":{{"name":"{}"}}}})", tid,
-                lane == 0 ? std::string("annotations") : fmt::format("annotations (overlapping {})", lane));
-        ev_.Finish();
-        ev_.Start();
-        ev_.Put(R"({{"ph":"M","name":"thread_sort_index","pid":)");
-        ev_.Pid();
-        ev_.Put(R"(,"tid":{},"args":{{"sort_index":{}}}}})", tid, 2 + lane);
-        ev_.Finish();
+        NameTrack(ev_, tid,
+                  Quote(lane == 0 ? std::string("annotations") : fmt::format("annotations (overlapping {})", lane)),
+                  2 + static_cast<int64_t>(lane));
       }
       ev_.Start();
       ev_.Put(R"({{"ph":"X","cat":"annotation","name":{},"pid":)", Name(g.name_id));
@@ -541,17 +512,10 @@ class RankFormatter {
       const int64_t tid = kPluginTid + static_cast<int64_t>(lane);
       if (!named[lane]) {
         named[lane] = true;
-        ev_.Start();
-        ev_.Put(R"({{"ph":"M","name":"thread_name","pid":)");
-        ev_.Pid();
-        ev_.Put(R"(,"tid":{},"args":{{"name":"{}"}}}})", tid,
-                lane == 0 ? std::string("NCCL ops (profiler plugin)") : fmt::format("NCCL ops (concurrent {})", lane));
-        ev_.Finish();
-        ev_.Start();
-        ev_.Put(R"({{"ph":"M","name":"thread_sort_index","pid":)");
-        ev_.Pid();
-        ev_.Put(R"(,"tid":{},"args":{{"sort_index":{}}}}})", tid, 900 + lane);
-        ev_.Finish();
+        NameTrack(ev_, tid,
+                  Quote(lane == 0 ? std::string("NCCL ops (profiler plugin)")
+                                  : fmt::format("NCCL ops (concurrent {})", lane)),
+                  900 + static_cast<int64_t>(lane));
       }
       ev_.Start();
       ev_.Put(R"({{"ph":"X","cat":"nccl_op","name":{},"pid":)", Quote(p.op.empty() ? std::string("op") : p.op));
