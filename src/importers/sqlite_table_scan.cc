@@ -90,7 +90,7 @@ StatusOr<std::unique_ptr<SqliteTableScan>> SqliteTableScan::Open(sqlite3* db, co
                                                                   std::string_view table,
                                                                   const std::vector<std::string>& columns,
                                                                   std::string* why_not) {
-  auto unimplemented = [&](std::string_view why) -> std::unique_ptr<SqliteTableScan> {
+  auto use_sql = [&](std::string_view why) -> std::unique_ptr<SqliteTableScan> {
     *why_not = std::string(why);
     return nullptr;
   };
@@ -98,7 +98,7 @@ StatusOr<std::unique_ptr<SqliteTableScan>> SqliteTableScan::Open(sqlite3* db, co
   s->table_ = std::string(table);
   // A WAL file with frames: the main file alone may be stale.
   struct stat wal;
-  if (::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0) return unimplemented("a -wal file is beside it");
+  if (::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0) return use_sql("a -wal file is beside it");
 
   // Root page, and the columns (declared order = record order for a rowid table).
   {
@@ -106,9 +106,9 @@ StatusOr<std::unique_ptr<SqliteTableScan>> SqliteTableScan::Open(sqlite3* db, co
     OVERLAPPROF_RETURN_IF_ERROR(q.Prepare(db, "SELECT rootpage, sql FROM sqlite_schema WHERE type='table' AND name=?1"));
     q.Bind(1, table);
     OVERLAPPROF_ASSIGN_OR_RETURN(bool row, q.Step("table root page"));
-    if (!row || q.IsNull(0)) return unimplemented("no root page in the schema");
+    if (!row || q.IsNull(0)) return use_sql("no root page in the schema");
     int64_t root = q.Int(0);
-    if (root < 1 || root > UINT32_MAX) return unimplemented("root page out of range");
+    if (root < 1 || root > UINT32_MAX) return use_sql("root page out of range");
     s->root_ = static_cast<uint32_t>(root);
     std::string sql(q.Text(1));
     std::transform(sql.begin(), sql.end(), sql.begin(), [](unsigned char c) { return std::toupper(c); });
@@ -121,7 +121,7 @@ StatusOr<std::unique_ptr<SqliteTableScan>> SqliteTableScan::Open(sqlite3* db, co
       StatusOr<bool> r = wr.Step("table list");
       if (r.ok() && *r) without_rowid = wr.Int(0) != 0;
     }
-    if (without_rowid) return unimplemented("a WITHOUT ROWID table");
+    if (without_rowid) return use_sql("a WITHOUT ROWID table");
   }
   struct Col {
     std::string name;
@@ -140,7 +140,7 @@ StatusOr<std::unique_ptr<SqliteTableScan>> SqliteTableScan::Open(sqlite3* db, co
     while (true) {
       OVERLAPPROF_ASSIGN_OR_RETURN(bool row, q.Step("table columns"));
       if (!row) break;
-      if (q.Int(4) != 0) return unimplemented("a generated or hidden column");
+      if (q.Int(4) != 0) return use_sql("a generated or hidden column");
       bool pk = q.Int(2) > 0;
       pk_columns += pk;
       cols.push_back({std::string(q.Text(0)), pk && q.Text(1) == "INTEGER", q.Int(3) != 0});
@@ -159,7 +159,7 @@ StatusOr<std::unique_ptr<SqliteTableScan>> SqliteTableScan::Open(sqlite3* db, co
     bool rowid = false;
     for (size_t i = 0; i < cols.size(); ++i) {
       if (want.empty() || cols[i].name != want) continue;
-      if (cols[i].has_default) return unimplemented("column " + want + " has a DEFAULT");
+      if (cols[i].has_default) return use_sql("column " + want + " has a DEFAULT");
       idx = static_cast<int>(i);
       // INTEGER PRIMARY KEY: the rowid itself, unless the key has an index of its own
       // ("INTEGER PRIMARY KEY DESC" is not an alias, a quirk SQLite keeps).
@@ -170,14 +170,14 @@ StatusOr<std::unique_ptr<SqliteTableScan>> SqliteTableScan::Open(sqlite3* db, co
     s->col_rowid_.push_back(rowid);
     if (!rowid) s->max_index_ = std::max(s->max_index_, idx);
   }
-  if (s->max_index_ >= 64) return unimplemented("a column past the 64th");
+  if (s->max_index_ >= 64) return use_sql("a column past the 64th");
   s->values_.assign(columns.size(), 0);
   s->kinds_.assign(columns.size(), kNull);
 
   s->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // a link to an export is fine: SQLite followed it too
   if (s->fd_ < 0) return MakeError(StatusCode::kIo, "cannot open {}: {}", path, std::strerror(errno));
   struct stat st;
-  if (::fstat(s->fd_, &st) != 0 || !S_ISREG(st.st_mode)) return unimplemented("not a regular file");
+  if (::fstat(s->fd_, &st) != 0 || !S_ISREG(st.st_mode)) return use_sql("not a regular file");
   s->file_size_ = static_cast<uint64_t>(st.st_size);
   uint8_t h[100];
   if (s->file_size_ < sizeof h || ::pread(s->fd_, h, sizeof h, 0) != static_cast<ssize_t>(sizeof h))

@@ -20,21 +20,8 @@
 
 namespace overlapprof {
 namespace {
+using testing::Gzip;
 
-// One gzip member holding `data`.
-std::string Gzip(const std::string& data, int level = 9) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&z, data.size()), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  z.avail_in = static_cast<uInt>(data.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
 
 StatusOr<InputBuffer> Gunzip(const std::string& gz, size_t limit, InputBuffer* keep = nullptr) {
   InputBuffer local;

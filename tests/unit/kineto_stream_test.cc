@@ -18,6 +18,7 @@
 
 namespace overlapprof {
 namespace {
+using testing::Gzip;
 
 std::string Dump(const RankTrace& t) { return testing::DumpTrace(t); }
 
@@ -31,19 +32,6 @@ StatusOr<RankTrace> Stream(const std::string& text, size_t window, size_t max_re
   return ParseKinetoStream(*in, o);
 }
 
-std::string Gzip(const std::string& data) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&z, data.size()), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  z.avail_in = static_cast<uInt>(data.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
 
 // Strings holding everything the scanner looks at ({ } [ ] , " \), escapes at string ends,
 // non-object elements, nested arrays in args, keys before and after traceEvents, a duplicate

@@ -2,6 +2,8 @@
 // Helpers for tests: synthetic Kineto JSON built from a compact description, so tests
 // exercise the real importer, and temp files.
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -68,5 +70,20 @@ class TempDir {
 };
 
 inline std::string DataFile(const std::string& rel) { return std::string(OVERLAPPROF_TEST_DATA) + "/" + rel; }
+
+// One gzip member holding `data` (deflate at `level`).
+inline std::string Gzip(const std::string& data, int level = 9) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, data.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
 
 }  // namespace overlapprof::testing
