@@ -52,7 +52,9 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
                        "{}: this is an overlapprof JSON summary, already analyzed: compare it with another run "
                        "('overlapprof compare {} NEW') or gate a new run on it ('overlapprof check TRACE --baseline {}')",
                        t, t, t);
-  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs(a.traces, a.cache_dir));
+  // `run`'s reports include a Chrome trace, which draws host calls.
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files,
+                               ExpandInputs(a.traces, a.cache_dir, a.report_dir.empty() ? TraceNeeds{} : TraceNeeds::All()));
   ImportOptions io;
   io.kineto_time_exp = exp;
   io.store_quick_check = !a.no_verify;

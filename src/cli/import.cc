@@ -29,7 +29,7 @@ std::string StemOf(const std::string& input) {
 
 CommandResult RunImport(const ImportArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(int exp, ParseTsUnit(a.ts_unit));
-  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs(a.inputs, a.cache_dir));
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs(a.inputs, a.cache_dir, TraceNeeds::All()));
   std::error_code ec;
   bool to_dir = files.size() > 1 || fs::is_directory(a.output, ec) || (!a.output.empty() && a.output.back() == '/');
   if (to_dir) {

@@ -79,7 +79,7 @@ Status ListTraceFiles(const std::string& dir, std::vector<std::string>& found) {
 }  // namespace
 
 StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& args,
-                                                const std::string& nsys_cache_dir) {
+                                                const std::string& nsys_cache_dir, const TraceNeeds& needs) {
   std::vector<std::string> out;
   for (const std::string& a : args) {
     std::error_code ec;
@@ -110,7 +110,7 @@ StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& 
   std::vector<std::string> units;
   for (const std::string& path : out) {
     StatusOr<const Importer*> imp = ChooseImporter(path);
-    StatusOr<std::vector<std::string>> keys = imp.ok() ? (*imp)->Units(path) : std::vector<std::string>{};
+    StatusOr<std::vector<std::string>> keys = imp.ok() ? (*imp)->Units(path, needs) : std::vector<std::string>{};
     if (!keys.ok()) return keys.status().WithPrefix(path);
     if (keys->empty()) units.push_back(path);
     for (const std::string& k : *keys) units.push_back(path + '#' + k);

@@ -20,8 +20,10 @@ namespace overlapprof {
 // Errors: a missing path, a directory with no trace files, a multi-rank file that cannot be read.
 // An Nsight Systems report (.nsys-rep) becomes its SQLite export, made by `nsys export` into
 // `nsys_cache_dir` (empty: $TMPDIR/overlapprof-nsys-UID) and reused while the report is unchanged.
+// `needs`: what the imports will ask for (Importer::Units; a hint for reading ahead).
 StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& args,
-                                                const std::string& nsys_cache_dir = "");
+                                                const std::string& nsys_cache_dir = "",
+                                                const TraceNeeds& needs = TraceNeeds{});
 
 // True for names the directory scan picks up (.json, .json.gz, .db, .sqlite, .sqlite3), except
 // overlapprof's reports (*.summary.json, *.perfetto.json).

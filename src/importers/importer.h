@@ -58,7 +58,9 @@ class Importer {
   virtual StatusOr<RankTrace> Import(const std::string& path, const ImportOptions& options) const = 0;
   // The ranks a file holds when it can hold several, as keys for ImportOptions::unit (the
   // pipeline then imports them one at a time, as "PATH#KEY"); empty: the file is one rank.
-  virtual StatusOr<std::vector<std::string>> Units(const std::string& /*path*/) const {
+  // `needs`: what the imports will ask for, so that an importer may read ahead what they take
+  // (the Nsight Systems importer builds the ranks while listing them, without host calls).
+  virtual StatusOr<std::vector<std::string>> Units(const std::string& /*path*/, const TraceNeeds& /*needs*/) const {
     return std::vector<std::string>{};
   }
 };
@@ -67,6 +69,10 @@ class Importer {
 // when nsys is on PATH (into a per-user cache in $TMPDIR, reused while the report is
 // unchanged); otherwise an error saying the command to run. (src/importers/nsys.cc)
 StatusOr<std::string> ExportNsysReport(const std::string& path, const std::string& cache_dir = "");
+
+// Ranks of Nsight Systems exports built while they were listed (Importer::Units) and not yet
+// imported: how the tests and the bench see which way an export was read (src/importers/nsys.cc).
+size_t NsysRanksBuiltWhileListing();
 
 // Kineto parsing of a JSON document held in memory (also used by the fuzzer and the
 // benchmark): streamed from the buffer, as a file is (ParseKinetoStream). `capacity` is unused

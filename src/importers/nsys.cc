@@ -1,16 +1,18 @@
 // Importer for Nsight Systems SQLite exports (`nsys export --type sqlite report.nsys-rep`).
 // One export holds every process nsys traced: each (process, GPU) with GPU work is one rank
-// (Importer::Units: "pid<PID>.gpu<DEVICE>"), built on its own, so memory holds one rank at a
-// time. The large tables (GPU activities, runtime calls) are read straight from their B-tree
-// pages (SqliteTableScan), once per export: the first rank read spills every rank's rows to a
-// temporary file (Partition, RowSpill) and each rank reads its own from there. Where that does
-// not apply (a WAL file, an unusual table, OVERLAPPROF_NSYS_SQL=1) the rows come from SQL with
-// WHERE clauses, one query per rank. Tables and columns are found by name, not position (they
+// (Importer::Units: "pid<PID>.gpu<DEVICE>"). The large tables (GPU activities, runtime calls)
+// are read straight from their B-tree pages (SqliteTableScan), once per export: listing the
+// ranks builds them (Builders), within a memory budget, and each rank's import finishes its
+// own; over the budget, the first rank read spills every rank's rows to a temporary file
+// (Partition, RowSpill) and each rank reads its own from there. Where that does not apply
+// (a WAL file, an unusual table, OVERLAPPROF_NSYS_SQL=1) the rows come from SQL with WHERE
+// clauses, one query per rank. Tables and columns are found by name, not position (they
 // differ across nsys releases); docs/nsys.md lists what is read and how ranks are assigned.
 //
 // Files are untrusted: opened like stores (OpenUntrustedReadOnly), every value validated,
 // keys from the file kept in ordered containers (no identity-hashed maps).
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,6 +81,20 @@ struct UnitKey {
 // OVERLAPPROF_NSYS_SQL=1 asks for SQL (tests compare the two); then `SELECT columns FROM table
 // [WHERE sql_where]`, whose rows the caller still filters like the direct scan's. Column i of
 // a row is columns[i]; an empty name reads as NULL.
+// Damage found while reading rows: "corrupted SQLite file (...)", other errors as they are.
+Status DamagedFile(const Status& st) {
+  if (st.ok()) return st;
+  if (st.code() == StatusCode::kCorrupt) return MakeError(StatusCode::kCorrupt, "corrupted SQLite file ({})", st.message());
+  return st;
+}
+
+// The process id in a serialized global id column (hw:8 | vm:8 | pid:24 | tid:24) of a row
+// (any of Rows' sources); -1 when NULL (kPidOfGlobalPid in SQL).
+template <typename Row>
+int64_t PidOf(const Row& r, int i) {
+  return r.IsInt(i) ? (r.Int(i) >> 24) & 16777215 : -1;
+}
+
 // A row of a prepared statement, with Rows' accessors (for ReadSpan).
 struct SqlRow {
   sqlite3_stmt* st;
@@ -111,32 +127,36 @@ class Rows {
     spill_owner_ = std::move(owner);
     spill_.emplace(spill.Read(key));
   }
-  StatusOr<bool> Next() {
-    if (scan_) return scan_->Next();
-    if (spill_) return spill_->Next();
-    return stmt_.Step(table_);
+  // Calls body(row) for every row, where row is the source itself (a SqliteTableScan, a
+  // RowSpill::Reader or a SqlRow, all with IsInt(i) and Int(i)): the source is chosen once per
+  // table, not once per value, so the accessors inline into the body. Stops at the first
+  // error, the body's or the read's (a damaged file reads "corrupted SQLite file (...)").
+  template <typename Body>
+  Status ForEach(Body&& body) {
+    if (scan_) return Loop(*scan_, body);
+    if (spill_) return Loop(*spill_, body);
+    struct Sql {
+      Stmt& stmt;
+      const char* table;
+      StatusOr<bool> Next() { return stmt.Step(table); }
+      bool IsInt(int i) const { return sqlite3_column_type(stmt.get(), i) == SQLITE_INTEGER; }
+      int64_t Int(int i) const { return sqlite3_column_int64(stmt.get(), i); }
+    } sql{stmt_, table_};
+    return Loop(sql, body);
   }
-  bool IsInt(int i) const {
-    if (scan_) return scan_->IsInt(i);
-    if (spill_) return spill_->IsInt(i);
-    return sqlite3_column_type(stmt_.get(), i) == SQLITE_INTEGER;
-  }
-  int64_t Int(int i) const {
-    if (scan_) return scan_->Int(i);
-    if (spill_) return spill_->Int(i);
-    return sqlite3_column_int64(stmt_.get(), i);
-  }
-  bool IsNull(int i) const {
-    if (scan_) return scan_->kind(i) == SqliteTableScan::kNull;
-    if (spill_) return spill_->kind(i) == SqliteTableScan::kNull;
-    return sqlite3_column_type(stmt_.get(), i) == SQLITE_NULL;
-  }
-  // The process id in a serialized global id column (hw:8 | vm:8 | pid:24 | tid:24); -1 when
-  // NULL (kPidOfGlobalPid in SQL).
-  int64_t PidOf(int i) const { return IsInt(i) ? (Int(i) >> 24) & 16777215 : -1; }
   bool direct() const { return scan_ != nullptr; }
 
  private:
+  template <typename Source, typename Body>
+  static Status Loop(Source& source, Body& body) {
+    while (true) {
+      StatusOr<bool> row = source.Next();
+      if (!row.ok()) return DamagedFile(row.status());
+      if (!*row) return OkStatus();
+      Status st = body(static_cast<const Source&>(source));
+      if (!st.ok()) return st;
+    }
+  }
   const char* table_ = "";
   std::unique_ptr<SqliteTableScan> scan_;
   std::shared_ptr<const void> spill_owner_;
@@ -158,6 +178,9 @@ struct Partition {
 // Partitioning pays from two ranks on; above kMaxPartitionUnits the per-key buffers would
 // weigh more than the passes saved (each rank scans the tables then).
 constexpr size_t kMaxPartitionUnits = 256;
+// Ranks built while listing hold an SQLite connection each (Builders): more than this many in
+// one export are read as before.
+constexpr size_t kMaxBuilders = 64;
 
 std::string KeyString(const UnitKey& k) { return fmt::format("pid{}.gpu{}", k.pid, k.device); }
 
@@ -235,6 +258,16 @@ NcclRange NcclApiOf(std::string_view name) {
   return r;
 }
 
+// Maps the pages of a vector's reserved capacity (1 MiB and more) in one call: one page fault
+// per 4 KiB page filled, on this machine's VM ~2 us each, was 15% of a one-rank import.
+// Advice only: an older kernel (before 5.14) says EINVAL and the pages fault in as used.
+void Prefault(void* p, size_t bytes) {
+  constexpr uintptr_t kPage = 4096;
+  uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + kPage - 1) & ~(kPage - 1);
+  uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kPage - 1);
+  if (hi > lo + (kPage << 8)) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE);
+}
+
 class Export {
  public:
   Status Open(const std::string& path) {
@@ -270,36 +303,73 @@ class Export {
 
   bool Has(std::string_view table) const { return tables_.count(std::string(table)) > 0; }
 
-  StatusOr<std::vector<UnitKey>> ListUnits() {
+  // The (process, GPU) pairs with GPU rows, in key order; `build`: and build them (Builders).
+  StatusOr<std::vector<UnitKey>> ListUnits(bool build) {
+    const std::optional<FileId> id = Id();
+    if (id) DropBuilt(*id);  // a new listing starts afresh (below)
     std::map<UnitKey, uint64_t> units;  // GPU rows per unit: Read's reserve hint
-    for (const char* table : {kKernel, kMemcpy, kMemset}) {
-      if (!Has(table)) continue;
-      OVERLAPPROF_ASSIGN_OR_RETURN(auto cols, Columns(table));
-      if (!cols.count("deviceId")) return MissingColumn(table, "deviceId");
+    Builders b;
+    if (id && build) StartBuilders(b);
+    for (GpuTable g : {GpuTable{kKernel, ActivityKind::kKernel}, GpuTable{kMemcpy, ActivityKind::kMemcpy},
+                       GpuTable{kMemset, ActivityKind::kMemset}}) {
+      if (!Has(g.table)) continue;
+      OVERLAPPROF_ASSIGN_OR_RETURN(auto cols, Columns(g.table));
+      if (!cols.count("deviceId")) return MissingColumn(g.table, "deviceId");
+      // Building: every column Read reads (deviceId and globalPid are 8 and 9); listing only:
+      // those two.
+      std::vector<std::string> columns{cols.count("globalPid") ? "globalPid" : "", "deviceId"};
+      int device_col = 1, pid_col = 0;
+      if (b.on) {
+        StatusOr<std::vector<std::string>> all = GpuColumns(g);
+        if (all.ok()) {
+          columns = std::move(*all);
+          device_col = 8;
+          pid_col = 9;
+          for (auto& [k, e] : b.by_unit) e->BeginGpuTable();
+        } else {
+          b.Stop();
+        }
+      }
       Rows r;
-      OVERLAPPROF_RETURN_IF_ERROR(Damaged(r.Open(db_.get(), path_, table,
-                                                 {cols.count("globalPid") ? "globalPid" : "", "deviceId"}, "", {})));
-      // Rows come in runs of one unit more often than not: the last unit's counter is kept.
-      UnitKey last{};
-      uint64_t* last_count = nullptr;
-      while (true) {
-        StatusOr<bool> row = r.Next();
-        if (!row.ok()) return Damaged(row.status());
-        if (!*row) break;
-        if (!r.IsInt(1)) continue;  // no integer device: no rank reads the row (ReadGpuTable)
-        const UnitKey key{r.PidOf(0), r.Int(1)};
-        if (!last_count || key != last) {
-          last = key;
-          last_count = &units[key];
+      OVERLAPPROF_RETURN_IF_ERROR(Damaged(r.Open(db_.get(), path_, g.table, columns, "", {})));
+      // The units seen last, searched before the maps: rows of a few ranks come interleaved.
+      struct Seen {
+        UnitKey key;
+        uint64_t* count;  // in `units` (map nodes stay put)
+        Export* builder;  // null: not building
+      };
+      std::vector<Seen> seen;
+      size_t replace = 0;
+      OVERLAPPROF_RETURN_IF_ERROR(r.ForEach([&](const auto& row) -> Status {
+        if (!row.IsInt(device_col)) return OkStatus();  // no integer device: no rank reads the row (ReadGpuTable)
+        const UnitKey key{PidOf(row, pid_col), row.Int(device_col)};
+        Seen* u = nullptr;
+        for (Seen& x : seen)
+          if (x.key == key) {
+            u = &x;
+            break;
+          }
+        if (!u) {
+          uint64_t* count = &units[key];
           if (units.size() > kMaxUnits)
             return MakeError(StatusCode::kInvalidInput, "more than {} (process, GPU) pairs in one export", kMaxUnits);
+          Seen x{key, count, b.on ? b.For(key, path_) : nullptr};
+          if (seen.size() < 16) {
+            u = &seen.emplace_back(x);
+          } else {
+            u = &seen[replace++ % seen.size()];
+            *u = x;
+          }
         }
-        ++*last_count;
-      }
+        ++*u->count;
+        if (b.on && !b.Feed(u->builder, row, g)) u->builder = nullptr;
+        return OkStatus();
+      }));
     }
+    if (b.on) FinishBuilders(b);
     std::vector<UnitKey> keys;
     for (const auto& [k, n] : units) keys.push_back(k);
-    if (std::optional<FileId> id = Id()) {
+    if (id) {
       std::lock_guard<std::mutex> lock(CheckedMutex());
       auto& hints = RowHints();
       if (hints.size() > 64) hints.clear();  // a bound: one entry per export listed by this process
@@ -307,22 +377,30 @@ class Export {
       // A new listing starts afresh: a partition built from an earlier listing of a file with
       // the same identity (rewritten within the file system's time granularity) is not used.
       Slots().erase(*id);
+      if (b.on && !b.by_unit.empty()) {
+        const uint64_t bytes = b.Bytes();
+        if (BuiltBytes() + bytes <= BuildBudget()) {
+          BuiltBytes() += bytes;
+          Built()[*id] = BuiltFile{std::move(b.by_unit), bytes};
+        }
+      }
     }
     return keys;
   }
 
+
   StatusOr<RankTrace> Read(const UnitKey& unit, const ImportOptions& options) {
-    unit_ = unit;
-    needs_ = options.store_needs;
     if (options.store_quick_check && !AlreadyChecked()) {
       OVERLAPPROF_RETURN_IF_ERROR(QuickCheck());
       MarkChecked();
     }
-    OVERLAPPROF_RETURN_IF_ERROR(ReadClock());
-    OVERLAPPROF_RETURN_IF_ERROR(Prep(strings_, "SELECT value FROM StringIds WHERE id = ?"));
-    int missing = 0;
-    for (const char* table : {kMemcpy, kMemset, kSync, kRuntime, kNvtx}) missing += !Has(table);
-    t_.stats.Set(Stat::nsys_optional_tables_missing, missing);
+    // A rank built while this file was listed has its GPU and runtime tables read; it was
+    // built without host calls (Builders), so a reader that wants them reads the tables again.
+    if (std::unique_ptr<Export> built = TakeBuilt(unit); built && !options.store_needs.host_calls) {
+      built->needs_ = options.store_needs;
+      return built->Finish();
+    }
+    OVERLAPPROF_RETURN_IF_ERROR(Begin(unit, options.store_needs));
 
     // The rows ListUnits counted for this unit (when this process listed this file): the
     // activities vector is sized once instead of growing by copies.
@@ -331,7 +409,10 @@ class Export {
       auto it = RowHints().find(*id);
       if (it != RowHints().end()) {
         auto u = it->second.find(unit);
-        if (u != it->second.end()) t_.activities.reserve(std::min<uint64_t>(u->second, uint64_t{1} << 32));
+        if (u != it->second.end()) {
+          t_.activities.reserve(std::min<uint64_t>(u->second, uint64_t{1} << 32));
+          Prefault(t_.activities.data(), t_.activities.capacity() * sizeof(Activity));
+        }
       }
     }
     OVERLAPPROF_RETURN_IF_ERROR(UsePartition(unit));
@@ -341,12 +422,30 @@ class Export {
     if (Has(kMemset)) OVERLAPPROF_RETURN_IF_ERROR(ReadGpuTable({kMemset, ActivityKind::kMemset}));
     if (Has(kSync)) OVERLAPPROF_RETURN_IF_ERROR(ReadGpuTable({kSync, ActivityKind::kSync}));
     if (Has(kRuntime)) OVERLAPPROF_RETURN_IF_ERROR(ReadRuntime());
+    return Finish();
+  }
+
+ private:
+  // Read's first step: the rank, the clock, the string lookup.
+  Status Begin(const UnitKey& unit, const TraceNeeds& needs) {
+    unit_ = unit;
+    needs_ = needs;
+    OVERLAPPROF_RETURN_IF_ERROR(ReadClock());
+    OVERLAPPROF_RETURN_IF_ERROR(Prep(strings_, "SELECT value FROM StringIds WHERE id = ?"));
+    int missing = 0;
+    for (const char* table : {kMemcpy, kMemset, kSync, kRuntime, kNvtx}) missing += !Has(table);
+    t_.stats.Set(Stat::nsys_optional_tables_missing, missing);
+    return OkStatus();
+  }
+
+  // Read's last step, after the GPU and runtime tables: NVTX, the device and host, the rank.
+  StatusOr<RankTrace> Finish() {
     LinkLaunches();
     if (Has(kNvtx)) OVERLAPPROF_RETURN_IF_ERROR(ReadNvtx());
     OVERLAPPROF_RETURN_IF_ERROR(ReadDeviceAndHost());
 
     t_.meta.source_format = "nsys";
-    t_.meta.pid = unit.pid;
+    t_.meta.pid = unit_.pid;
     t_.meta.clock_source = clock_source_;
     t_.stats.Set(Stat::rank_unknown, 1);  // nsys does not record RANK (docs/nsys.md)
     for (Stream& s : t_.streams) s.name = fmt::format("stream {}", s.native_id);
@@ -354,13 +453,7 @@ class Export {
     return std::move(t_);
   }
 
- private:
-  static Status Damaged(const Status& st) {
-    if (st.ok()) return st;
-    if (st.code() == StatusCode::kCorrupt)
-      return MakeError(StatusCode::kCorrupt, "corrupted SQLite file ({})", st.message());
-    return st;
-  }
+  static Status Damaged(const Status& st) { return DamagedFile(st); }
   // Prepares `sql`; a damaged schema reads "corrupted SQLite file (...)" like damaged rows.
   Status Prep(Stmt& s, std::string_view sql) { return Damaged(s.Prepare(db_.get(), sql)); }
   static Status MissingColumn(std::string_view table, std::string_view column) {
@@ -520,77 +613,81 @@ class Export {
           fmt::format("deviceId = ?1 AND {} = ?2", g.pid_col.empty() ? "-1" : kPidOfGlobalPid),
           {unit_.device, unit_.pid})));
     }
-    const uint32_t memset_name = t_.names.Intern("Memset");
-    while (true) {
-      StatusOr<bool> row = st.Next();
-      if (!row.ok()) return Damaged(row.status());
-      if (!*row) break;
-      if (!st.IsInt(8) || st.Int(8) != unit_.device || st.PidOf(9) != unit_.pid) continue;
-      Activity a;
-      if (!ReadSpan(st, &a.start_ns, &a.end_ns)) continue;
-      if (a.end_ns == a.start_ns) t_.stats.Add(Stat::activities_zero_duration);
-      a.kind = g.kind;
-      int64_t stream = kUnknown;
-      if (st.IsInt(2)) stream = st.Int(2);
-      else t_.stats.Add(Stat::activities_unknown_stream);
-      a.stream = t_.StreamIndex(unit_.device, stream);
-      if (st.IsInt(3)) a.correlation_id = st.Int(3);
-      switch (g.kind) {
-        case ActivityKind::kKernel: {
-          if (st.IsInt(4)) {
-            OVERLAPPROF_ASSIGN_OR_RETURN(a.name_id, Name(st.Int(4)));
-          }
-          if (a.name_id >= name_is_comm_.size()) name_is_comm_.resize(t_.names.size(), -1);
-          int8_t& c = name_is_comm_[a.name_id];
-          if (c < 0) c = IsCommKernelName(t_.names.Get(a.name_id)) ? 1 : 0;
-          a.category = c ? Category::kComm : Category::kCompute;
-          break;
+    BeginGpuTable();
+    return st.ForEach([&](const auto& row) { return GpuRow(row, g); });
+  }
+
+  // Before a GPU table's rows (the name table's order is part of the output).
+  void BeginGpuTable() { memset_name_ = t_.names.Intern("Memset"); }
+
+  // One row of a GPU-activity table (GpuColumns), any rank: others are skipped.
+  template <typename Row>
+  Status GpuRow(const Row& row, const GpuTable& g) {
+    if (!row.IsInt(8) || row.Int(8) != unit_.device || PidOf(row, 9) != unit_.pid) return OkStatus();
+    Activity a;
+    if (!ReadSpan(row, &a.start_ns, &a.end_ns)) return OkStatus();
+    if (a.end_ns == a.start_ns) t_.stats.Add(Stat::activities_zero_duration);
+    a.kind = g.kind;
+    int64_t stream = kUnknown;
+    if (row.IsInt(2)) stream = row.Int(2);
+    else t_.stats.Add(Stat::activities_unknown_stream);
+    a.stream = t_.StreamIndex(unit_.device, stream);
+    if (row.IsInt(3)) a.correlation_id = row.Int(3);
+    switch (g.kind) {
+      case ActivityKind::kKernel: {
+        if (row.IsInt(4)) {
+          OVERLAPPROF_ASSIGN_OR_RETURN(a.name_id, Name(row.Int(4)));
         }
-        case ActivityKind::kMemcpy: {
-          int64_t kind = st.IsInt(6) ? st.Int(6) : 0;
-          if (kind < 0 || kind > 255) kind = 0;
-          a.copy_kind = static_cast<uint8_t>(kind);
-          a.name_id = t_.names.Intern(CopyKindName(kind));
-          // Peer-to-peer copies move data between GPUs: communication (rule 4,
-          // docs/classification.md), done by the copy engines.
-          a.category = kind == kCopyKindPeerToPeer ? Category::kComm : Classify(a.kind, t_.names.Get(a.name_id), false);
-          break;
-        }
-        case ActivityKind::kMemset:
-          a.name_id = memset_name;
-          a.category = Classify(a.kind, "Memset", false);
-          break;
-        case ActivityKind::kSync:
-          a.name_id = t_.names.Intern(
-              SyncTypeName(st.IsInt(7) ? st.Int(7) : 0));
-          a.category = Category::kOther;
-          break;
+        if (a.name_id >= name_is_comm_.size()) name_is_comm_.resize(t_.names.size(), -1);
+        int8_t& c = name_is_comm_[a.name_id];
+        if (c < 0) c = IsCommKernelName(t_.names.Get(a.name_id)) ? 1 : 0;
+        a.category = c ? Category::kComm : Category::kCompute;
+        break;
       }
-      if (st.IsInt(5)) {
-        int64_t b = st.Int(5);
-        if (b >= 0) a.bytes = b;
+      case ActivityKind::kMemcpy: {
+        int64_t kind = row.IsInt(6) ? row.Int(6) : 0;
+        if (kind < 0 || kind > 255) kind = 0;
+        a.copy_kind = static_cast<uint8_t>(kind);
+        a.name_id = t_.names.Intern(CopyKindName(kind));
+        // Peer-to-peer copies move data between GPUs: communication (rule 4,
+        // docs/classification.md), done by the copy engines.
+        a.category = kind == kCopyKindPeerToPeer ? Category::kComm : Classify(a.kind, t_.names.Get(a.name_id), false);
+        break;
       }
-      if (a.category == Category::kComm) {
-        CommOp op;
-        op.stream = a.stream;
-        op.source = CommSource::kKernelName;
-        if (a.kind == ActivityKind::kMemcpy) {
-          op.rule = CommRule::kPeerCopy;
-          op.op = "p2p_copy";
-          op.bytes = a.bytes;
-        } else {
-          op.rule = CommRule::kKernelName;
-          if (a.name_id >= name_op_.size()) name_op_.resize(t_.names.size());
-          std::optional<std::string>& name_op = name_op_[a.name_id];
-          if (!name_op) name_op = CollectiveFromKernelName(t_.names.Get(a.name_id));
-          op.op = *name_op;
-        }
-        op.communicator = "unknown";
-        a.comm_op = static_cast<uint32_t>(t_.comm_ops.size());
-        t_.comm_ops.push_back(std::move(op));
-      }
-      t_.activities.push_back(a);
+      case ActivityKind::kMemset:
+        a.name_id = memset_name_;
+        a.category = Classify(a.kind, "Memset", false);
+        break;
+      case ActivityKind::kSync:
+        a.name_id = t_.names.Intern(
+            SyncTypeName(row.IsInt(7) ? row.Int(7) : 0));
+        a.category = Category::kOther;
+        break;
     }
+    if (row.IsInt(5)) {
+      int64_t b = row.Int(5);
+      if (b >= 0) a.bytes = b;
+    }
+    if (a.category == Category::kComm) {
+      CommOp op;
+      op.stream = a.stream;
+      op.source = CommSource::kKernelName;
+      if (a.kind == ActivityKind::kMemcpy) {
+        op.rule = CommRule::kPeerCopy;
+        op.op = "p2p_copy";
+        op.bytes = a.bytes;
+      } else {
+        op.rule = CommRule::kKernelName;
+        if (a.name_id >= name_op_.size()) name_op_.resize(t_.names.size());
+        std::optional<std::string>& name_op = name_op_[a.name_id];
+        if (!name_op) name_op = CollectiveFromKernelName(t_.names.Get(a.name_id));
+        op.op = *name_op;
+      }
+      op.communicator = "unknown";
+      a.comm_op = static_cast<uint32_t>(t_.comm_ops.size());
+      t_.comm_ops.push_back(std::move(op));
+    }
+    t_.activities.push_back(a);
     return OkStatus();
   }
 
@@ -598,21 +695,14 @@ class Export {
   // its launch_ns (and a comm op its host call), as the Kineto importer does: the first call
   // with a correlation id, in table order, wins. Linked while reading (an activity index per
   // wanted id), so a call is kept as a HostCall only when the analyzers ask for host calls.
+  // The runtime calls of this process that launched this rank's GPU work give each activity
+  // its launch_ns (and a comm op its host call), as the Kineto importer does: the first call
+  // with a correlation id, in table order, wins. Linked while reading (an activity index per
+  // wanted id), so a call is kept as a HostCall only when the analyzers ask for host calls.
   Status ReadRuntime() {
+    OVERLAPPROF_ASSIGN_OR_RETURN(bool wants, BeginRuntime());
+    if (!wants) return OkStatus();
     OVERLAPPROF_ASSIGN_OR_RETURN(auto cols, Columns(kRuntime));
-    for (const char* c : {"start", "end", "correlationId"})
-      if (!cols.count(c)) return OkStatus();  // no launch times (counted as unmatched in LinkLaunches)
-    // (correlation id, activity index), sorted by id then index.
-    wanted_.clear();
-    wanted_.reserve(t_.activities.size());
-    for (uint32_t i = 0; i < t_.activities.size(); ++i) {
-      const Activity& a = t_.activities[i];
-      if (a.correlation_id != kUnknown && a.kind != ActivityKind::kSync) wanted_.emplace_back(a.correlation_id, i);
-    }
-    if (!std::is_sorted(wanted_.begin(), wanted_.end())) std::sort(wanted_.begin(), wanted_.end());
-    if (wanted_.empty()) return OkStatus();
-    size_t hint = 0;
-    std::vector<uint8_t> linked(wanted_.size(), 0);  // per wanted_ entry: a call was found
     const bool tid = cols.count("globalTid") > 0;
     Rows st;
     if (const RowSpill* spill = PartitionTable(kRuntime)) {
@@ -621,51 +711,80 @@ class Export {
       OVERLAPPROF_RETURN_IF_ERROR(Damaged(st.Open(db_.get(), path_, kRuntime, RuntimeColumns(cols),
                                                   fmt::format("{} = ?1", tid ? kPidOfGlobalTid : "-1"), {unit_.pid})));
     }
-    const int64_t lo = wanted_.front().first, hi = wanted_.back().first;
-    while (true) {
-      StatusOr<bool> row = st.Next();
-      if (!row.ok()) return Damaged(row.status());
-      if (!*row) break;
-      if (!st.IsInt(2)) continue;
-      const int64_t corr = st.Int(2);
-      if (corr < lo || corr > hi || st.PidOf(3) != unit_.pid) continue;
-      // Calls come in about the order of their ids: look just past the last match first.
-      const std::pair<int64_t, uint32_t> key(corr, 0);
-      auto from = wanted_.begin(), to = wanted_.end();
-      if (hint < wanted_.size() && wanted_[hint].first <= corr) {
-        from += static_cast<std::ptrdiff_t>(hint);
-        if (wanted_.size() - hint > 16 && wanted_[hint + 16].first >= corr) to = from + 17;
-      }
-      auto it = std::lower_bound(from, to, key);
-      if (it == wanted_.end() || it->first != corr) continue;
-      size_t w = static_cast<size_t>(it - wanted_.begin());
-      hint = w;
-      if (linked[w] && !needs_.host_calls) continue;  // a later call with the same id: the first won
-      HostCall h;
-      if (!ReadSpan(st, &h.start_ns, &h.end_ns)) continue;
-      h.correlation_id = corr;
-      if (st.IsInt(3)) h.tid = st.Int(3) & 16777215;
-      if (st.IsInt(4)) {
-        OVERLAPPROF_ASSIGN_OR_RETURN(h.name_id, Name(st.Int(4)));
-      }
-      if (needs_.host_calls) t_.host_calls.push_back(h);
-      if (linked[w]) continue;
-      for (; w < wanted_.size() && wanted_[w].first == corr; ++w) {
-        linked[w] = 1;
-        Activity& a = t_.activities[wanted_[w].second];
-        a.launch_ns = h.start_ns;
-        if (a.comm_op != kNoIndex) {
-          CommOp& op = t_.comm_ops[a.comm_op];
-          op.host_enter_ns = h.start_ns;
-          op.host_exit_ns = h.end_ns;
-          op.host_tid = h.tid;
-        }
+    OVERLAPPROF_RETURN_IF_ERROR(st.ForEach([&](const auto& row) { return RuntimeRow(row); }));
+    EndRuntime();
+    return OkStatus();
+  }
+
+  // ReadRuntime in three steps, so that one pass over the runtime table can feed several ranks
+  // (Builders): true when the table has what linking needs and this rank has ids to look up.
+  StatusOr<bool> BeginRuntime() {
+    OVERLAPPROF_ASSIGN_OR_RETURN(auto cols, Columns(kRuntime));
+    for (const char* c : {"start", "end", "correlationId"})
+      if (!cols.count(c)) return false;  // no launch times (counted as unmatched in LinkLaunches)
+    // (correlation id, activity index), sorted by id then index.
+    wanted_.clear();
+    wanted_.reserve(t_.activities.size());
+    Prefault(wanted_.data(), wanted_.capacity() * sizeof(wanted_[0]));
+    for (uint32_t i = 0; i < t_.activities.size(); ++i) {
+      const Activity& a = t_.activities[i];
+      if (a.correlation_id != kUnknown && a.kind != ActivityKind::kSync) wanted_.emplace_back(a.correlation_id, i);
+    }
+    if (!std::is_sorted(wanted_.begin(), wanted_.end())) std::sort(wanted_.begin(), wanted_.end());
+    if (wanted_.empty()) return false;
+    runtime_hint_ = 0;
+    linked_.assign(wanted_.size(), 0);
+    runtime_lo_ = wanted_.front().first;
+    runtime_hi_ = wanted_.back().first;
+    return true;
+  }
+
+  // One row of the runtime table (RuntimeColumns), any process: others are skipped.
+  template <typename Row>
+  Status RuntimeRow(const Row& row) {
+    if (!row.IsInt(2)) return OkStatus();
+    const int64_t corr = row.Int(2);
+    if (corr < runtime_lo_ || corr > runtime_hi_ || PidOf(row, 3) != unit_.pid) return OkStatus();
+    // Calls come in about the order of their ids: look just past the last match first.
+    const std::pair<int64_t, uint32_t> key(corr, 0);
+    auto from = wanted_.begin(), to = wanted_.end();
+    if (runtime_hint_ < wanted_.size() && wanted_[runtime_hint_].first <= corr) {
+      from += static_cast<std::ptrdiff_t>(runtime_hint_);
+      if (wanted_.size() - runtime_hint_ > 16 && wanted_[runtime_hint_ + 16].first >= corr) to = from + 17;
+    }
+    auto it = std::lower_bound(from, to, key);
+    if (it == wanted_.end() || it->first != corr) return OkStatus();
+    size_t w = static_cast<size_t>(it - wanted_.begin());
+    runtime_hint_ = w;
+    if (linked_[w] && !needs_.host_calls) return OkStatus();  // a later call with the same id: the first won
+    HostCall h;
+    if (!ReadSpan(row, &h.start_ns, &h.end_ns)) return OkStatus();
+    h.correlation_id = corr;
+    if (row.IsInt(3)) h.tid = row.Int(3) & 16777215;
+    if (row.IsInt(4)) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(h.name_id, Name(row.Int(4)));
+    }
+    if (needs_.host_calls) t_.host_calls.push_back(h);
+    if (linked_[w]) return OkStatus();
+    for (; w < wanted_.size() && wanted_[w].first == corr; ++w) {
+      linked_[w] = 1;
+      Activity& a = t_.activities[wanted_[w].second];
+      a.launch_ns = h.start_ns;
+      if (a.comm_op != kNoIndex) {
+        CommOp& op = t_.comm_ops[a.comm_op];
+        op.host_enter_ns = h.start_ns;
+        op.host_exit_ns = h.end_ns;
+        op.host_tid = h.tid;
       }
     }
-    for (size_t w = 0; w < wanted_.size(); ++w) t_.stats.Add(Stat::correlations_unmatched, linked[w] ? 0 : 1);
-    std::vector<std::pair<int64_t, uint32_t>>().swap(wanted_);
-    runtime_linked_ = true;
     return OkStatus();
+  }
+
+  void EndRuntime() {
+    for (size_t w = 0; w < wanted_.size(); ++w) t_.stats.Add(Stat::correlations_unmatched, linked_[w] ? 0 : 1);
+    runtime_linked_ = true;
+    std::vector<std::pair<int64_t, uint32_t>>().swap(wanted_);
+    std::vector<uint8_t>().swap(linked_);
   }
 
   // The runtime table's columns as ReadRuntime reads them (pid of column 3 the filter).
@@ -1007,6 +1126,220 @@ class Export {
     return p;
   }
 
+  // Ranks built while listing. ListUnits reads every column that Read reads and hands each
+  // row to the Export of its (process, GPU), then does the same with the synchronization and
+  // runtime tables, so a file is read once instead of listed and then read (a one-rank export)
+  // or listed, partitioned and read from the spill (several ranks). The built ranks wait in
+  // Built() for the Import of each, within BuildBudget() bytes over all files listed by this
+  // process: a file whose ranks would not fit is listed only (building stops when the
+  // estimate passes the budget left) and read as before. Not done under OVERLAPPROF_NSYS_SQL=1
+  // or OVERLAPPROF_NSYS_PARTITION=0 (the paths tests and the bench compare), nor with
+  // OVERLAPPROF_NSYS_BUILD=0.
+  struct Builders {
+    bool on = false;
+    std::map<UnitKey, std::unique_ptr<Export>> by_unit;
+    uint64_t rows = 0;          // GPU rows fed
+    uint64_t budget = 0;        // bytes the built ranks may take
+    uint64_t table_rows = 0;    // the GPU tables' largest rowids: about their rows
+    std::vector<std::string> why;
+
+    void Stop() {
+      on = false;
+      by_unit.clear();
+    }
+    uint64_t Bytes() const {
+      uint64_t n = 0;
+      for (const auto& [k, e] : by_unit)
+        n += e->t_.activities.capacity() * sizeof(Activity) + e->t_.comm_ops.capacity() * sizeof(CommOp);
+      return n;
+    }
+    // The builder of a unit, made at its first row; null (building stopped) when it cannot be.
+    Export* For(const UnitKey& key, const std::string& path) {
+      auto it = by_unit.find(key);
+      if (it != by_unit.end()) return it->second.get();
+      if (by_unit.size() >= kMaxBuilders) {
+        Stop();
+        return nullptr;
+      }
+      auto e = std::make_unique<Export>();
+      if (!e->Open(path).ok() || !e->Begin(key, TraceNeeds{}).ok()) {
+        Stop();
+        return nullptr;
+      }
+      e->BeginGpuTable();
+      return by_unit.emplace(key, std::move(e)).first->second.get();
+    }
+    // One GPU row to its builder; false when building stopped. Every 64 Ki rows the estimate
+    // is checked against the budget; at the first check each builder's activities are sized
+    // for its share of the tables' rows (one allocation instead of doublings).
+    template <typename Row>
+    bool Feed(Export* e, const Row& row, const GpuTable& g) {
+      if (!on || !e) return false;
+      if (!e->GpuRow(row, g).ok()) {  // Read reports it
+        Stop();
+        return false;
+      }
+      if ((++rows & 0xffff) != 0) return true;
+      if (rows == 0x10000 && table_rows > rows) {
+        for (auto& [k, b] : by_unit) {
+          const double share = static_cast<double>(b->t_.activities.size()) / static_cast<double>(rows);
+          const uint64_t want = static_cast<uint64_t>(share * static_cast<double>(table_rows) * 1.02) + 1024;
+          if (want * sizeof(Activity) > budget) {
+            Stop();
+            return false;
+          }
+          b->t_.activities.reserve(want);
+          Prefault(b->t_.activities.data(), b->t_.activities.capacity() * sizeof(Activity));
+        }
+      }
+      if (Bytes() > budget) {
+        Stop();
+        return false;
+      }
+      return true;
+    }
+  };
+
+  // Whether ListUnits builds the ranks (Builders, b.on), with which budget, and about how many
+  // GPU rows there are (each table's largest rowid: rows are only appended to an export).
+  void StartBuilders(Builders& b) {
+    for (const auto& [var, off] : {std::pair<const char*, const char*>{"OVERLAPPROF_NSYS_SQL", "1"},
+                                   {"OVERLAPPROF_NSYS_PARTITION", "0"}, {"OVERLAPPROF_NSYS_BUILD", "0"}}) {
+      const char* v = std::getenv(var);
+      if (v && std::string_view(v) == off) return;
+    }
+    const uint64_t budget = BuildBudget();
+    {
+      std::lock_guard<std::mutex> lock(CheckedMutex());
+      if (BuiltBytes() >= budget) return;
+      b.budget = budget - BuiltBytes();
+    }
+    for (const char* table : {kKernel, kMemcpy, kMemset}) {
+      if (!Has(table)) continue;
+      Stmt st;
+      if (!st.Prepare(db_.get(), fmt::format("SELECT max(rowid) FROM {}", table)).ok()) continue;
+      StatusOr<bool> row = st.Step("largest rowid");
+      if (row.ok() && *row && !st.IsNull(0) && st.Int(0) > 0)
+        b.table_rows = std::min<uint64_t>(b.table_rows + static_cast<uint64_t>(st.Int(0)), uint64_t{1} << 40);
+    }
+    b.on = true;
+  }
+
+  // The synchronization and runtime tables, once for all built ranks.
+  void FinishBuilders(Builders& b) {
+    if (Has(kSync)) {
+      GpuTable g{kSync, ActivityKind::kSync};
+      StatusOr<std::vector<std::string>> columns = GpuColumns(g);
+      Rows r;
+      if (!columns.ok() || !r.Open(db_.get(), path_, g.table, *columns, "", {}).ok()) return b.Stop();
+      for (auto& [k, e] : b.by_unit) e->BeginGpuTable();
+      Status st = r.ForEach([&](const auto& row) -> Status {
+        if (!row.IsInt(8)) return OkStatus();
+        auto it = b.by_unit.find(UnitKey{PidOf(row, 9), row.Int(8)});
+        if (it == b.by_unit.end()) return OkStatus();
+        return it->second->GpuRow(row, g);
+      });
+      if (!st.ok()) return b.Stop();
+    }
+    if (!Has(kRuntime)) return;
+    // Builders by process: the runtime table's rows are a process's calls.
+    std::map<int64_t, std::vector<Export*>> by_pid;
+    for (auto& [k, e] : b.by_unit) {
+      StatusOr<bool> wants = e->BeginRuntime();
+      if (!wants.ok()) return b.Stop();
+      if (*wants) by_pid[k.pid].push_back(e.get());
+    }
+    if (by_pid.empty()) return;
+    StatusOr<std::set<std::string>> cols = Columns(kRuntime);
+    if (!cols.ok()) return b.Stop();
+    Rows r;
+    if (!r.Open(db_.get(), path_, kRuntime, RuntimeColumns(*cols), "", {}).ok()) return b.Stop();
+    // The processes seen last, searched before the map: calls of a few processes come
+    // interleaved. Null: a process without builders.
+    std::vector<std::pair<int64_t, const std::vector<Export*>*>> seen;
+    size_t replace = 0;
+    Status st = r.ForEach([&](const auto& row) -> Status {
+      const int64_t pid = PidOf(row, 3);
+      const std::vector<Export*>* es = nullptr;
+      bool found = false;
+      for (const auto& [p, v] : seen)
+        if (p == pid) {
+          es = v;
+          found = true;
+          break;
+        }
+      if (!found) {
+        auto it = by_pid.find(pid);
+        es = it == by_pid.end() ? nullptr : &it->second;
+        if (seen.size() < 16) seen.emplace_back(pid, es);
+        else seen[replace++ % seen.size()] = {pid, es};
+      }
+      if (es)
+        for (Export* e : *es) OVERLAPPROF_RETURN_IF_ERROR(e->RuntimeRow(row));
+      return OkStatus();
+    });
+    if (!st.ok()) return b.Stop();
+    for (auto& [pid, es] : by_pid)
+      for (Export* e : es) e->EndRuntime();
+  }
+
+  struct BuiltFile {
+    std::map<UnitKey, std::unique_ptr<Export>> ranks;
+    uint64_t bytes = 0;
+  };
+  // Ranks built while listing, by file; guarded by CheckedMutex(), as BuiltBytes().
+  static std::map<FileId, BuiltFile>& Built() {
+    static std::map<FileId, BuiltFile> m;
+    return m;
+  }
+  static uint64_t& BuiltBytes() {
+    static uint64_t n = 0;
+    return n;
+  }
+  // 1 GiB of records (~15 M GPU activities), OVERLAPPROF_NSYS_BUILD_BUDGET_MB to change it.
+  static uint64_t BuildBudget() {
+    const char* mb = std::getenv("OVERLAPPROF_NSYS_BUILD_BUDGET_MB");
+    int64_t v;
+    if (mb && ParseInt(mb, &v) && v >= 0 && v < (int64_t{1} << 30)) return static_cast<uint64_t>(v) << 20;
+    return uint64_t{1} << 30;
+  }
+  static void DropBuilt(const FileId& id) {
+    std::map<UnitKey, std::unique_ptr<Export>> drop;  // freed outside the lock
+    std::lock_guard<std::mutex> lock(CheckedMutex());
+    auto it = Built().find(id);
+    if (it == Built().end()) return;
+    BuiltBytes() -= it->second.bytes;
+    drop = std::move(it->second.ranks);
+    Built().erase(it);
+  }
+ public:
+  // Ranks in Built(), all files.
+  static size_t BuiltRanks() {
+    std::lock_guard<std::mutex> lock(CheckedMutex());
+    size_t n = 0;
+    for (const auto& [id, f] : Built()) n += f.ranks.size();
+    return n;
+  }
+
+ private:
+  // The rank built for `unit` of this file while it was listed, taken out; null when none.
+  std::unique_ptr<Export> TakeBuilt(const UnitKey& unit) {
+    std::optional<FileId> id = Id();
+    if (!id) return nullptr;
+    std::lock_guard<std::mutex> lock(CheckedMutex());
+    auto it = Built().find(*id);
+    if (it == Built().end()) return nullptr;
+    auto r = it->second.ranks.find(unit);
+    if (r == it->second.ranks.end()) return nullptr;
+    std::unique_ptr<Export> e = std::move(r->second);
+    it->second.ranks.erase(r);
+    if (it->second.ranks.empty()) {
+      BuiltBytes() -= it->second.bytes;
+      Built().erase(it);
+    }
+    return e;
+  }
+
   // ListUnits' row counts per file and unit (a hint only: a sync table's rows are not in it).
   static std::map<FileId, std::map<UnitKey, uint64_t>>& RowHints() {
     static std::map<FileId, std::map<UnitKey, uint64_t>> m;
@@ -1050,6 +1383,12 @@ class Export {
   std::shared_ptr<Partition> partition_;  // this rank's rows, spilled (null: scan the tables)
   std::vector<std::pair<int64_t, uint32_t>> wanted_;  // ReadRuntime: (correlation id, activity index)
   bool runtime_linked_ = false;
+  uint32_t memset_name_ = 0;  // BeginGpuTable
+  // BeginRuntime .. EndRuntime: the ids' range, where the last match was, per wanted_ entry
+  // whether a call was found.
+  int64_t runtime_lo_ = 0, runtime_hi_ = 0;
+  size_t runtime_hint_ = 0;
+  std::vector<uint8_t> linked_;
   std::vector<NcclRange> nccl_ranges_;  // NCCL's API ranges of this process (ReadNvtx), ns on the trace clock
 };
 
@@ -1063,10 +1402,10 @@ class NsysImporter : public Importer {
   int Probe(std::string_view head) const override {
     return IsSqlite(head) && SqliteApplicationId(head) != static_cast<uint32_t>(kStoreApplicationId) ? 50 : 0;
   }
-  StatusOr<std::vector<std::string>> Units(const std::string& path) const override {
+  StatusOr<std::vector<std::string>> Units(const std::string& path, const TraceNeeds& needs) const override {
     Export e;
     OVERLAPPROF_RETURN_IF_ERROR(e.Open(path));
-    OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<UnitKey> units, e.ListUnits());
+    OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<UnitKey> units, e.ListUnits(/*build=*/!needs.host_calls));
     std::vector<std::string> keys;
     for (const UnitKey& u : units) keys.push_back(KeyString(u));
     return keys;
@@ -1077,7 +1416,7 @@ class NsysImporter : public Importer {
     UnitKey unit;
     if (options.unit.empty()) {
       // The whole file: fine when it holds one rank.
-      OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<UnitKey> units, e.ListUnits());
+      OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<UnitKey> units, e.ListUnits(/*build=*/!options.store_needs.host_calls));
       if (units.size() > 1) {
         std::string keys;
         for (const UnitKey& u : units) keys += (keys.empty() ? "" : ", ") + KeyString(u);
@@ -1161,6 +1500,8 @@ StatusOr<std::string> ExportNsysReport(const std::string& path, const std::strin
   if (ec) return MakeError(StatusCode::kIo, "{}: cannot rename into place: {}", out, ec.message());
   return out;
 }
+
+size_t NsysRanksBuiltWhileListing() { return Export::BuiltRanks(); }
 
 std::unique_ptr<Importer> MakeNsysImporter() { return std::make_unique<NsysImporter>(); }
 

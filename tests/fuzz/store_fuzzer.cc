@@ -13,8 +13,9 @@
 //
 // SQLite files that are not stores (application_id other than 'OVLP') also go through the
 // Nsight Systems importer the way the CLI reads them: ExpandInputs (Importer::Units lists the
-// ranks) and ImportFile for each rank, with and without quick_check. The seeds include small
-// Nsight Systems exports (tests/fuzz/seeds/store/nsys_*.sqlite, make_nsys_seeds.py).
+// ranks and builds them) and ImportFile for each rank, with and without quick_check. The
+// seeds include small Nsight Systems exports (tests/fuzz/seeds/store/nsys_*.sqlite,
+// make_nsys_seeds.py).
 //
 // Note: SQLite itself is the system library and is not coverage-instrumented, so the
 // coverage feedback comes from overlapprof's reader code only.
@@ -110,9 +111,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto inputs = overlapprof::ExpandInputs({g_path});
     if (inputs.ok()) {
       for (const std::string& input : *inputs) {
+        // First as `analyze` reads (no host calls: the rank built while listing is taken),
+        // then as `import` does (host calls: the tables are read again), without quick_check.
         for (bool quick_check : {true, false}) {
           overlapprof::ImportOptions options;
           options.store_quick_check = quick_check;
+          if (quick_check) options.store_needs = overlapprof::TraceNeeds{};
           auto trace = overlapprof::ImportFile(input, options);
           if (trace.ok()) {
             overlapprof::fuzz::CheckTrace(*trace);

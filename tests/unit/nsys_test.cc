@@ -16,6 +16,7 @@
 #include "reports/report.h"
 #include "src/cli/pipeline.h"
 #include "src/cli/registry.h"
+#include "src/importers/importer.h"
 #include "src/store/writer.h"
 #include "test_util.h"
 
@@ -119,30 +120,111 @@ std::string Fingerprint(const RankTrace& t) {
   return out;
 }
 
-// A multi-rank export is read in one pass (rows spilled by rank), or by one direct scan per
-// rank, or through SQL (OVERLAPPROF_NSYS_SQL=1): the three give the same ranks, on the
-// synthetic export and on the real ones.
-TEST(NsysImporter, OnePassPerRankScansAndSqlReadTheSameRanks) {
+// The ways an export can be read: its ranks built while it is listed (the default), one pass
+// with rows spilled by rank (a multi-rank export over the build budget, or a reader that wants
+// host calls), one direct scan per rank, SQL. Each way lists the file anew.
+struct ReadWay {
+  const char* name;
+  const char* var;    // environment variable that selects it (none: the default)
+  const char* value;
+};
+constexpr ReadWay kReadWays[] = {{"built while listing", nullptr, nullptr},
+                                 {"one pass, spilled", "OVERLAPPROF_NSYS_BUILD", "0"},
+                                 {"a scan per rank", "OVERLAPPROF_NSYS_PARTITION", "0"},
+                                 {"SQL", "OVERLAPPROF_NSYS_SQL", "1"}};
+
+// Lists `path` for imports wanting `list_needs` and imports each rank the way `w` says, with
+// `needs`; the fingerprints, and in *built how many ranks the listing built.
+std::vector<std::string> ReadEveryRank(const std::string& path, const ReadWay& w, const TraceNeeds& needs,
+                                       size_t* built, const TraceNeeds& list_needs) {
+  if (w.var) ::setenv(w.var, w.value, 1);
+  std::vector<std::string> out;
+  StatusOr<std::vector<std::string>> inputs = ExpandInputs({path}, "", list_needs);
+  EXPECT_TRUE(inputs.ok()) << inputs.status().message();
+  *built = NsysRanksBuiltWhileListing();
+  ImportOptions o;
+  o.store_needs = needs;
+  for (const std::string& in : inputs.ok() ? *inputs : std::vector<std::string>{}) {
+    StatusOr<RankTrace> t = ImportFile(in, o);
+    EXPECT_TRUE(t.ok()) << t.status().message();
+    if (!t.ok()) break;
+    EXPECT_GT(t->activities.size(), 0u) << in;
+    out.push_back(Fingerprint(*t));
+  }
+  if (w.var) ::unsetenv(w.var);
+  EXPECT_EQ(NsysRanksBuiltWhileListing(), 0u) << w.name << ": every built rank was taken by its import";
+  return out;
+}
+
+// Every way gives the same ranks, with host calls and without, on the synthetic export and on
+// the real ones; only the default builds, and only when the imports will not want host calls
+// (a rank built while listing has none). One listed without host calls and then imported with
+// them is read again, with the same result.
+TEST(NsysImporter, EveryWayOfReadingGivesTheSameRanks) {
+  TraceNeeds lean;  // what `analyze` asks for by default: no host calls
+  lean.annotations = true;
   for (std::string path : {SyntheticExport("three_ways.sqlite"), testing::DataFile("nsys/mfu_2gpu_before.sqlite"),
                            testing::DataFile("nsys/mfu_2gpu_after.sqlite")}) {
-    StatusOr<std::vector<std::string>> inputs = ExpandInputs({path});
-    ASSERT_TRUE(inputs.ok()) << inputs.status().message();
-    ASSERT_GE(inputs->size(), 2u);
-    std::vector<std::string> ways[3];
-    for (int way = 0; way < 3; ++way) {
-      if (way == 1) ::setenv("OVERLAPPROF_NSYS_PARTITION", "0", 1);
-      if (way == 2) ::setenv("OVERLAPPROF_NSYS_SQL", "1", 1);
-      for (const std::string& in : *inputs) {
-        StatusOr<RankTrace> t = ImportFile(in, {});
-        ASSERT_TRUE(t.ok()) << t.status().message();
-        EXPECT_GT(t->activities.size(), 0u) << in;
-        ways[way].push_back(Fingerprint(*t));
+    for (const TraceNeeds& needs : {TraceNeeds::All(), lean}) {
+      std::vector<std::string> first;
+      for (const ReadWay& w : kReadWays) {
+        size_t built = 0;
+        std::vector<std::string> ranks = ReadEveryRank(path, w, needs, &built, needs);
+        ASSERT_GE(ranks.size(), 2u) << path << ", " << w.name;
+        EXPECT_EQ(built, w.var || needs.host_calls ? 0u : ranks.size()) << path << ", " << w.name;
+        if (first.empty()) first = ranks;
+        else EXPECT_EQ(ranks, first) << path << ", host calls " << needs.host_calls << ": " << w.name << " vs "
+                                     << kReadWays[0].name;
       }
+      size_t built = 0;
+      EXPECT_EQ(ReadEveryRank(path, kReadWays[0], needs, &built, lean), first) << path << ": listed without host calls";
+      EXPECT_GT(built, 0u);
     }
-    ::unsetenv("OVERLAPPROF_NSYS_PARTITION");
-    ::unsetenv("OVERLAPPROF_NSYS_SQL");
-    EXPECT_EQ(ways[0], ways[1]) << path << ": one pass vs a scan per rank";
-    EXPECT_EQ(ways[0], ways[2]) << path << ": one pass vs SQL";
+  }
+}
+
+// 2 processes x 40,000 kernels, interleaved, each with its runtime launch: more rows than the
+// build checks its budget at (every 65,536).
+std::string LargerExport(const std::string& name) {
+  return MakeDb(name, fmt::format(R"(
+CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO StringIds VALUES (1, 'gemm_kernel'), (2, 'ncclDevKernel_AllReduce_Sum_f32_RING_LL'), (3, 'cudaLaunchKernel');
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+  streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, demangledName INTEGER NOT NULL);
+CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER,
+  globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER);
+WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 79999)
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL
+  SELECT 1000 * (i / 2) + 100, 1000 * (i / 2) + 600 + 50 * (i % 7), i % 2, 7 + (i % 20 = 0), i / 2 + 1,
+         CASE i % 2 WHEN 0 THEN {p100} ELSE {p200} END, CASE WHEN i % 20 = 0 THEN 2 ELSE 1 END FROM n;
+WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 79999)
+INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME
+  SELECT 1000 * (i / 2), 1000 * (i / 2) + 50, 0, CASE i % 2 WHEN 0 THEN {t100} ELSE {t200} END, i / 2 + 1, 3, 0 FROM n;
+)",
+                                  fmt::arg("p100", Gpid(100)), fmt::arg("p200", Gpid(200)),
+                                  fmt::arg("t100", Gtid(100, 5)), fmt::arg("t200", Gtid(200, 6))));
+}
+
+// A build that would pass its budget stops (at its first check, from the tables' sizes) and the
+// ranks are read as before, with the same result; a budget of 0 builds nothing.
+TEST(NsysImporter, ABuildOverItsBudgetStopsAndTheRanksAreReadAsBefore) {
+  const std::string path = LargerExport("larger.sqlite");
+  TraceNeeds lean;
+  size_t built = 0;
+  std::vector<std::string> whole = ReadEveryRank(path, kReadWays[0], lean, &built, lean);
+  ASSERT_EQ(whole.size(), 2u);
+  EXPECT_EQ(built, 2u);
+  for (const std::string& rank : whole) {
+    size_t activities = 0;
+    for (size_t at = rank.find("\na "); at != std::string::npos; at = rank.find("\na ", at + 1)) ++activities;
+    EXPECT_EQ(activities, 40000u);
+  }
+  for (const char* mb : {"1", "0"}) {
+    ::setenv("OVERLAPPROF_NSYS_BUILD_BUDGET_MB", mb, 1);
+    std::vector<std::string> over = ReadEveryRank(path, kReadWays[0], lean, &built, lean);
+    ::unsetenv("OVERLAPPROF_NSYS_BUILD_BUDGET_MB");
+    EXPECT_EQ(built, 0u) << mb << " MB";
+    EXPECT_EQ(over, whole) << mb << " MB";
   }
 }
 
