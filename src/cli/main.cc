@@ -88,8 +88,9 @@ void DefineCommands(CLI::App& app, Commands& c) {
       ->check(Quiet(CLI::IsMember({"auto", "always", "never"})))
       ->type_name("WHEN");
   analyze->add_option("-j,--jobs", aa.jobs,
-                      "import up to N traces at once on other threads (at most N ranks in memory; 1: one at a "
-                      "time on this thread); 1 to 256, default: the CPUs this process may use")
+                      "read up to N traces at once on other threads, each with its rank's own analysis (at most N "
+                      "ranks in memory; 1: one at a time on this thread; the output is the same); 1 to 256, default: "
+                      "the CPUs this process may use")
       ->check(Quiet(CLI::Range(1, 256)))
       ->type_name("N");
   analyze->add_option("--step-range", aa.step_range,
