@@ -26,6 +26,11 @@ uint32_t Interner::Intern(const std::string& s) {
 }
 
 int UncoveredPieces(const IntervalSet& compute, int64_t s, int64_t e, std::array<Piece, kMaxGapsPerOp + 1>& out) {
+  return UncoveredPieces(compute, compute.FirstEndingAfter(s), s, e, out);
+}
+
+int UncoveredPieces(const IntervalSet& compute, size_t first, int64_t s, int64_t e,
+                    std::array<Piece, kMaxGapsPerOp + 1>& out) {
   int n = 0;
   auto emit = [&](int64_t a, int64_t b) {
     if (b <= a) return;
@@ -47,7 +52,7 @@ int UncoveredPieces(const IntervalSet& compute, int64_t s, int64_t e, std::array
     --n;
   };
   const auto& iv = compute.intervals();
-  auto it = std::partition_point(iv.begin(), iv.end(), [&](const Interval& x) { return x.end <= s; });
+  auto it = iv.begin() + static_cast<std::ptrdiff_t>(std::min(first, iv.size()));
   int64_t cur = s;
   for (; it != iv.end() && it->start < e && cur < e; ++it) {
     if (it->start > cur) emit(cur, it->start);
@@ -99,6 +104,7 @@ RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms,
   std::map<std::pair<uint32_t, int64_t>, uint32_t> ordinal;  // (communicator, step) -> next ordinal
   std::map<uint32_t, int64_t> nranks;                        // communicator -> largest comm_nranks
   std::array<Piece, kMaxGapsPerOp + 1> pieces;
+  IntervalSet::Cursor cursor(compute);  // ops come in start order
   // The step of the iteration window holding `start` (kUnknown: outside every window).
   auto step_of = [&](int64_t start) {
     // Windows partition the GPU timeline in order: the last starting at or before the op.
@@ -167,7 +173,7 @@ RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms,
       else
         r.kernel_times.emplace_back(rec.start_ns, rec.end_ns);
     }
-    const int n = UncoveredPieces(compute, rec.start_ns, rec.end_ns, pieces);
+    const int n = UncoveredPieces(compute, cursor.FirstEndingAfter(rec.start_ns), rec.start_ns, rec.end_ns, pieces);
     if (n == 1 && pieces[0].start == rec.start_ns && pieces[0].end == rec.end_ns) {
       rec.ngaps = kWholeGap;
     } else {

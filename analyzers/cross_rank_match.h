@@ -150,6 +150,9 @@ struct RecordCounts {
 // The uncovered pieces of [s, e) against `compute` (at most kMaxGapsPerOp; see Piece). Returns
 // how many were written to `out`.
 int UncoveredPieces(const IntervalSet& compute, int64_t s, int64_t e, std::array<Piece, kMaxGapsPerOp + 1>& out);
+// The same with `first` = compute.FirstEndingAfter(s) already known (IntervalSet::Cursor).
+int UncoveredPieces(const IntervalSet& compute, size_t first, int64_t s, int64_t e,
+                    std::array<Piece, kMaxGapsPerOp + 1>& out);
 
 // |[start, start + wait) \ compute| on the rank's own clock (see Piece).
 int64_t ExposedWait(const RankOps& r, const OpRecord& rec, int64_t wait);
