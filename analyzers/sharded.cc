@@ -139,16 +139,16 @@ class ShardedAnalyzer : public Analyzer {
       if (stall) ++a.stalls, a.stall_ns += o.exposed_ns();
       if (fam == "allgather") {
         if (rows.size() < kMaxRows) {
-          Json j;
-          j["rank"] = rank_json;
-          j["iteration"] = windows.empty() ? Json(nullptr) : Json(it);
-          j["phase"] = phase;
-          j["bytes"] = SizeBytes(t, o) == kUnknown ? Json(nullptr) : Json(SizeBytes(t, o));
-          j["start_ns"] = o.start_ns;
-          j["duration_ns"] = o.busy_ns;
-          j["exposed_ns"] = o.exposed_ns();
-          j["prefetched"] = !stall;
-          rows.push_back(std::move(j));
+          JsonRow j(8);
+          j.Add("rank", rank_json)
+              .Add("iteration", windows.empty() ? Json(nullptr) : Json(it))
+              .Add("phase", phase)
+              .Add("bytes", SizeBytes(t, o) == kUnknown ? Json(nullptr) : Json(SizeBytes(t, o)))
+              .Add("start_ns", o.start_ns)
+              .Add("duration_ns", o.busy_ns)
+              .Add("exposed_ns", o.exposed_ns())
+              .Add("prefetched", !stall);
+          rows.push_back(std::move(j).Take());
         }
       }
     }
