@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "src/common/memory.h"
 #include "src/trace/classify.h"
 
 namespace overlapprof {
@@ -118,7 +119,7 @@ CommTiming ResolveCommTiming(const RankTrace& t) {
 
 std::vector<OpSpan> CommOpSpans(const RankTrace& t, const IntervalSet& compute, const CommTiming& timing) {
   std::vector<OpSpan> spans;
-  spans.reserve(t.comm_ops.size());  // usually one span per op
+  ReserveHuge(spans, t.comm_ops.size());  // usually one span per op
   std::vector<uint32_t> span_of_op(t.comm_ops.size(), kNoIndex);
   IntervalSet::Cursor covered(compute);  // activities come in start order
   // Kernels of groups the plugin times: only their bounds are kept (OpSpan::kernel_*_ns).

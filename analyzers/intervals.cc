@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "src/common/memory.h"
+
 namespace overlapprof {
 
 IntervalSet IntervalSet::Union(std::vector<Interval> v) {
@@ -23,7 +25,7 @@ IntervalSet IntervalSet::Union(std::vector<Interval> v) {
 IntervalSet IntervalSet::Intersect(const IntervalSet& a, const IntervalSet& b) {
   IntervalSet s;
   std::vector<Interval>& items = s.items_;
-  items.reserve(a.items_.size() + b.items_.size());  // the most pieces there can be
+  ReserveHuge(items, a.items_.size() + b.items_.size());  // the most pieces there can be
   size_t i = 0, j = 0;
   const Interval* x = a.items_.data();
   const Interval* y = b.items_.data();
@@ -52,6 +54,8 @@ IntervalSet IntervalSet::Merge(const IntervalSet& a, const IntervalSet& b) {
   return Union(std::move(all));
 }
 
+void IntervalSet::Builder::Reserve(size_t n) { ReserveHuge(items_, n); }
+
 IntervalSet IntervalSet::Builder::Build() && {
   IntervalSet s;
   s.items_ = std::move(items_);  // not shrunk: that would copy it all once more
@@ -60,11 +64,12 @@ IntervalSet IntervalSet::Builder::Build() && {
 }
 
 void IntervalSet::BuildPrefix() {
-  prefix_.resize(items_.size());
+  prefix_.clear();
+  ReserveHuge(prefix_, items_.size());
   int64_t sum = 0;
-  for (size_t i = 0; i < items_.size(); ++i) {
-    sum += items_[i].end - items_[i].start;
-    prefix_[i] = sum;
+  for (const Interval& iv : items_) {
+    sum += iv.end - iv.start;
+    prefix_.push_back(sum);
   }
 }
 

@@ -29,7 +29,8 @@ class IntervalSet {
   // Builds a union from intervals added in non-decreasing start order (no sort, no copy).
   class Builder {
    public:
-    void Reserve(size_t n) { items_.reserve(n); }
+    // Room for n intervals (huge pages advised: src/common/memory.h).
+    void Reserve(size_t n);
     // Precondition: start >= the start of the previous Add.
     void Add(int64_t start, int64_t end) {
       if (end <= start) return;

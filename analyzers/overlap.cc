@@ -7,6 +7,7 @@
 
 #include "analyzers/analyzer.h"
 #include "analyzers/iterations.h"
+#include "src/common/memory.h"
 #include "src/trace/classify.h"
 
 namespace overlapprof {
@@ -34,7 +35,7 @@ TimelineSets BuildTimelineSets(const RankTrace& t) {
   // so that no union grows by copying.
   const size_t n = t.activities.size();
   for (IntervalSet::Builder* b : {&compute, &comm, &memory, &busy}) b->Reserve(n);
-  s.kernel_starts.reserve(n);
+  ReserveHuge(s.kernel_starts, n);
   bool any = false;
   int64_t first_start = 0, last_end = 0;
   auto add_plugin_ops_before = [&](int64_t limit) {
