@@ -23,9 +23,21 @@ struct AnalysisOptions {
   std::string step_range;
 };
 
+struct RankDerived;  // analyzers/overlap.h
+
 // What an analyzer's PrepareRank derived from one rank, handed to its AnalyzeRank.
 struct RankWork {
   virtual ~RankWork() = default;
+};
+
+// One rank as PrepareRank sees it: its trace and index, and what the analyzers before this one
+// derived from it for the analyzers after them (as Summary::current does for AnalyzeRank).
+struct RankPrep {
+  const RankTrace& trace;
+  size_t rank_index = 0;
+  // The overlap analyzer's RankDerived for this rank, set by its PrepareRank; null before, or
+  // when it did not prepare the rank. The same object AnalyzeRank then finds in Summary::current.
+  std::shared_ptr<const RankDerived> derived;
 };
 
 class Analyzer {
@@ -39,13 +51,13 @@ class Analyzer {
   // analyzer, "overlap", creates it).
   virtual Status AnalyzeRank(const RankTrace& trace, size_t rank_index, const AnalysisOptions& options,
                              Summary& summary) = 0;
-  // Optional: the work on one rank that reads only `trace`, `rank_index` and `options`. The
-  // pipeline calls it before AnalyzeRank for the same rank, possibly on another thread, while
-  // other ranks are prepared or analyzed: it must not read or change the analyzer's state or
-  // anything else shared (hence const). Errors are AnalyzeRank's to return, so that they come in
-  // the same order as without it. Null (the default): nothing prepared.
-  virtual std::unique_ptr<RankWork> PrepareRank(const RankTrace& trace, size_t rank_index,
-                                                const AnalysisOptions& options) const {
+  // Optional: the work on one rank that needs nothing but that rank (`rank`: its trace, and
+  // what the analyzers before this one prepared). The pipeline calls it before AnalyzeRank for
+  // the same rank, possibly on another thread, while other ranks are prepared or analyzed: it
+  // must not read or change the analyzer's state or anything else shared (hence const), only
+  // `rank`. Errors are AnalyzeRank's to return, so that they come in the same order as without
+  // it. Null (the default): nothing prepared.
+  virtual std::unique_ptr<RankWork> PrepareRank(RankPrep& rank, const AnalysisOptions& options) const {
     return nullptr;
   }
   // AnalyzeRank with what PrepareRank returned for this rank (null when it returned null). An

@@ -83,13 +83,17 @@ int64_t ExposedWait(const RankOps& r, const OpRecord& rec, int64_t wait) {
   return sum;
 }
 
-RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms, Interner& op_names,
-                      RecordCounts& counts) {
+PreparedRankOps PrepareRankOps(const RankTrace& t, const RankDerived& d) {
+  PreparedRankOps prepared;
+  Interner& comms = prepared.comms;
+  Interner& op_names = prepared.op_names;
+  RecordCounts& counts = prepared.counts;
+  std::map<uint32_t, int64_t>& nranks = prepared.nranks;  // communicator -> largest comm_nranks
   const IntervalSet& compute = d.sets.compute;
   const bool steps = d.iterations.source == "ProfilerStep" || d.iterations.source == "step range";
   const std::vector<IterationWindow>& windows = d.iterations.windows;
 
-  RankOps r;
+  RankOps& r = prepared.ops;
   r.rank = t.meta.rank;
   r.host = t.meta.host;
   r.window_starts.reserve(windows.size());
@@ -101,8 +105,9 @@ RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms,
     r.any_steady = r.any_steady || !w.warmup;
   }
   r.ops.reserve(d.ops.size());
+  r.gaps.reserve(d.ops.size() * kMaxGapsPerOp);  // the most there can be: no copies while growing
+  prepared.op_ids.reserve(d.ops.size());
   std::map<std::pair<uint32_t, int64_t>, uint32_t> ordinal;  // (communicator, step) -> next ordinal
-  std::map<uint32_t, int64_t> nranks;                        // communicator -> largest comm_nranks
   std::array<Piece, kMaxGapsPerOp + 1> pieces;
   IntervalSet::Cursor cursor(compute);  // ops come in start order
   // The step of the iteration window holding `start` (kUnknown: outside every window).
@@ -147,8 +152,7 @@ RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms,
     rec.bytes = s.bytes;
     static const std::string kUnknownName = "unknown";  // (both branches lvalues: no copy per op)
     rec.comm = comms.Intern(op && !op->communicator.empty() ? op->communicator : kUnknownName);
-    const uint32_t opid = op_names.Intern(s.op_name.empty() ? kUnknownName : s.op_name);
-    rec.op = opid >= kOpNameOverflow ? kOpNameOverflow : static_cast<uint16_t>(opid);
+    prepared.op_ids.push_back(op_names.Intern(s.op_name.empty() ? kUnknownName : s.op_name));
     if (op && op->seq != kUnknown) {
       rec.key_kind = kKeySeq;
       rec.key_major = op->seq;
@@ -183,16 +187,47 @@ RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms,
     }
     r.ops.push_back(rec);
   }
+  return prepared;
+}
+
+RankOps AddRankOps(PreparedRankOps p, Interner& comms, Interner& op_names, RecordCounts& counts) {
+  // The rank's ids to the run's: interned in the order the rank first used them, which is the
+  // order interning op by op would have given new names their ids.
+  std::vector<uint32_t> comm_id(p.comms.size()), op_id(p.op_names.size());
+  for (uint32_t i = 0; i < comm_id.size(); ++i) comm_id[i] = comms.Intern(p.comms.Name(i));
+  for (uint32_t i = 0; i < op_id.size(); ++i) op_id[i] = op_names.Intern(p.op_names.Name(i));
+  RankOps r = std::move(p.ops);
+  for (size_t i = 0; i < r.ops.size(); ++i) {
+    OpRecord& rec = r.ops[i];
+    rec.comm = comm_id[rec.comm];
+    const uint32_t opid = op_id[p.op_ids[i]];
+    rec.op = opid >= kOpNameOverflow ? kOpNameOverflow : static_cast<uint16_t>(opid);
+  }
+  for (P2pRecord& q : r.p2p) q.comm = comm_id[q.comm];
+  counts.p2p_skipped += p.counts.p2p_skipped;
+  counts.p2p_unnamed += p.counts.p2p_unnamed;
+  counts.p2p_no_peer += p.counts.p2p_no_peer;
   // Ops arrive sorted by start, so a stable sort keeps the earliest of a duplicated key.
   std::stable_sort(r.ops.begin(), r.ops.end(), KeyLess);
   auto last = std::unique(r.ops.begin(), r.ops.end(), KeyEq);
   counts.duplicate_keys += r.ops.end() - last;
   r.ops.erase(last, r.ops.end());
-  r.comm_nranks.assign(nranks.begin(), nranks.end());
-  r.ops.shrink_to_fit();
-  r.gaps.shrink_to_fit();
-  r.kernel_times.shrink_to_fit();
+  r.comm_nranks.clear();
+  for (const auto& [c, n] : p.nranks) r.comm_nranks.emplace_back(comm_id[c], n);
+  std::sort(r.comm_nranks.begin(), r.comm_nranks.end());  // by the run's communicator id (distinct)
+  // Kept until Finish: no room left over, unless a copy would save little (under an eighth).
+  auto shrink = [](auto& v) {
+    if (v.capacity() - v.size() > v.capacity() / 8) v.shrink_to_fit();
+  };
+  shrink(r.ops);
+  shrink(r.gaps);
+  shrink(r.kernel_times);
   return r;
+}
+
+RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms, Interner& op_names,
+                      RecordCounts& counts) {
+  return AddRankOps(PrepareRankOps(t, d), comms, op_names, counts);
 }
 
 }  // namespace overlapprof::cross_rank

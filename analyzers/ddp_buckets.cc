@@ -129,21 +129,51 @@ struct SteadyFigures {
 };
 
 class DdpBucketsAnalyzer : public Analyzer {
+  struct Prepared : RankWork {
+    std::shared_ptr<const RankDerived> derived;  // what `groups` point into
+    BackwardRanges bwd;
+    std::map<int64_t, BucketGroup> groups;
+    std::vector<BackwardCompute> bc;
+  };
+
  public:
   std::string_view name() const override { return "ddp_buckets"; }
   TraceNeeds needs() const override { return {.host_calls = false, .annotations = true}; }
 
-  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions&, Summary& summary) override {
+  // The buckets grouped, and backward's compute (a pass over every activity).
+  std::unique_ptr<RankWork> PrepareRank(RankPrep& rank, const AnalysisOptions&) const override {
+    if (!rank.derived || rank.derived->rank_index != rank.rank_index) return nullptr;
+    auto p = std::make_unique<Prepared>();
+    p->derived = rank.derived;
+    p->bwd = FindBackwardRanges(rank.trace);
+    p->groups = GroupBuckets(*p->derived, p->bwd);
+    if (!p->groups.empty()) p->bc = FindBackwardCompute(rank.trace, p->bwd);
+    return p;
+  }
+
+  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
+                     Summary& summary) override {
+    return AnalyzeRank(t, rank_index, options, nullptr, summary);
+  }
+
+  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
+                     std::unique_ptr<RankWork> prepared, Summary& summary) override {
     const RankDerived* d = summary.current.get();
     if (!d || d->rank_index != rank_index) return MakeError(StatusCode::kInternal, "ddp_buckets: no derived data");
-    const BackwardRanges bwd = FindBackwardRanges(t);
+    auto* p = dynamic_cast<Prepared*>(prepared.get());
+    if (!p || p->derived.get() != d) {  // not prepared (or from other data): now
+      RankPrep rank{t, rank_index, summary.current};
+      prepared = PrepareRank(rank, options);
+      p = static_cast<Prepared*>(prepared.get());
+    }
+    const BackwardRanges& bwd = p->bwd;
     // The sections exist (possibly empty) for every run, so the JSON shape is stable.
     // (ordered_json keeps keys in a vector: create both before taking references.)
     Section(summary, "buckets");
     Section(summary, "bucket_stalls");
-    std::map<int64_t, BucketGroup> groups = GroupBuckets(*d, bwd);
+    const std::map<int64_t, BucketGroup>& groups = p->groups;
     if (groups.empty()) return OkStatus();
-    const std::vector<BackwardCompute> bc = FindBackwardCompute(t, bwd);
+    const std::vector<BackwardCompute>& bc = p->bc;
     Json& rows = summary.Section("buckets");
     Json& stalls = summary.Section("bucket_stalls");
     SteadyFigures steady;

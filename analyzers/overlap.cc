@@ -208,8 +208,9 @@ class OverlapAnalyzer : public Analyzer {
   std::string_view name() const override { return "overlap"; }
 
   // All of the rank's figures: they need the rank alone (AnalyzeRank only adds them).
-  std::unique_ptr<RankWork> PrepareRank(const RankTrace& t, size_t rank_index,
-                                        const AnalysisOptions& options) const override {
+  std::unique_ptr<RankWork> PrepareRank(RankPrep& rank, const AnalysisOptions& options) const override {
+    const RankTrace& t = rank.trace;
+    const size_t rank_index = rank.rank_index;
     auto work = std::make_unique<Prepared>();
     RankResult& r = work->result;
     r.input_index = rank_index;
@@ -311,13 +312,15 @@ class OverlapAnalyzer : public Analyzer {
     if (r.warmup_iterations > 0)
       r.notices.push_back(fmt::format("{} warm-up iteration(s) left out of the iteration spread", r.warmup_iterations));
     r.verdict = RankVerdict(r.whole);
+    rank.derived = d;
     work->derived = std::move(d);
     return work;
   }
 
   Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
                      Summary& summary) override {
-    return AnalyzeRank(t, rank_index, options, PrepareRank(t, rank_index, options), summary);
+    RankPrep rank{t, rank_index, nullptr};
+    return AnalyzeRank(t, rank_index, options, PrepareRank(rank, options), summary);
   }
 
   Status AnalyzeRank(const RankTrace&, size_t rank_index, const AnalysisOptions&, std::unique_ptr<RankWork> prepared,

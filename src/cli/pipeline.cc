@@ -160,7 +160,8 @@ StatusOr<PreparedInput> ImportAndPrepare(const std::string& path, const ImportOp
   OVERLAPPROF_ASSIGN_OR_RETURN(RankTrace t, ImportFile(path, io));
   PreparedInput in{std::move(t), {}};
   in.work.reserve(analyzers.size());
-  for (const auto& a : analyzers) in.work.push_back(a->PrepareRank(in.trace, rank_index, options));
+  RankPrep rank{in.trace, rank_index, nullptr};
+  for (const auto& a : analyzers) in.work.push_back(a->PrepareRank(rank, options));
   return in;
 }
 
