@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 namespace overlapprof {
@@ -25,6 +26,19 @@ template <typename T>
 void ReserveHuge(std::vector<T>& v, size_t n) {
   v.reserve(n);
   AdviseHugePages(v.data(), v.capacity() * sizeof(T));
+}
+
+// Grows the heap by `bytes` of address space advised for huge pages and hands it back to malloc
+// at once (nothing is written to it): the allocations later carved from it fault in 2 MiB at a
+// time, whatever their size and whichever thread makes them (with one malloc arena). Takes
+// effect only while the process's M_MMAP_THRESHOLD and M_TRIM_THRESHOLD are above `bytes` (else
+// malloc maps the block apart, or free gives it back at once); costs nothing but address space
+// until used.
+inline void AdviseHugePagesForHeap(size_t bytes) {
+  void* p = std::malloc(bytes);
+  if (!p) return;
+  AdviseHugePages(p, bytes);
+  std::free(p);
 }
 
 }  // namespace overlapprof
