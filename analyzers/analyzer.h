@@ -1,8 +1,11 @@
 #pragma once
 // The analyzer interface. An analyzer sees each rank's trace once (AnalyzeRank, in input
-// order, one rank in memory at a time so memory does not grow with the number of ranks)
-// and then the whole run (Finish, for cross-rank views). It must not keep references to
-// a RankTrace after AnalyzeRank returns.
+// order, a bounded number of ranks in memory at a time so memory does not grow with the number
+// of ranks) and then the whole run (Finish, for cross-rank views). It must not keep references
+// to a RankTrace after AnalyzeRank returns.
+// The part of a rank's analysis that needs nothing but that rank may be split off into
+// PrepareRank, which the pipeline runs on the thread that imported the rank, in parallel
+// across ranks (src/cli/pipeline.h, -j); AnalyzeRank then only adds its result to the summary.
 // To add one: a file in analyzers/ with a factory, and one line in src/cli/registry.inc.
 #include <memory>
 #include <string>
@@ -20,6 +23,23 @@ struct AnalysisOptions {
   std::string step_range;
 };
 
+struct RankDerived;  // analyzers/overlap.h
+
+// What an analyzer's PrepareRank derived from one rank, handed to its AnalyzeRank.
+struct RankWork {
+  virtual ~RankWork() = default;
+};
+
+// One rank as PrepareRank sees it: its trace and index, and what the analyzers before this one
+// derived from it for the analyzers after them (as Summary::current does for AnalyzeRank).
+struct RankPrep {
+  const RankTrace& trace;
+  size_t rank_index = 0;
+  // The overlap analyzer's RankDerived for this rank, set by its PrepareRank; null before, or
+  // when it did not prepare the rank. The same object AnalyzeRank then finds in Summary::current.
+  std::shared_ptr<const RankDerived> derived;
+};
+
 class Analyzer {
  public:
   virtual ~Analyzer() = default;
@@ -31,6 +51,21 @@ class Analyzer {
   // analyzer, "overlap", creates it).
   virtual Status AnalyzeRank(const RankTrace& trace, size_t rank_index, const AnalysisOptions& options,
                              Summary& summary) = 0;
+  // Optional: the work on one rank that needs nothing but that rank (`rank`: its trace, and
+  // what the analyzers before this one prepared). The pipeline calls it before AnalyzeRank for
+  // the same rank, possibly on another thread, while other ranks are prepared or analyzed: it
+  // must not read or change the analyzer's state or anything else shared (hence const), only
+  // `rank`. Errors are AnalyzeRank's to return, so that they come in the same order as without
+  // it. Null (the default): nothing prepared.
+  virtual std::unique_ptr<RankWork> PrepareRank(RankPrep& rank, const AnalysisOptions& options) const {
+    return nullptr;
+  }
+  // AnalyzeRank with what PrepareRank returned for this rank (null when it returned null). An
+  // analyzer with a PrepareRank overrides both: called without `prepared`, it prepares itself.
+  virtual Status AnalyzeRank(const RankTrace& trace, size_t rank_index, const AnalysisOptions& options,
+                             std::unique_ptr<RankWork> prepared, Summary& summary) {
+    return AnalyzeRank(trace, rank_index, options, summary);
+  }
   virtual Status Finish(const AnalysisOptions& options, Summary& summary) { return OkStatus(); }
 };
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "src/common/memory.h"
 #include "src/trace/classify.h"
 
 namespace overlapprof {
@@ -118,7 +119,9 @@ CommTiming ResolveCommTiming(const RankTrace& t) {
 
 std::vector<OpSpan> CommOpSpans(const RankTrace& t, const IntervalSet& compute, const CommTiming& timing) {
   std::vector<OpSpan> spans;
+  ReserveHuge(spans, t.comm_ops.size());  // usually one span per op
   std::vector<uint32_t> span_of_op(t.comm_ops.size(), kNoIndex);
+  IntervalSet::Cursor covered(compute);  // activities come in start order
   // Kernels of groups the plugin times: only their bounds are kept (OpSpan::kernel_*_ns).
   std::map<uint32_t, std::pair<int64_t, int64_t>> group_kernels;
   for (uint32_t i = 0; i < t.activities.size(); ++i) {
@@ -158,7 +161,7 @@ std::vector<OpSpan> CommOpSpans(const RankTrace& t, const IntervalSet& compute, 
     o.start_ns = std::min(o.start_ns, a.start_ns);
     o.end_ns = std::max(o.end_ns, a.end_ns);
     o.busy_ns += a.end_ns - a.start_ns;
-    o.covered_ns += compute.LengthWithin(a.start_ns, a.end_ns);
+    o.covered_ns += covered.LengthWithin(a.start_ns, a.end_ns);
   }
   if (timing.plugin) AddPluginSpans(t, compute, timing, group_kernels, spans);
   // Family per distinct op name (a handful per trace), not per op.
@@ -170,7 +173,10 @@ std::vector<OpSpan> CommOpSpans(const RankTrace& t, const IntervalSet& compute, 
     }
     o.family = last_family;
   }
-  std::stable_sort(spans.begin(), spans.end(), [](const OpSpan& x, const OpSpan& y) { return x.start_ns < y.start_ns; });
+  // Spans start at their first activity, so they are in start order already unless plugin
+  // spans were added (or the activities were not sorted).
+  auto by_start = [](const OpSpan& x, const OpSpan& y) { return x.start_ns < y.start_ns; };
+  if (!std::is_sorted(spans.begin(), spans.end(), by_start)) std::stable_sort(spans.begin(), spans.end(), by_start);
   return spans;
 }
 

@@ -29,11 +29,31 @@ namespace {
 using namespace cross_rank;  // NOLINT: the analyzer's own parts
 
 class CrossRankAnalyzer : public Analyzer {
+  struct Prepared : RankWork {
+    std::shared_ptr<const RankDerived> derived;  // what it was prepared from
+    PreparedRankOps ops;
+  };
+
  public:
   std::string_view name() const override { return "cross_rank"; }
 
+  // The rank's op records, with its own interned names (PrepareRankOps).
+  std::unique_ptr<RankWork> PrepareRank(RankPrep& rank, const AnalysisOptions&) const override {
+    if (rank.trace.meta.rank == kUnknown || !rank.derived || rank.derived->rank_index != rank.rank_index)
+      return nullptr;
+    auto p = std::make_unique<Prepared>();
+    p->derived = rank.derived;
+    p->ops = PrepareRankOps(rank.trace, *rank.derived);
+    return p;
+  }
+
   Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
                      Summary& summary) override {
+    return AnalyzeRank(t, rank_index, options, nullptr, summary);
+  }
+
+  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
+                     std::unique_ptr<RankWork> prepared, Summary& summary) override {
     const bool have_result = rank_index < summary.ranks.size();
     // The file name only: the summary must not depend on where the files were.
     const std::string file = t.meta.source_path.empty()
@@ -63,7 +83,9 @@ class CrossRankAnalyzer : public Analyzer {
       own->iterations = FindIterations(t, scratch, options.step_range);
       d = std::move(own);
     }
-    RankOps r = RecordRankOps(t, *d, comms_, op_names_, record_counts_);
+    auto* p = dynamic_cast<Prepared*>(prepared.get());
+    RankOps r = p && p->derived == d ? AddRankOps(std::move(p->ops), comms_, op_names_, record_counts_)
+                                           : RecordRankOps(t, *d, comms_, op_names_, record_counts_);
     r.exposed_comm_ns = have_result ? summary.ranks[rank_index].whole.exposed_comm_ns : 0;
     ranks_.push_back(std::move(r));
     return OkStatus();

@@ -26,6 +26,11 @@ uint32_t Interner::Intern(const std::string& s) {
 }
 
 int UncoveredPieces(const IntervalSet& compute, int64_t s, int64_t e, std::array<Piece, kMaxGapsPerOp + 1>& out) {
+  return UncoveredPieces(compute, compute.FirstEndingAfter(s), s, e, out);
+}
+
+int UncoveredPieces(const IntervalSet& compute, size_t first, int64_t s, int64_t e,
+                    std::array<Piece, kMaxGapsPerOp + 1>& out) {
   int n = 0;
   auto emit = [&](int64_t a, int64_t b) {
     if (b <= a) return;
@@ -47,7 +52,7 @@ int UncoveredPieces(const IntervalSet& compute, int64_t s, int64_t e, std::array
     --n;
   };
   const auto& iv = compute.intervals();
-  auto it = std::partition_point(iv.begin(), iv.end(), [&](const Interval& x) { return x.end <= s; });
+  auto it = iv.begin() + static_cast<std::ptrdiff_t>(std::min(first, iv.size()));
   int64_t cur = s;
   for (; it != iv.end() && it->start < e && cur < e; ++it) {
     if (it->start > cur) emit(cur, it->start);
@@ -78,13 +83,17 @@ int64_t ExposedWait(const RankOps& r, const OpRecord& rec, int64_t wait) {
   return sum;
 }
 
-RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms, Interner& op_names,
-                      RecordCounts& counts) {
+PreparedRankOps PrepareRankOps(const RankTrace& t, const RankDerived& d) {
+  PreparedRankOps prepared;
+  Interner& comms = prepared.comms;
+  Interner& op_names = prepared.op_names;
+  RecordCounts& counts = prepared.counts;
+  std::map<uint32_t, int64_t>& nranks = prepared.nranks;  // communicator -> largest comm_nranks
   const IntervalSet& compute = d.sets.compute;
   const bool steps = d.iterations.source == "ProfilerStep" || d.iterations.source == "step range";
   const std::vector<IterationWindow>& windows = d.iterations.windows;
 
-  RankOps r;
+  RankOps& r = prepared.ops;
   r.rank = t.meta.rank;
   r.host = t.meta.host;
   r.window_starts.reserve(windows.size());
@@ -96,9 +105,11 @@ RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms,
     r.any_steady = r.any_steady || !w.warmup;
   }
   r.ops.reserve(d.ops.size());
+  r.gaps.reserve(d.ops.size() * kMaxGapsPerOp);  // the most there can be: no copies while growing
+  prepared.op_ids.reserve(d.ops.size());
   std::map<std::pair<uint32_t, int64_t>, uint32_t> ordinal;  // (communicator, step) -> next ordinal
-  std::map<uint32_t, int64_t> nranks;                        // communicator -> largest comm_nranks
   std::array<Piece, kMaxGapsPerOp + 1> pieces;
+  IntervalSet::Cursor cursor(compute);  // ops come in start order
   // The step of the iteration window holding `start` (kUnknown: outside every window).
   auto step_of = [&](int64_t start) {
     // Windows partition the GPU timeline in order: the last starting at or before the op.
@@ -141,8 +152,7 @@ RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms,
     rec.bytes = s.bytes;
     static const std::string kUnknownName = "unknown";  // (both branches lvalues: no copy per op)
     rec.comm = comms.Intern(op && !op->communicator.empty() ? op->communicator : kUnknownName);
-    const uint32_t opid = op_names.Intern(s.op_name.empty() ? kUnknownName : s.op_name);
-    rec.op = opid >= kOpNameOverflow ? kOpNameOverflow : static_cast<uint16_t>(opid);
+    prepared.op_ids.push_back(op_names.Intern(s.op_name.empty() ? kUnknownName : s.op_name));
     if (op && op->seq != kUnknown) {
       rec.key_kind = kKeySeq;
       rec.key_major = op->seq;
@@ -167,7 +177,7 @@ RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms,
       else
         r.kernel_times.emplace_back(rec.start_ns, rec.end_ns);
     }
-    const int n = UncoveredPieces(compute, rec.start_ns, rec.end_ns, pieces);
+    const int n = UncoveredPieces(compute, cursor.FirstEndingAfter(rec.start_ns), rec.start_ns, rec.end_ns, pieces);
     if (n == 1 && pieces[0].start == rec.start_ns && pieces[0].end == rec.end_ns) {
       rec.ngaps = kWholeGap;
     } else {
@@ -177,16 +187,47 @@ RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms,
     }
     r.ops.push_back(rec);
   }
+  return prepared;
+}
+
+RankOps AddRankOps(PreparedRankOps p, Interner& comms, Interner& op_names, RecordCounts& counts) {
+  // The rank's ids to the run's: interned in the order the rank first used them, which is the
+  // order interning op by op would have given new names their ids.
+  std::vector<uint32_t> comm_id(p.comms.size()), op_id(p.op_names.size());
+  for (uint32_t i = 0; i < comm_id.size(); ++i) comm_id[i] = comms.Intern(p.comms.Name(i));
+  for (uint32_t i = 0; i < op_id.size(); ++i) op_id[i] = op_names.Intern(p.op_names.Name(i));
+  RankOps r = std::move(p.ops);
+  for (size_t i = 0; i < r.ops.size(); ++i) {
+    OpRecord& rec = r.ops[i];
+    rec.comm = comm_id[rec.comm];
+    const uint32_t opid = op_id[p.op_ids[i]];
+    rec.op = opid >= kOpNameOverflow ? kOpNameOverflow : static_cast<uint16_t>(opid);
+  }
+  for (P2pRecord& q : r.p2p) q.comm = comm_id[q.comm];
+  counts.p2p_skipped += p.counts.p2p_skipped;
+  counts.p2p_unnamed += p.counts.p2p_unnamed;
+  counts.p2p_no_peer += p.counts.p2p_no_peer;
   // Ops arrive sorted by start, so a stable sort keeps the earliest of a duplicated key.
   std::stable_sort(r.ops.begin(), r.ops.end(), KeyLess);
   auto last = std::unique(r.ops.begin(), r.ops.end(), KeyEq);
   counts.duplicate_keys += r.ops.end() - last;
   r.ops.erase(last, r.ops.end());
-  r.comm_nranks.assign(nranks.begin(), nranks.end());
-  r.ops.shrink_to_fit();
-  r.gaps.shrink_to_fit();
-  r.kernel_times.shrink_to_fit();
+  r.comm_nranks.clear();
+  for (const auto& [c, n] : p.nranks) r.comm_nranks.emplace_back(comm_id[c], n);
+  std::sort(r.comm_nranks.begin(), r.comm_nranks.end());  // by the run's communicator id (distinct)
+  // Kept until Finish: no room left over, unless a copy would save little (under an eighth).
+  auto shrink = [](auto& v) {
+    if (v.capacity() - v.size() > v.capacity() / 8) v.shrink_to_fit();
+  };
+  shrink(r.ops);
+  shrink(r.gaps);
+  shrink(r.kernel_times);
   return r;
+}
+
+RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms, Interner& op_names,
+                      RecordCounts& counts) {
+  return AddRankOps(PrepareRankOps(t, d), comms, op_names, counts);
 }
 
 }  // namespace overlapprof::cross_rank

@@ -150,6 +150,9 @@ struct RecordCounts {
 // The uncovered pieces of [s, e) against `compute` (at most kMaxGapsPerOp; see Piece). Returns
 // how many were written to `out`.
 int UncoveredPieces(const IntervalSet& compute, int64_t s, int64_t e, std::array<Piece, kMaxGapsPerOp + 1>& out);
+// The same with `first` = compute.FirstEndingAfter(s) already known (IntervalSet::Cursor).
+int UncoveredPieces(const IntervalSet& compute, size_t first, int64_t s, int64_t e,
+                    std::array<Piece, kMaxGapsPerOp + 1>& out);
 
 // |[start, start + wait) \ compute| on the rank's own clock (see Piece).
 int64_t ExposedWait(const RankOps& r, const OpRecord& rec, int64_t wait);
@@ -160,6 +163,19 @@ int64_t ExposedWait(const RankOps& r, const OpRecord& rec, int64_t wait);
 // own and peer rank go to RankOps::p2p (an all-to-all, named so by the importer, is a collective).
 RankOps RecordRankOps(const RankTrace& trace, const RankDerived& derived, Interner& comms, Interner& op_names,
                       RecordCounts& counts);
+
+// RecordRankOps in two steps: the first needs the rank alone (Analyzer::PrepareRank: on the
+// thread that read it), the second adds it to the run's interned names and counts (AnalyzeRank,
+// in input order). RecordRankOps(t, d, ...) == AddRankOps(PrepareRankOps(t, d), ...).
+struct PreparedRankOps {
+  RankOps ops;                   // in start order; comm ids are `comms`' below, op ids in op_ids
+  std::vector<uint32_t> op_ids;  // by ops.ops: the op name's id in `op_names` below
+  Interner comms, op_names;      // the rank's own, in order of first use (as the run's would be)
+  RecordCounts counts;           // the rank's p2p counts
+  std::map<uint32_t, int64_t> nranks;  // communicator (the rank's id) -> largest comm_nranks
+};
+PreparedRankOps PrepareRankOps(const RankTrace& trace, const RankDerived& derived);
+RankOps AddRankOps(PreparedRankOps prepared, Interner& comms, Interner& op_names, RecordCounts& counts);
 
 // One rank's op in a group of equal keys: `slot` is the index of its RankOps.
 struct Member {

@@ -129,21 +129,51 @@ struct SteadyFigures {
 };
 
 class DdpBucketsAnalyzer : public Analyzer {
+  struct Prepared : RankWork {
+    std::shared_ptr<const RankDerived> derived;  // what `groups` point into
+    BackwardRanges bwd;
+    std::map<int64_t, BucketGroup> groups;
+    std::vector<BackwardCompute> bc;
+  };
+
  public:
   std::string_view name() const override { return "ddp_buckets"; }
   TraceNeeds needs() const override { return {.host_calls = false, .annotations = true}; }
 
-  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions&, Summary& summary) override {
+  // The buckets grouped, and backward's compute (a pass over every activity).
+  std::unique_ptr<RankWork> PrepareRank(RankPrep& rank, const AnalysisOptions&) const override {
+    if (!rank.derived || rank.derived->rank_index != rank.rank_index) return nullptr;
+    auto p = std::make_unique<Prepared>();
+    p->derived = rank.derived;
+    p->bwd = FindBackwardRanges(rank.trace);
+    p->groups = GroupBuckets(*p->derived, p->bwd);
+    if (!p->groups.empty()) p->bc = FindBackwardCompute(rank.trace, p->bwd);
+    return p;
+  }
+
+  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
+                     Summary& summary) override {
+    return AnalyzeRank(t, rank_index, options, nullptr, summary);
+  }
+
+  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
+                     std::unique_ptr<RankWork> prepared, Summary& summary) override {
     const RankDerived* d = summary.current.get();
     if (!d || d->rank_index != rank_index) return MakeError(StatusCode::kInternal, "ddp_buckets: no derived data");
-    const BackwardRanges bwd = FindBackwardRanges(t);
+    auto* p = dynamic_cast<Prepared*>(prepared.get());
+    if (!p || p->derived.get() != d) {  // not prepared (or from other data): now
+      RankPrep rank{t, rank_index, summary.current};
+      prepared = PrepareRank(rank, options);
+      p = static_cast<Prepared*>(prepared.get());
+    }
+    const BackwardRanges& bwd = p->bwd;
     // The sections exist (possibly empty) for every run, so the JSON shape is stable.
     // (ordered_json keeps keys in a vector: create both before taking references.)
     Section(summary, "buckets");
     Section(summary, "bucket_stalls");
-    std::map<int64_t, BucketGroup> groups = GroupBuckets(*d, bwd);
+    const std::map<int64_t, BucketGroup>& groups = p->groups;
     if (groups.empty()) return OkStatus();
-    const std::vector<BackwardCompute> bc = FindBackwardCompute(t, bwd);
+    const std::vector<BackwardCompute>& bc = p->bc;
     Json& rows = summary.Section("buckets");
     Json& stalls = summary.Section("bucket_stalls");
     SteadyFigures steady;
@@ -179,22 +209,22 @@ class DdpBucketsAnalyzer : public Analyzer {
       const bool launched = o.launch_ns != kUnknown && origin != INT64_MAX;
       if (i == 0 && launched) first_fraction_ns = o.launch_ns - origin;
       if (rows.size() < kMaxBucketRows) {
-        Json j;
-        j["rank"] = rank_json;
-        j["iteration"] = g.iteration == kUnknown ? Json(nullptr) : Json(g.iteration);
-        j["warmup"] = warm;
-        j["index"] = static_cast<int64_t>(i);
-        j["op"] = o.op_name;
-        j["bytes"] = size == kUnknown ? Json(nullptr) : Json(size);
-        j["launch_offset_ns"] = launched ? Json(o.launch_ns - origin) : Json(nullptr);
-        j["launch_fraction"] = launched && bwd_len > 0 ? R4(double(o.launch_ns - origin) / bwd_len) : Json(nullptr);
-        j["queue_ns"] = o.launch_ns != kUnknown ? Json(o.start_ns - o.launch_ns) : Json(nullptr);
-        j["start_ns"] = o.start_ns;
-        j["duration_ns"] = o.busy_ns;
-        j["busbw_GBps"] = busbw > 0 ? R3(busbw) : Json(nullptr);
-        j["overlap_fraction"] = o.busy_ns > 0 ? R4(double(o.covered_ns) / o.busy_ns) : Json(nullptr);
-        j["exposed_ns"] = o.exposed_ns();
-        rows.push_back(std::move(j));
+        JsonRow j(14);
+        j.Add("rank", rank_json)
+            .Add("iteration", g.iteration == kUnknown ? Json(nullptr) : Json(g.iteration))
+            .Add("warmup", warm)
+            .Add("index", static_cast<int64_t>(i))
+            .Add("op", o.op_name)
+            .Add("bytes", size == kUnknown ? Json(nullptr) : Json(size))
+            .Add("launch_offset_ns", launched ? Json(o.launch_ns - origin) : Json(nullptr))
+            .Add("launch_fraction", launched && bwd_len > 0 ? R4(double(o.launch_ns - origin) / bwd_len) : Json(nullptr))
+            .Add("queue_ns", o.launch_ns != kUnknown ? Json(o.start_ns - o.launch_ns) : Json(nullptr))
+            .Add("start_ns", o.start_ns)
+            .Add("duration_ns", o.busy_ns)
+            .Add("busbw_GBps", busbw > 0 ? R3(busbw) : Json(nullptr))
+            .Add("overlap_fraction", o.busy_ns > 0 ? R4(double(o.covered_ns) / o.busy_ns) : Json(nullptr))
+            .Add("exposed_ns", o.exposed_ns());
+        rows.push_back(std::move(j).Take());
       } else {
         ++dropped_rows_;
       }
@@ -221,18 +251,17 @@ class DdpBucketsAnalyzer : public Analyzer {
       bwd_end = bc->last_end;
       bwd_compute = compute.LengthWithin(bc->first_start, bc->last_end);
     }
-    Json s;
-    s["rank"] = d.rank == kUnknown ? Json(nullptr) : Json(d.rank);
-    s["iteration"] = g.iteration == kUnknown ? Json(nullptr) : Json(g.iteration);
-    s["warmup"] = warm;
-    s["buckets"] = static_cast<int64_t>(g.buckets.size());
-    s["bucket_comm_ns"] = bucket_comm;
-    s["backward_host_ns"] = annotated ? Json(g.host_end - g.host_start) : Json(nullptr);
-    s["backward_compute_ns"] = bwd_compute == kUnknown ? Json(nullptr) : Json(bwd_compute);
+    JsonRow s(9);
+    s.Add("rank", d.rank == kUnknown ? Json(nullptr) : Json(d.rank))
+        .Add("iteration", g.iteration == kUnknown ? Json(nullptr) : Json(g.iteration))
+        .Add("warmup", warm)
+        .Add("buckets", static_cast<int64_t>(g.buckets.size()))
+        .Add("bucket_comm_ns", bucket_comm)
+        .Add("backward_host_ns", annotated ? Json(g.host_end - g.host_start) : Json(nullptr))
+        .Add("backward_compute_ns", bwd_compute == kUnknown ? Json(nullptr) : Json(bwd_compute));
     if (bwd_end == kUnknown) {
-      s["tail_ns"] = nullptr;
-      s["compute_wait_ns"] = nullptr;
-      return s;
+      s.Add("tail_ns", nullptr).Add("compute_wait_ns", nullptr);
+      return std::move(s).Take();
     }
     const int64_t tail = std::max<int64_t>(0, last_end - bwd_end);
     // Compute waits: from the end of backward compute to the next compute kernel, the time
@@ -241,14 +270,13 @@ class DdpBucketsAnalyzer : public Analyzer {
     auto nx = std::lower_bound(iv.begin(), iv.end(), bwd_end, [](const Interval& x, int64_t v) { return x.start < v; });
     const int64_t next = nx != iv.end() ? nx->start : last_end;
     const int64_t wait = next > bwd_end ? d.sets.comm.LengthWithin(bwd_end, next) : 0;
-    s["tail_ns"] = tail;
-    s["compute_wait_ns"] = wait;
+    s.Add("tail_ns", tail).Add("compute_wait_ns", wait);
     if (!warm) {
       steady.tails.push_back(static_cast<double>(tail));
       if (bucket_comm > 0) steady.tail_fraction.push_back(double(tail) / bucket_comm);
       if (bwd_compute > 0) steady.volume_ratio.push_back(double(bucket_comm) / bwd_compute);
     }
-    return s;
+    return std::move(s).Take();
   }
 
   // Findings over the steady iterations (medians); the volume one waits for Finish.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "src/common/memory.h"
+
 namespace overlapprof {
 
 IntervalSet IntervalSet::Union(std::vector<Interval> v) {
@@ -23,7 +25,7 @@ IntervalSet IntervalSet::Union(std::vector<Interval> v) {
 IntervalSet IntervalSet::Intersect(const IntervalSet& a, const IntervalSet& b) {
   IntervalSet s;
   std::vector<Interval>& items = s.items_;
-  items.reserve(a.items_.size() + b.items_.size());  // the most pieces there can be
+  ReserveHuge(items, a.items_.size() + b.items_.size());  // the most pieces there can be
   size_t i = 0, j = 0;
   const Interval* x = a.items_.data();
   const Interval* y = b.items_.data();
@@ -52,6 +54,8 @@ IntervalSet IntervalSet::Merge(const IntervalSet& a, const IntervalSet& b) {
   return Union(std::move(all));
 }
 
+void IntervalSet::Builder::Reserve(size_t n) { ReserveHuge(items_, n); }
+
 IntervalSet IntervalSet::Builder::Build() && {
   IntervalSet s;
   s.items_ = std::move(items_);  // not shrunk: that would copy it all once more
@@ -60,28 +64,67 @@ IntervalSet IntervalSet::Builder::Build() && {
 }
 
 void IntervalSet::BuildPrefix() {
-  prefix_.resize(items_.size());
+  prefix_.clear();
+  ReserveHuge(prefix_, items_.size());
   int64_t sum = 0;
-  for (size_t i = 0; i < items_.size(); ++i) {
-    sum += items_[i].end - items_[i].start;
-    prefix_[i] = sum;
+  for (const Interval& iv : items_) {
+    sum += iv.end - iv.start;
+    prefix_.push_back(sum);
   }
+}
+
+namespace {
+
+// The first index in [from, n) whose interval satisfies `past` (a predicate false then true
+// along the set), galloping from `from`: O(log distance) rather than O(log n).
+template <typename Past>
+size_t Gallop(const std::vector<Interval>& v, size_t from, Past past) {
+  const size_t n = v.size();
+  size_t lo = from, step = 1, hi = from;
+  while (hi < n && !past(v[hi])) {
+    lo = hi + 1;
+    hi = from + step;
+    step *= 2;
+  }
+  if (hi > n) hi = n;
+  return static_cast<size_t>(std::partition_point(v.begin() + lo, v.begin() + hi, [&](const Interval& x) { return !past(x); }) -
+                             v.begin());
+}
+
+}  // namespace
+
+size_t IntervalSet::FirstEndingAfter(int64_t t) const {
+  return static_cast<size_t>(
+      std::upper_bound(items_.begin(), items_.end(), t, [](int64_t v, const Interval& iv) { return v < iv.end; }) -
+      items_.begin());
 }
 
 int64_t IntervalSet::LengthWithin(int64_t lo, int64_t hi) const {
   if (hi <= lo || items_.empty()) return 0;
-  // First interval ending after lo; last interval starting before hi.
-  auto first = std::upper_bound(items_.begin(), items_.end(), lo,
-                                [](int64_t v, const Interval& iv) { return v < iv.end; });
-  auto last = std::lower_bound(items_.begin(), items_.end(), hi,
-                               [](const Interval& iv, int64_t v) { return iv.start < v; });
-  if (first >= last) return 0;
-  size_t f = static_cast<size_t>(first - items_.begin());
-  size_t l = static_cast<size_t>(last - items_.begin()) - 1;  // inclusive
+  return LengthFrom(FirstEndingAfter(lo), lo, hi);
+}
+
+int64_t IntervalSet::LengthFrom(size_t f, int64_t lo, int64_t hi) const {
+  // f: first interval ending after lo; last: the first starting at or after hi, from f on.
+  const size_t last = Gallop(items_, f, [&](const Interval& iv) { return iv.start >= hi; });
+  if (f >= last) return 0;
+  const size_t l = last - 1;  // inclusive
   int64_t total = prefix_[l] - (f == 0 ? 0 : prefix_[f - 1]);
   if (items_[f].start < lo) total -= lo - items_[f].start;
   if (items_[l].end > hi) total -= items_[l].end - hi;
   return total;
+}
+
+size_t IntervalSet::Cursor::FirstEndingAfter(int64_t t) {
+  if (t < last_) first_ = 0;
+  last_ = t;
+  first_ = Gallop(set_->items_, first_, [&](const Interval& iv) { return iv.end > t; });
+  return first_;
+}
+
+int64_t IntervalSet::Cursor::LengthWithin(int64_t lo, int64_t hi) {
+  if (hi <= lo || set_->items_.empty()) return 0;
+  return set_->LengthFrom(FirstEndingAfter(lo), lo, hi);
 }
 
 }  // namespace overlapprof

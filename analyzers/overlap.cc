@@ -7,6 +7,7 @@
 
 #include "analyzers/analyzer.h"
 #include "analyzers/iterations.h"
+#include "src/common/memory.h"
 #include "src/trace/classify.h"
 
 namespace overlapprof {
@@ -34,7 +35,7 @@ TimelineSets BuildTimelineSets(const RankTrace& t) {
   // so that no union grows by copying.
   const size_t n = t.activities.size();
   for (IntervalSet::Builder* b : {&compute, &comm, &memory, &busy}) b->Reserve(n);
-  s.kernel_starts.reserve(n);
+  ReserveHuge(s.kernel_starts, n);
   bool any = false;
   int64_t first_start = 0, last_end = 0;
   auto add_plugin_ops_before = [&](int64_t limit) {
@@ -197,14 +198,21 @@ std::string RankVerdict(const OverlapFigures& f) {
 namespace {
 
 class OverlapAnalyzer : public Analyzer {
+  struct Prepared : RankWork {
+    RankResult result;
+    std::vector<IterationResult> iterations;  // when options.per_iteration
+    std::shared_ptr<RankDerived> derived;
+  };
+
  public:
   std::string_view name() const override { return "overlap"; }
 
-  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
-                     Summary& summary) override {
-    if (rank_index != summary.ranks.size())
-      return MakeError(StatusCode::kInternal, "overlap analyzer must create rank {}", rank_index);
-    RankResult r;
+  // All of the rank's figures: they need the rank alone (AnalyzeRank only adds them).
+  std::unique_ptr<RankWork> PrepareRank(RankPrep& rank, const AnalysisOptions& options) const override {
+    const RankTrace& t = rank.trace;
+    const size_t rank_index = rank.rank_index;
+    auto work = std::make_unique<Prepared>();
+    RankResult& r = work->result;
     r.input_index = rank_index;
     r.rank = t.meta.rank;
     r.world_size = t.meta.world_size;
@@ -287,7 +295,7 @@ class OverlapAnalyzer : public Analyzer {
         ir.step = it.windows[i].step;
         ir.warmup = it.windows[i].warmup;
         ir.figures = std::move(f);
-        summary.iterations.push_back(std::move(ir));
+        work->iterations.push_back(std::move(ir));
       }
     }
     r.spread_overlap_ratio = SpreadOf(std::move(ratios));
@@ -303,9 +311,29 @@ class OverlapAnalyzer : public Analyzer {
       r.notices.push_back(it.notice);
     if (r.warmup_iterations > 0)
       r.notices.push_back(fmt::format("{} warm-up iteration(s) left out of the iteration spread", r.warmup_iterations));
-    summary.current = std::move(d);
     r.verdict = RankVerdict(r.whole);
-    summary.ranks.push_back(std::move(r));
+    rank.derived = d;
+    work->derived = std::move(d);
+    return work;
+  }
+
+  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
+                     Summary& summary) override {
+    RankPrep rank{t, rank_index, nullptr};
+    return AnalyzeRank(t, rank_index, options, PrepareRank(rank, options), summary);
+  }
+
+  Status AnalyzeRank(const RankTrace&, size_t rank_index, const AnalysisOptions&, std::unique_ptr<RankWork> prepared,
+                     Summary& summary) override {
+    if (rank_index != summary.ranks.size())
+      return MakeError(StatusCode::kInternal, "overlap analyzer must create rank {}", rank_index);
+    auto* work = dynamic_cast<Prepared*>(prepared.get());
+    if (!work || !work->derived || work->derived->rank_index != rank_index)
+      return MakeError(StatusCode::kInternal, "overlap analyzer: rank {} was not prepared", rank_index);
+    summary.iterations.insert(summary.iterations.end(), std::make_move_iterator(work->iterations.begin()),
+                              std::make_move_iterator(work->iterations.end()));
+    summary.current = std::move(work->derived);
+    summary.ranks.push_back(std::move(work->result));
     return OkStatus();
   }
 

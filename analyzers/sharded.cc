@@ -80,15 +80,40 @@ struct ShardedOps {
 };
 
 class ShardedAnalyzer : public Analyzer {
+  struct Prepared : RankWork {
+    std::set<uint32_t> compute_streams;
+    PhaseRanges phases;
+  };
+
  public:
   std::string_view name() const override { return "sharded"; }
   TraceNeeds needs() const override { return {.host_calls = false, .annotations = true}; }
 
-  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions&, Summary& summary) override {
+  // The streams that run compute (a pass over every activity) and the phase ranges.
+  std::unique_ptr<RankWork> PrepareRank(RankPrep& rank, const AnalysisOptions&) const override {
+    auto p = std::make_unique<Prepared>();
+    p->compute_streams = ComputeStreams(rank.trace);
+    p->phases = FindPhaseRanges(rank.trace);
+    return p;
+  }
+
+  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
+                     Summary& summary) override {
+    return AnalyzeRank(t, rank_index, options, nullptr, summary);
+  }
+
+  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
+                     std::unique_ptr<RankWork> prepared, Summary& summary) override {
     const RankDerived* d = summary.current.get();
     if (!d || d->rank_index != rank_index) return MakeError(StatusCode::kInternal, "sharded: no derived data");
+    auto* p = dynamic_cast<Prepared*>(prepared.get());
+    if (!p) {
+      RankPrep rank{t, rank_index, summary.current};
+      prepared = PrepareRank(rank, options);
+      p = static_cast<Prepared*>(prepared.get());
+    }
     const Json rank_json = d->rank == kUnknown ? Json(nullptr) : Json(d->rank);
-    const ShardedOps ops = Aggregate(t, *d, ComputeStreams(t), FindPhaseRanges(t), rank_json, summary);
+    const ShardedOps ops = Aggregate(t, *d, p->compute_streams, p->phases, rank_json, summary);
     AddAggregateRows(ops, rank_json, summary);
     AddFindings(ops, d->rank, summary);
     return OkStatus();
@@ -139,16 +164,16 @@ class ShardedAnalyzer : public Analyzer {
       if (stall) ++a.stalls, a.stall_ns += o.exposed_ns();
       if (fam == "allgather") {
         if (rows.size() < kMaxRows) {
-          Json j;
-          j["rank"] = rank_json;
-          j["iteration"] = windows.empty() ? Json(nullptr) : Json(it);
-          j["phase"] = phase;
-          j["bytes"] = SizeBytes(t, o) == kUnknown ? Json(nullptr) : Json(SizeBytes(t, o));
-          j["start_ns"] = o.start_ns;
-          j["duration_ns"] = o.busy_ns;
-          j["exposed_ns"] = o.exposed_ns();
-          j["prefetched"] = !stall;
-          rows.push_back(std::move(j));
+          JsonRow j(8);
+          j.Add("rank", rank_json)
+              .Add("iteration", windows.empty() ? Json(nullptr) : Json(it))
+              .Add("phase", phase)
+              .Add("bytes", SizeBytes(t, o) == kUnknown ? Json(nullptr) : Json(SizeBytes(t, o)))
+              .Add("start_ns", o.start_ns)
+              .Add("duration_ns", o.busy_ns)
+              .Add("exposed_ns", o.exposed_ns())
+              .Add("prefetched", !stall);
+          rows.push_back(std::move(j).Take());
         }
       }
     }

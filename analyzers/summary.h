@@ -158,6 +158,23 @@ struct StepBreakdown {
   std::vector<std::pair<int64_t, int64_t>> run_waited_for;  // over all ranks, largest first
 };
 
+// A row of a presentational section: a JSON object built field by field in order, without
+// ordered_json's operator[], which searches the keys so far and copies each key (the bucket
+// rows are up to tens of thousands). Keys must be distinct.
+class JsonRow {
+ public:
+  explicit JsonRow(size_t fields) { fields_.reserve(fields); }
+  template <typename T>
+  JsonRow& Add(const char* key, T&& value) {
+    fields_.emplace_back(key, std::forward<T>(value));
+    return *this;
+  }
+  nlohmann::ordered_json Take() && { return nlohmann::ordered_json(std::move(fields_)); }
+
+ private:
+  nlohmann::ordered_json::object_t fields_;
+};
+
 struct Summary {
   std::vector<RankResult> ranks;
   std::vector<IterationResult> iterations;

@@ -145,6 +145,28 @@ int DefaultJobs() {
   return std::clamp(n, 1, 256);
 }
 
+namespace {
+
+// One input read and prepared (Analyzer::PrepareRank of every analyzer, in registry order), on
+// the thread that read it; what the analyzers' AnalyzeRank take on the pass's thread.
+struct PreparedInput {
+  RankTrace trace;
+  std::vector<std::unique_ptr<RankWork>> work;  // by analyzer (null: nothing prepared)
+};
+
+StatusOr<PreparedInput> ImportAndPrepare(const std::string& path, const ImportOptions& io, size_t rank_index,
+                                         const std::vector<std::unique_ptr<Analyzer>>& analyzers,
+                                         const AnalysisOptions& options) {
+  OVERLAPPROF_ASSIGN_OR_RETURN(RankTrace t, ImportFile(path, io));
+  PreparedInput in{std::move(t), {}};
+  in.work.reserve(analyzers.size());
+  RankPrep rank{in.trace, rank_index, nullptr};
+  for (const auto& a : analyzers) in.work.push_back(a->PrepareRank(rank, options));
+  return in;
+}
+
+}  // namespace
+
 StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const ImportOptions& import_options,
                                const AnalysisOptions& analysis_options, int jobs,
                                const std::vector<ReportWriter*>& consumers, const ReportOptions& report_options) {
@@ -158,17 +180,21 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
   if (!analysis_options.step_range.empty()) io.store_needs.annotations = true;  // steps are annotations
   ImportOptions with_scratch = io;
   with_scratch.scratch = &scratch;
-  // jobs > 1: imports run on their own threads, started in input order, at most `jobs` of them
-  // in flight or done and not yet analyzed (a rank leaves memory when the next is started).
+  // jobs > 1: each input is imported and prepared (Analyzer::PrepareRank) on its own thread,
+  // started in input order, at most `jobs` of them in flight or done and not yet analyzed (a
+  // rank leaves memory when the next is started). AnalyzeRank runs here, in input order.
+  // (Declared after `analyzers`, which the threads use: destroyed, so waited for, first.)
   if (jobs <= 0) jobs = DefaultJobs();
-  std::deque<std::future<StatusOr<RankTrace>>> ahead;
+  std::deque<std::future<StatusOr<PreparedInput>>> ahead;
   size_t next_to_start = 0;
   const size_t window = jobs > 1 ? static_cast<size_t>(jobs) : 0;
   auto start_more = [&] {
     while (ahead.size() < window && next_to_start < files.size()) {
-      std::string path = files[next_to_start];
+      const size_t i = next_to_start;
       try {
-        ahead.push_back(std::async(std::launch::async, [path, io] { return ImportFile(path, io); }));
+        ahead.push_back(std::async(std::launch::async, [&files, &io, &analyzers, &analysis_options, i] {
+          return ImportAndPrepare(files[i], io, i, analyzers, analysis_options);
+        }));
       } catch (const std::system_error&) {
         return;  // no thread to be had now: fewer in flight (none: imported on this thread)
       }
@@ -176,9 +202,12 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
     }
   };
   // The next rank in input order: the oldest import in flight, or imported here when none is.
-  auto next_rank = [&]() -> StatusOr<RankTrace> {
-    if (ahead.empty()) return ImportFile(files[next_to_start++], with_scratch);
-    StatusOr<RankTrace> t = ahead.front().get();
+  auto next_rank = [&]() -> StatusOr<PreparedInput> {
+    if (ahead.empty()) {
+      const size_t i = next_to_start++;
+      return ImportAndPrepare(files[i], with_scratch, i, analyzers, analysis_options);
+    }
+    StatusOr<PreparedInput> t = ahead.front().get();
     ahead.pop_front();
     return t;
   };
@@ -196,11 +225,12 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
   for (size_t i = 0; i < files.size(); ++i) {
     progress.Begin(files[i], sizes[i]);
     start_more();
-    StatusOr<RankTrace> t = next_rank();
-    if (!t.ok()) return t.status();  // futures still in flight finish in their destructors
-    for (auto& a : analyzers) {
-      Status st = a->AnalyzeRank(*t, i, analysis_options, summary);
-      if (!st.ok()) return st.WithPrefix(fmt::format("{}: analyzer {}", files[i], a->name()));
+    StatusOr<PreparedInput> in = next_rank();
+    if (!in.ok()) return in.status();  // futures still in flight finish in their destructors
+    const RankTrace* t = &in->trace;
+    for (size_t k = 0; k < analyzers.size(); ++k) {
+      Status st = analyzers[k]->AnalyzeRank(*t, i, analysis_options, std::move(in->work[k]), summary);
+      if (!st.ok()) return st.WithPrefix(fmt::format("{}: analyzer {}", files[i], analyzers[k]->name()));
     }
     if (!consumers.empty()) {
       if (!summary.current || summary.ranks.size() != i + 1)

@@ -46,11 +46,13 @@ int DefaultJobs();
 // (unknown last), then by input order. Every writer in `consumers` gets Begin before the first
 // rank and ConsumeRank for each rank after the analyzers' AnalyzeRank (reports/report.h); the
 // caller calls their Write on the returned summary.
-// `jobs` > 1 imports up to `jobs` files at once on other threads, in input order, and analyzes
-// them in that order as they complete: faster on several cores, and at most `jobs` ranks are in
-// memory at once (the ones being imported, and the one analyzed, which is one of them until it
-// is freed). jobs == 1: one file at a time on this thread (memory bounded by the largest
-// single file; buffers reused from one file to the next). jobs <= 0: DefaultJobs().
+// `jobs` > 1 imports up to `jobs` files at once on other threads, in input order, each thread
+// also running the analyzers' PrepareRank on its rank (the per-rank work that needs that rank
+// alone, analyzers/analyzer.h), and runs AnalyzeRank here in input order as they complete:
+// faster on several cores, and at most `jobs` ranks are in memory at once (the ones being
+// imported or prepared, and the one analyzed, which is one of them until it is freed).
+// jobs == 1: one file at a time on this thread (memory bounded by the largest single file;
+// buffers reused from one file to the next). jobs <= 0: DefaultJobs().
 // Results and errors do not depend on `jobs`: an error is the first failing input's in input
 // order, as one at a time.
 StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const ImportOptions& import_options,

@@ -1,14 +1,13 @@
 #include "src/store/reader.h"
 #include "src/trace/link.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <unordered_map>
 
 #include "overlapprof/version.h"
+#include "src/common/memory.h"
 #include "src/store/chunks.h"
 #include "src/store/schema.h"
 #include "src/store/sqlite_util.h"
@@ -27,17 +26,6 @@ StatusOr<int64_t> PragmaInt(Db& db, const char* pragma) {
 
 Status Invalid(std::string_view table, int64_t row, std::string_view what) {
   return MakeError(StatusCode::kCorrupt, "{} row {}: {}", table, row, what);
-}
-
-// Asks for transparent huge pages (THP, 2 MiB) under the whole 2 MiB-aligned part of a
-// large buffer not written yet: the first rank's tens of MB of records then take a few
-// dozen page faults instead of thousands. Advice only (THP off, or none free: 4 KiB pages).
-void AdviseHugePages(void* p, size_t bytes) {
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  if (bytes < 4 * kHuge) return;
-  uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
-  uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
-  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
 }
 
 // Where the optional chunked copies are (docs/schema.md, "Chunks").
@@ -300,8 +288,7 @@ class Reader {
                         std::vector<Record>& out, DecodeFn decode) {
     ChunkLimits lim{name_map_.size(), t.streams.size(), t.comm_ops.size()};
     OVERLAPPROF_ASSIGN_OR_RETURN(size_t total, ChunkRecords(chunk_table));
-    out.reserve(total);
-    AdviseHugePages(out.data(), out.capacity() * sizeof(Record));
+    ReserveHuge(out, total);
     OVERLAPPROF_RETURN_IF_ERROR(ReadChunks(chunk_table, row_table, lim,
                                            [&](std::string_view blob, size_t n, const ChunkLimits& l) {
                                              return decode(blob, n, l, &out);

@@ -10,6 +10,7 @@
 #include "analyzers/overlap.h"
 #include "reports/report.h"
 #include "src/cli/pipeline.h"
+#include "src/cli/registry.h"
 #include "test_util.h"
 
 namespace overlapprof {
@@ -522,6 +523,62 @@ TEST(CrossRank, RunsInThePipeline) {
   EXPECT_EQ(c.stragglers[0].rank, 1);
   ASSERT_FALSE(c.ranks.empty());
   EXPECT_EQ(c.ranks[0].wait_ns, 60 * kUs);
+}
+
+
+// Every analyzer, each rank prepared ahead (Analyzer::PrepareRank, as the pipeline does on its
+// threads: here all ranks first, last rank first) and then analyzed in input order, gives the
+// summary of analyzing rank by rank without preparing: the cross-rank analyzer's interned
+// communicators and op names in particular (ranks that meet them in different orders, keys by
+// seq and by ordinal, a rank with an unknown id, a duplicated rank).
+TEST(CrossRank, PreparedAheadGivesTheSameSummary) {
+  const int w = 3;
+  auto on = [](Coll c, std::string pg, int64_t seq = -1) {
+    c.pg = std::move(pg);
+    c.seq = seq;
+    return c;
+  };
+  std::vector<std::string> jsons = {
+      RankJson(0, w, "h", Colls({on({0, 100 * kUs}, "1", 1), on({200 * kUs, 300 * kUs}, "0"), on({400 * kUs, 450 * kUs}, "2"),
+                                 on({500 * kUs, 510 * kUs}, "9"), on({520 * kUs, 530 * kUs}, "8")},  // rank 0's alone
+                                w, {Compute(50 * kUs, 250 * kUs)})),
+      RankJson(1, w, "h", Colls({on({10 * kUs, 100 * kUs}, "0"), on({150 * kUs, 300 * kUs}, "1", 1),
+                                 on({310 * kUs, 330 * kUs, -1, true, "allgather"}, "0")}, w)),
+      RankJson(2, w, "g", Colls({on({0, 90 * kUs}, "2"), on({120 * kUs, 300 * kUs}, "1", 1)}, w, {Compute(0, 200 * kUs)})),
+      testing::KinetoJson(Colls({on({0, 100 * kUs}, "0")}, w)),  // no rank id
+      RankJson(1, w, "h", Colls({on({20 * kUs, 100 * kUs}, "0")}, w)),  // rank 1 again
+  };
+  std::vector<RankTrace> traces;
+  for (const std::string& j : jsons) {
+    StatusOr<RankTrace> t = testing::ParseJsonText(j);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    traces.push_back(std::move(*t));
+  }
+  AnalysisOptions opts;
+  auto run = [&](bool prepare) {
+    Summary s;
+    std::vector<std::unique_ptr<Analyzer>> analyzers = MakeAnalyzers();
+    std::vector<std::vector<std::unique_ptr<RankWork>>> work(traces.size());
+    if (prepare)
+      for (size_t i = traces.size(); i-- > 0;) {
+        RankPrep rank{traces[i], i, nullptr};
+        for (const auto& a : analyzers) work[i].push_back(a->PrepareRank(rank, opts));
+      }
+    for (size_t i = 0; i < traces.size(); ++i)
+      for (size_t k = 0; k < analyzers.size(); ++k) {
+        Status st = prepare ? analyzers[k]->AnalyzeRank(traces[i], i, opts, std::move(work[i][k]), s)
+                            : analyzers[k]->AnalyzeRank(traces[i], i, opts, s);
+        EXPECT_TRUE(st.ok()) << st.message();
+      }
+    for (const auto& a : analyzers) EXPECT_TRUE(a->Finish(opts, s).ok());
+    return SummaryToJson(s).dump(1);
+  };
+  const std::string plain = run(false), prepared = run(true);
+  EXPECT_EQ(prepared, plain);
+  EXPECT_NE(plain.find("\"matched\": 3,"), std::string::npos) << plain;
+  EXPECT_NE(plain.find("rank 1 appears in more than one trace"), std::string::npos) << plain;
+  // Notices per communicator come in the order the run met them (interned ids).
+  EXPECT_LT(plain.find("on communicator 9"), plain.find("on communicator 8")) << plain;
 }
 
 }  // namespace

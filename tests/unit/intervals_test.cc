@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+#include <utility>
 
 namespace overlapprof {
 namespace {
@@ -70,6 +72,38 @@ TEST(IntervalSet, MatchesBruteForceOnRandomInputs) {
     ASSERT_EQ(uni.Length(), want_u);
     ASSERT_EQ(a.LengthWithin(lo, hi), want_a_win) << lo << " " << hi;
     ASSERT_EQ(inter.LengthWithin(lo, hi), want_i_win);
+  }
+}
+
+
+// A cursor answers as the set does, for queries in start order (its use) and in any order.
+TEST(IntervalSet, CursorMatchesTheSetInAnyQueryOrder) {
+  std::mt19937 rng(777);
+  for (int round = 0; round < 200; ++round) {
+    const int64_t kDomain = 400;
+    std::vector<Interval> v;
+    const int n = static_cast<int>(rng() % 60);
+    for (int i = 0; i < n; ++i) {
+      const int64_t a = rng() % kDomain;
+      v.push_back({a, std::min<int64_t>(kDomain, a + static_cast<int64_t>(rng() % 25))});
+    }
+    const IntervalSet s = IntervalSet::Union(v);
+    std::vector<std::pair<int64_t, int64_t>> q;
+    for (int i = 0; i < 80; ++i) {
+      const int64_t lo = static_cast<int64_t>(rng() % (kDomain + 40)) - 20;
+      q.push_back({lo, lo + static_cast<int64_t>(rng() % 120) - 10});
+    }
+    for (const bool sorted : {true, false}) {
+      if (sorted) std::sort(q.begin(), q.end());
+      IntervalSet::Cursor c(s), f(s);
+      for (const auto& [lo, hi] : q) {
+        ASSERT_EQ(c.LengthWithin(lo, hi), s.LengthWithin(lo, hi)) << lo << " " << hi;
+        ASSERT_EQ(f.FirstEndingAfter(lo), s.FirstEndingAfter(lo)) << lo;
+        size_t want = 0;
+        while (want < s.intervals().size() && s.intervals()[want].end <= lo) ++want;
+        ASSERT_EQ(s.FirstEndingAfter(lo), want);
+      }
+    }
   }
 }
 
