@@ -10,11 +10,15 @@
 // (kineto_builder.*) builds the rank's trace from the events (kineto_event.h).
 //
 // Streaming (issue 16): the file is read as a stream (src/io/input_stream.h: gzip inflated on a
-// second thread) into a bounded window of bytes (16 MiB by default). A scanner tracks strings,
-// escapes and bracket depth (64 bytes at a time, with bit masks: ScanEvents) to find the commas
-// between the elements of traceEvents; each batch of whole elements that fills the window is
-// parsed in place, wrapped as "[...]", with simdjson on-demand, its events handed to the
-// builder, and its text dropped. One element larger than the window grows it, up to
+// second thread) into a bounded window of bytes (16 MiB by default). Each time the window is
+// full, its whole elements of traceEvents are read in place, their events handed to the builder,
+// and their text dropped. A walker over the bytes (WalkTables, WalkWindow) reads the elements,
+// each field as simdjson On-Demand would, and stops at the element the window cuts (or at one it
+// does not read exactly as On-Demand would: it "bails"). From there a scanner tracks strings,
+// escapes and bracket depth (64 bytes at a time, with bit masks: ScanEvents) to find the last
+// comma between elements in the window; what the walker left before it is parsed in place,
+// wrapped as "[...]", with simdjson On-Demand (ParseEvents), which reports every error as it
+// would have over the whole batch. One element larger than the window grows it, up to
 // kMaxEventBytes (256 MiB); past that, the file is refused. Whitespace between elements is
 // dropped as the window fills, also after a whole element and before its comma (the element is
 // then parsed at once: ScanState::need_sep). The other top-level keys (distributedInfo,
@@ -23,10 +27,11 @@
 // baseTimeNanoseconds and resolves ranks in Finish, so where keys are in the file does not
 // change the result.
 //
-// Memory: the window and simdjson's index of one batch (about 2.5x the window when resident),
-// the inflate queue (16 MiB), and the RankTrace being built (docs/performance.md, issue 16);
-// nothing grows with the size of the JSON text itself. Strings are interned from their raw
-// (escaped) bytes, so simdjson's string buffer is never filled.
+// Memory: the window, simdjson's index of one batch when On-Demand parses one (about 2.5x the
+// window when resident; a file the walker reads whole never allocates it), the inflate queue
+// (16 MiB), and the RankTrace being built (docs/performance.md, issue 16); nothing grows with the
+// size of the JSON text itself. Strings are interned from their raw (escaped) bytes, so
+// simdjson's string buffer is never filled.
 //
 // Times: "ts" and "dur" are parsed from their decimal text exactly (no double rounding)
 // into integer ns; absolute time = baseTimeNanoseconds (when present) + ts.
@@ -63,6 +68,62 @@ using kineto::Unescape;
 bool ParseScaledDecimal(std::string_view tok, int exp10, int64_t* out) {
   while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' || tok.back() == '\t'))
     tok.remove_suffix(1);
+  {
+    // Fast path, the form of nearly every "ts" and "dur": [-]digits[.digits], 19 digits at most
+    // (their value fits uint64 as it is), exp10 in [0, 19]. The same arithmetic as below.
+    static constexpr uint64_t kPow10[20] = {1ull,
+                                            10ull,
+                                            100ull,
+                                            1000ull,
+                                            10000ull,
+                                            100000ull,
+                                            1000000ull,
+                                            10000000ull,
+                                            100000000ull,
+                                            1000000000ull,
+                                            10000000000ull,
+                                            100000000000ull,
+                                            1000000000000ull,
+                                            10000000000000ull,
+                                            100000000000000ull,
+                                            1000000000000000ull,
+                                            10000000000000000ull,
+                                            100000000000000000ull,
+                                            1000000000000000000ull,
+                                            10000000000000000000ull};
+    const char* p = tok.data();
+    const char* const e = p + tok.size();
+    const bool neg = p < e && *p == '-';
+    p += neg;
+    uint64_t m = 0;
+    const char* const int_start = p;
+    while (p < e && static_cast<unsigned>(*p - '0') < 10) m = m * 10 + static_cast<unsigned>(*p++ - '0');
+    size_t digits = static_cast<size_t>(p - int_start), frac = 0;
+    bool plain = true;
+    if (p < e && *p == '.') {
+      const char* const f = ++p;
+      while (p < e && static_cast<unsigned>(*p - '0') < 10) m = m * 10 + static_cast<unsigned>(*p++ - '0');
+      frac = static_cast<size_t>(p - f);
+      plain = frac > 0;
+      digits += frac;
+    }
+    if (plain && p == e && digits > 0 && digits <= 19 && exp10 >= 0 && exp10 <= 19) {
+      const int64_t total = exp10 - static_cast<int64_t>(frac);  // in [-19, 19]
+      uint64_t v;
+      bool fits = true;
+      if (total >= 0) {
+        fits = !__builtin_mul_overflow(m, kPow10[total], &v);
+      } else {
+        const uint64_t pw = kPow10[-total], r = m % pw;
+        v = m / pw + (r >= pw - r ? 1 : 0);  // half away from zero (r * 2 >= pw without overflow)
+      }
+      if (fits) {
+        if (v > (neg ? uint64_t{1} << 63 : static_cast<uint64_t>(INT64_MAX))) return false;
+        *out = neg ? static_cast<int64_t>(-static_cast<__int128>(v)) : static_cast<int64_t>(v);
+        return true;
+      }
+    }
+  }
   size_t i = 0, n = tok.size();
   bool neg = false;
   if (i < n && tok[i] == '-') {
@@ -181,6 +242,154 @@ struct OutsideTable {
 };
 constexpr OutsideTable kOutside;
 
+// ---- the event walker: the fast path for the elements of traceEvents -------------------------
+// simdjson On-Demand reads each event as ParseEvents (below) does; the walker reads the same
+// fields from the bytes directly, without simdjson's index of the batch, and stops ("bails") at
+// anything it does not read exactly as On-Demand would: the rest of the batch then goes through
+// On-Demand (KinetoReader::WalkEventsDocument). What it accepts: an object of fields whose keys
+// are strings, each followed by ':' and a value, separated by ',' (the structure On-Demand
+// checks where it iterates: each event, and the args it reads); a value is a string, a scalar (a
+// run of bytes that are not whitespace, brackets, ':' ',' '"' or '\', as simdjson delimits one),
+// or an object or array skipped by counting brackets outside strings (as On-Demand skips a value
+// it does not read: skip_child). Inside strings, a byte below 0x20 bails (simdjson's stage 1
+// refuses it; the batch is checked as UTF-8 before). A backslash outside a string bails, so do
+// a NUL outside one and nesting deeper than kWalkMaxDepth. The text ends in a ']' followed by
+// zeros (the batch's padding), which stop every scan.
+constexpr int kWalkMaxDepth = 512;
+
+struct WalkTables {
+  bool ws[256] = {};
+  bool scalar[256] = {};     // bytes of a scalar token
+  bool skip_stop[256] = {};  // what a bracket-counting skip looks at outside strings
+  bool key[256] = {};        // bytes of a string that need no look (not '"', '\\' or below 0x20)
+  constexpr WalkTables() {
+    for (char c : {' ', '\t', '\n', '\r'}) ws[static_cast<unsigned char>(c)] = true;
+    for (int c = 0x20; c < 256; ++c) scalar[c] = key[c] = true;
+    for (char c : {' ', '\t', '\n', '\r', '{', '}', '[', ']', ':', ',', '"', '\\'})
+      scalar[static_cast<unsigned char>(c)] = false;
+    key[static_cast<unsigned char>('"')] = key[static_cast<unsigned char>('\\')] = false;
+    for (char c : {'"', '\\', '{', '}', '[', ']', '\0'}) skip_stop[static_cast<unsigned char>(c)] = true;
+  }
+};
+constexpr WalkTables kWalk;
+
+// The first byte at or after p that is not whitespace. Most runs are one space (after ':' and
+// ','); the indentation of pretty-printed traces is a newline and a few spaces.
+inline const char* WalkSpace(const char* p) {
+  if (!kWalk.ws[static_cast<unsigned char>(p[0])]) return p;
+  if (!kWalk.ws[static_cast<unsigned char>(p[1])]) return p + 1;
+#if defined(__SSE2__)
+  const __m128i sp = _mm_set1_epi8(' '), nl = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r'), tab = _mm_set1_epi8('\t');
+  for (p += 2;; p += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i w = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, sp), _mm_cmpeq_epi8(v, nl)),
+                                   _mm_or_si128(_mm_cmpeq_epi8(v, cr), _mm_cmpeq_epi8(v, tab)));
+    const unsigned m = ~static_cast<unsigned>(_mm_movemask_epi8(w)) & 0xffffu;
+    if (m) return p + __builtin_ctz(m);
+  }
+#else
+  p += 2;
+  while (kWalk.ws[static_cast<unsigned char>(*p)]) ++p;
+  return p;
+#endif
+}
+
+// p just past a string's opening quote: its closing quote, or null (a byte below 0x20 in it,
+// escaped or not, which includes the zeros after the text).
+inline const char* WalkStringEnd(const char* p) {
+  for (;;) {
+#if defined(__SSE2__)
+    const __m128i q = _mm_set1_epi8('"'), b = _mm_set1_epi8('\\'), c1f = _mm_set1_epi8(0x1f);
+    for (;;) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+      const __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, c1f), v);  // v <= 0x1f
+      const int m = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, b)), ctl));
+      if (m) {
+        p += __builtin_ctz(static_cast<unsigned>(m));
+        break;
+      }
+      p += 16;
+    }
+#else
+    while (kWalk.key[static_cast<unsigned char>(*p)]) ++p;
+#endif
+    if (*p == '"') return p;
+    if (*p != '\\' || static_cast<unsigned char>(p[1]) < 0x20) return nullptr;
+    p += 2;
+  }
+}
+
+// p at '{' or '[': just past the bracket that closes it (any closing bracket: On-Demand's
+// skip counts, it does not match), or null.
+inline const char* WalkSkipNested(const char* p) {
+  int depth = 0;
+  for (;;) {
+    while (!kWalk.skip_stop[static_cast<unsigned char>(*p)]) ++p;
+    switch (*p) {
+      case '"':
+        p = WalkStringEnd(p + 1);
+        if (!p) return nullptr;
+        ++p;
+        break;
+      case '{':
+      case '[':
+        if (++depth > kWalkMaxDepth) return nullptr;
+        ++p;
+        break;
+      case '}':
+      case ']':
+        ++p;
+        if (--depth == 0) return p;
+        break;
+      default:  // a backslash outside a string, a NUL
+        return nullptr;
+    }
+  }
+}
+
+// key == lit, with the length known when compiled (memcmp of a constant size is inlined).
+template <size_t N>
+inline bool KeyIs(std::string_view key, const char (&lit)[N]) {
+  return key.size() == N - 1 && std::memcmp(key.data(), lit, N - 1) == 0;
+}
+
+// One value at p (whitespace skipped before it).
+struct WalkValue {
+  const char* begin = nullptr;
+  const char* end = nullptr;  // just past the value; null: bail
+  bool is_string = false;
+  // simdjson's raw_json_token: the first token and the whitespace after it (up to the next
+  // structural character).
+  std::string_view Token() const {
+    const char* first_end = (*begin == '{' || *begin == '[') ? begin + 1 : end;
+    return {begin, static_cast<size_t>(WalkSpace(first_end) - begin)};
+  }
+  // RawString: the raw contents of a string value.
+  bool Str(std::string_view* out) const {
+    if (!is_string) return false;
+    *out = std::string_view(begin + 1, static_cast<size_t>(end - begin - 2));
+    return true;
+  }
+};
+
+inline WalkValue WalkReadValue(const char* p) {
+  WalkValue v;
+  v.begin = p;
+  const unsigned char c = static_cast<unsigned char>(*p);
+  if (c == '"') {
+    const char* q = WalkStringEnd(p + 1);
+    v.end = q ? q + 1 : nullptr;
+    v.is_string = true;
+  } else if (c == '{' || c == '[') {
+    v.end = WalkSkipNested(p);
+  } else if (kWalk.scalar[c]) {
+    do ++p;
+    while (kWalk.scalar[static_cast<unsigned char>(*p)]);
+    v.end = p;
+  }
+  return v;
+}
+
 // Tokenizes the document: the top-level keys into the builder's metadata, each element of
 // traceEvents into a RawEvent that the builder adds. JSON errors are reported here with their
 // byte offset (in the document, after a BOM); what the events mean is the builder's business.
@@ -193,7 +402,8 @@ class KinetoReader {
         builder_(o),
         skip_bom_(skip_bom),
         max_event_(std::max(o.kineto_max_event_bytes ? o.kineto_max_event_bytes : kMaxEventBytes, kMinWindowBytes)),
-        max_top_(std::min(max_event_, kMaxTopLevelValueBytes)) {
+        max_top_(std::min(max_event_, kMaxTopLevelValueBytes)),
+        walk_(!o.kineto_on_demand_only) {
     size_t window = std::min(std::max(o.kineto_window_bytes ? o.kineto_window_bytes : kDefaultWindowBytes, kMinWindowBytes),
                              max_event_);
     // No larger than the whole text when its length is known (a small plain file or buffer: the
@@ -657,7 +867,29 @@ class KinetoReader {
     size_t bs = pos_, scan = pos_, cut = npos;  // batch start, scanned up to, last cut in [bs, scan)
     bool first = true;
     ScanState s;
+    // The walker (WalkWindow) takes the whole elements of a full window, and the scanner (with
+    // On-Demand) what it leaves: at the batch edges of a window, and anything it bails on.
+    const bool walk = walk_ && !discard;
     for (;;) {
+      // The events of d_[bs, walked) are added (by the walker); walked_sep: the separator before
+      // d_[walked] (npos: none, walked == bs).
+      size_t walked = bs, walked_sep = npos;
+      if (walk && scan == bs && !s.need_sep) {
+        // Batches are parsed when the window is full (or the stream ended), as below: the
+        // walker waits for that too, so that the batches On-Demand sees are the same.
+        if (len_ < cap_ && !eof_) {
+          OVERLAPPROF_RETURN_IF_ERROR(Fill());
+          continue;
+        }
+        size_t close = npos;
+        WalkWindow(bs, first, &walked, &walked_sep, &close);
+        if (close != npos) {
+          pos_ = close + 1;
+          return OkStatus();
+        }
+        scan = walked;  // the rest from a fresh state: the walker stopped between two elements
+        if (walked_sep != npos) cut = walked_sep;
+      }
       size_t close = npos, sep = npos;
       OVERLAPPROF_RETURN_IF_ERROR(ScanEvents(s, scan, len_, &cut, &close, &sep));
       scan = len_;
@@ -669,14 +901,14 @@ class KinetoReader {
         if (s.need_sep) {  // the last element was parsed early
           OVERLAPPROF_RETURN_IF_ERROR(OnlySpaceAfterElement(bs, close));
         } else {
-          OVERLAPPROF_RETURN_IF_ERROR(ParseBatch(bs, close, first, true, discard));
+          OVERLAPPROF_RETURN_IF_ERROR(ParseBatchRest(bs, walked_sep, close, first, true, discard));
         }
         pos_ = close + 1;
         return OkStatus();
       }
       if (len_ == cap_) {  // the window is full: parse what is whole, keep the rest
         if (cut != npos) {
-          OVERLAPPROF_RETURN_IF_ERROR(ParseBatch(bs, cut, first, false, discard));
+          OVERLAPPROF_RETURN_IF_ERROR(ParseBatchRest(bs, walked_sep, cut, first, false, discard));
           first = false;
           bs = cut + 1;
           cut = npos;
@@ -711,8 +943,72 @@ class KinetoReader {
         }
       }
       if (eof_) return Truncated(s.in_string);
+      if (walk && !s.need_sep) {  // bs is between two elements: the walker starts there again
+        scan = bs;
+        s = ScanState{};
+      }
       OVERLAPPROF_RETURN_IF_ERROR(Fill());
     }
+  }
+
+  // The walker over the full window from d_[bs] (between two elements; `first`: no batch of the
+  // array parsed yet): adds each element that is whole and followed by its separator, up to
+  // the first it does not take (cut by the window's end, or one it bails on, which the scanner
+  // and On-Demand then read as they would have). *walked: where it stopped (after the separator
+  // before that element, or bs), *walked_sep: that separator (npos: none); *close: the array's
+  // ']' when it got there. Only text checked as UTF-8 is taken: up to the window's last ASCII
+  // byte (every element ends in one, and so does its separator).
+  void WalkWindow(size_t bs, bool first, size_t* walked, size_t* walked_sep, size_t* close) {
+    size_t valid = len_;
+    while (valid > bs && static_cast<unsigned char>(d_[valid - 1]) >= 0x80) --valid;
+    if (!simdjson::validate_utf8(d_ + bs, valid - bs)) return;
+    d_[len_] = '\0';  // stops every scan of the walker (the window has padding after cap_)
+    const char* const end = d_ + len_;
+    const char* p = d_ + bs;
+    for (;;) {
+      const char* q = WalkSpace(p);
+      if (*q == ']' && q < end && first && *walked_sep == npos_) {  // an empty array
+        *close = static_cast<size_t>(q - d_);
+        return;
+      }
+      if (*q != '{') return;
+      RawEvent ev;
+      int dups = 0;
+      const char* r = WalkEvent(q, ev, dups);
+      if (!r) return;
+      r = WalkSpace(r);
+      if (r >= end || (*r != ',' && *r != ']')) return;
+      if (dups) builder_.AddStat(Stat::json_duplicate_keys, dups);
+      builder_.AddEvent(ev);
+      if (*r == ']') {
+        *close = static_cast<size_t>(r - d_);
+        return;
+      }
+      *walked_sep = static_cast<size_t>(r - d_);
+      p = r + 1;
+      *walked = static_cast<size_t>(p - d_);
+    }
+  }
+
+  // ParseBatch(bs, e, ...) when the walker has added the events before d_[walked_sep] (npos:
+  // none): On-Demand reads the rest, d_[walked_sep, e), as WalkEventsDocument has it read.
+  Status ParseBatchRest(size_t bs, size_t walked_sep, size_t e, bool first, bool last, bool discard) {
+    if (walked_sep == npos_) return ParseBatch(bs, e, first, last, discard);
+    if (e <= walked_sep) return OkStatus();  // every element of the batch was walked
+    char saved[kInputPadding + 1];
+    std::memcpy(saved, d_ + e, sizeof saved);
+    d_[e] = ']';
+    std::memset(d_ + e + 1, 0, kInputPadding);
+    char* const open = d_ + walked_sep - 2;  // inside the walked events (2 bytes at least)
+    const char saved_open[2] = {open[0], open[1]};
+    open[0] = '[';
+    open[1] = '0';
+    Status st = ParseEventsOnDemand(open, e + 1 - (walked_sep - 2), At(walked_sep - 2), false, true);
+    open[0] = saved_open[0];
+    open[1] = saved_open[1];
+    std::memcpy(d_ + e, saved, sizeof saved);
+    if (!st.ok()) return SyntaxError(st, bs, events_depth_);
+    return st;
   }
 
   // While need_sep: d_[bs, e) (e: the separator or the array's ']') must be whitespace, else the
@@ -747,7 +1043,49 @@ class KinetoReader {
   }
 
   // One batch "[...]" at buf[0, n) (kInputPadding readable zeros after), at document offset `offset`.
-  Status ParseEventsDocument(const char* buf, size_t n, uint64_t offset, bool discard) {
+  Status ParseEventsDocument(char* buf, size_t n, uint64_t offset, bool discard) {
+    if (walk_ && !discard && simdjson::validate_utf8(buf, n)) return WalkEventsDocument(buf, n, offset);
+    return ParseEventsOnDemand(buf, n, offset, discard, false);
+  }
+
+  // The batch buf[0, n) by the walker, event by event. Where it bails, at the event after the
+  // separator `sep`, the rest goes through On-Demand as the document "[0" + buf[sep, n): the
+  // two bytes before the separator (the end of the event before it) are overwritten for the
+  // call and put back, and the 0, a stand-in for the events before, is skipped. On-Demand then
+  // meets the rest in the state it would have reached over the whole batch (after an element,
+  // at its comma, one level deep), so it reports what it would have, at the same offsets.
+  Status WalkEventsDocument(char* buf, size_t n, uint64_t offset) {
+    const char* const end = buf + n - 1;  // the batch's ']'
+    const char* p = buf + 1;
+    size_t sep = 0;  // buf[sep]: the separator before the event at p; 0: none yet
+    for (;;) {
+      const char* q = WalkSpace(p);
+      if (*q != '{') break;
+      RawEvent ev;
+      int dups = 0;
+      const char* r = WalkEvent(q, ev, dups);
+      if (!r) break;
+      r = WalkSpace(r);
+      if (r != end && *r != ',') break;
+      if (dups) builder_.AddStat(Stat::json_duplicate_keys, dups);
+      builder_.AddEvent(ev);
+      if (r == end) return OkStatus();
+      sep = static_cast<size_t>(r - buf);
+      p = r + 1;
+    }
+    if (sep == 0) return ParseEventsOnDemand(buf, n, offset, false, false);
+    char* const s = buf + sep - 2;  // sep >= 3: '[' and an event of 2 bytes at least before it
+    const char saved[2] = {s[0], s[1]};
+    s[0] = '[';
+    s[1] = '0';
+    Status st = ParseEventsOnDemand(s, n - (sep - 2), offset + (sep - 2), false, true);
+    s[0] = saved[0];
+    s[1] = saved[1];
+    return st;
+  }
+
+  // The batch with simdjson On-Demand (skip_first: its first element is a stand-in, skipped).
+  Status ParseEventsOnDemand(const char* buf, size_t n, uint64_t offset, bool discard, bool skip_first) {
     if (parser_.capacity() < n) (void)!parser_.allocate(std::max(n, std::min(cap_ + 2, simdjson::SIMDJSON_MAXSIZE_BYTES)));
     cur_buf_ = buf;
     cur_size_ = n;
@@ -762,7 +1100,7 @@ class KinetoReader {
       builder_.AddStat(Stat::invalid_utf8_replaced, static_cast<int64_t>(replaced));
       const size_t m = sanitized_.size();
       sanitized_.append(kInputPadding, '\0');
-      Status st = ParseEventsDocument(sanitized_.data(), m, offset, discard);
+      Status st = ParseEventsOnDemand(sanitized_.data(), m, offset, discard, skip_first);
       sanitized_ = std::string();
       return st;
     }
@@ -774,7 +1112,7 @@ class KinetoReader {
         if (auto e = std::move(er).get(v)) return JsonError(e, &doc);
       }
     } else {
-      OVERLAPPROF_RETURN_IF_ERROR(ParseEvents(arr, &doc));
+      OVERLAPPROF_RETURN_IF_ERROR(ParseEvents(arr, &doc, skip_first));
     }
     const char* loc = nullptr;
     if (doc.current_location().get(loc) == simdjson::SUCCESS)
@@ -826,8 +1164,8 @@ class KinetoReader {
   }
 
   // An integer from a number, a numeric string, or a hex string ("0x1f").
-  static bool AnyInt(od::value& v, int64_t* out) {
-    std::string_view tok = v.raw_json_token();
+  static bool AnyInt(od::value& v, int64_t* out) { return AnyIntToken(v.raw_json_token(), out); }
+  static bool AnyIntToken(std::string_view tok, int64_t* out) {
     while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' || tok.back() == '\t'))
       tok.remove_suffix(1);
     if (!tok.empty() && tok.front() == '"') {
@@ -977,10 +1315,167 @@ class KinetoReader {
     return OkStatus();
   }
 
-  Status ParseEvents(od::array& arr, od::document* doc) {
+  // ---- the walker's events (see WalkTables): the fields ParseEvents and ParseArgs read, read
+  // as they read them; null where it bails. Duplicates are counted in *dups and added with the
+  // event (an event the walker bails on is read again by On-Demand, which counts them itself).
+  static bool WalkFirst(uint32_t& seen, int bit, int& dups) {
+    const uint32_t m = uint32_t{1} << bit;
+    if (seen & m) {
+      ++dups;
+      return false;
+    }
+    seen |= m;
+    return true;
+  }
+
+  // One field of an object at p (at its key's quote): the key, and p past the ':' and the
+  // whitespace after it; false to bail.
+  static bool WalkKey(const char*& p, std::string_view* key) {
+    if (*p != '"') return false;
+    const char* const k = p + 1;
+    const char* const ke = WalkStringEnd(k);
+    if (!ke) return false;
+    p = WalkSpace(ke + 1);
+    if (*p != ':') return false;
+    p = WalkSpace(p + 1);
+    *key = std::string_view(k, static_cast<size_t>(ke - k));
+    return true;
+  }
+  // After a field's value (v_end): the next field's key, true; the object's end, false with p
+  // past its '}'; or p null (bail).
+  static bool WalkNext(const char*& p, const char* v_end) {
+    p = WalkSpace(v_end);
+    if (*p == ',') {
+      p = WalkSpace(p + 1);
+      return true;
+    }
+    p = *p == '}' ? p + 1 : nullptr;
+    return false;
+  }
+
+  // args (p at its '{'), as ParseArgs reads them.
+  static const char* WalkArgs(const char* p, RawEvent& ev, int& dups) {
+    uint32_t seen = 0;
+    p = WalkSpace(p + 1);
+    if (*p == '}') return p + 1;
+    for (;;) {
+      std::string_view key;
+      if (!WalkKey(p, &key)) return nullptr;
+      const WalkValue v = WalkReadValue(p);
+      if (!v.end) return nullptr;
+      switch (key.size()) {
+        case 3:
+          if ((KeyIs(key, "Seq") && WalkFirst(seen, 0, dups)) || (KeyIs(key, "seq") && WalkFirst(seen, 1, dups)))
+            AnyIntToken(v.Token(), &ev.seq);
+          break;
+        case 4:
+          if (KeyIs(key, "name") && WalkFirst(seen, 2, dups)) v.Str(&ev.arg_name);
+          break;
+        case 5:
+          if (KeyIs(key, "bytes") && WalkFirst(seen, 3, dups)) AnyIntToken(v.Token(), &ev.bytes);
+          else if (KeyIs(key, "dtype") && WalkFirst(seen, 4, dups)) v.Str(&ev.dtype);
+          break;
+        case 6:
+          if (KeyIs(key, "device") && WalkFirst(seen, 5, dups)) AnyIntToken(v.Token(), &ev.device);
+          else if (KeyIs(key, "stream") && WalkFirst(seen, 6, dups)) AnyIntToken(v.Token(), &ev.stream);
+          else if (KeyIs(key, "labels") && WalkFirst(seen, 7, dups)) v.Str(&ev.arg_labels);
+          break;
+        case 8:
+          if (KeyIs(key, "Src Rank") && WalkFirst(seen, 8, dups)) AnyIntToken(v.Token(), &ev.src_rank);
+          else if (KeyIs(key, "Dst Rank") && WalkFirst(seen, 9, dups)) AnyIntToken(v.Token(), &ev.dst_rank);
+          else if (KeyIs(key, "toDevice") && WalkFirst(seen, 20, dups)) AnyIntToken(v.Token(), &ev.to_device);
+          else if (KeyIs(key, "inDevice") && WalkFirst(seen, 21, dups)) AnyIntToken(v.Token(), &ev.in_device);
+          break;
+        case 10:
+          if (KeyIs(key, "Group size") && WalkFirst(seen, 10, dups)) AnyIntToken(v.Token(), &ev.group_size);
+          else if (KeyIs(key, "fromDevice") && WalkFirst(seen, 22, dups)) AnyIntToken(v.Token(), &ev.from_device);
+          break;
+        case 11:
+          if (KeyIs(key, "correlation") && WalkFirst(seen, 11, dups)) AnyIntToken(v.Token(), &ev.correlation);
+          else if (KeyIs(key, "External id") && WalkFirst(seen, 12, dups)) ev.external_id = v.Token();
+          break;
+        case 13:
+          if (KeyIs(key, "In msg nelems") && WalkFirst(seen, 13, dups)) AnyIntToken(v.Token(), &ev.in_nelems);
+          break;
+        case 14:
+          if (KeyIs(key, "Out msg nelems") && WalkFirst(seen, 14, dups)) AnyIntToken(v.Token(), &ev.out_nelems);
+          break;
+        case 15:
+          if (KeyIs(key, "Collective name") && WalkFirst(seen, 15, dups)) v.Str(&ev.coll_name);
+          break;
+        case 18:
+          if (KeyIs(key, "Process Group Name") && WalkFirst(seen, 16, dups)) v.Str(&ev.pg_name);
+          break;
+        case 19:
+          if (KeyIs(key, "Process Group Ranks") && WalkFirst(seen, 17, dups)) v.Str(&ev.pg_ranks);
+          else if (KeyIs(key, "Sequence number") && WalkFirst(seen, 18, dups)) AnyIntToken(v.Token(), &ev.seq);
+          break;
+        case 25:
+          if (KeyIs(key, "Process Group Description") && WalkFirst(seen, 19, dups)) v.Str(&ev.pg_desc);
+          break;
+        default:
+          break;
+      }
+      if (!WalkNext(p, v.end)) return p;
+    }
+  }
+
+  // One event (p at its '{'), as ParseEvents reads it.
+  static const char* WalkEvent(const char* p, RawEvent& ev, int& dups) {
+    uint32_t seen = 0;
+    p = WalkSpace(p + 1);
+    if (*p == '}') return p + 1;
+    for (;;) {
+      std::string_view key;
+      if (!WalkKey(p, &key)) return nullptr;
+      if (key.size() == 4 && KeyIs(key, "args")) {
+        const char* v_end;
+        bool read = false;
+        if (WalkFirst(seen, 7, dups) && *p == '{') {  // the same choice as ParseEvents
+          const Cat c = DecodeCat(ev.cat);
+          read = (c != Cat::kCpuOp && c != Cat::kOther) ||
+                 (c == Cat::kCpuOp && ev.has_name && (ev.name == "record_param_comms" || IsCommHostOpName(ev.name)));
+        }
+        v_end = read ? WalkArgs(p, ev, dups) : WalkReadValue(p).end;
+        if (!v_end) return nullptr;
+        if (!WalkNext(p, v_end)) return p;
+        continue;
+      }
+      const WalkValue v = WalkReadValue(p);
+      if (!v.end) return nullptr;
+      switch (key.size()) {
+        case 2:
+          if (KeyIs(key, "ph") && WalkFirst(seen, 0, dups)) {
+            std::string_view s;
+            if (v.Str(&s) && !s.empty()) ev.ph = s[0];
+          } else if (KeyIs(key, "ts") && WalkFirst(seen, 1, dups)) {
+            ev.ts = v.Token();
+          }
+          break;
+        case 3:
+          if (KeyIs(key, "cat") && WalkFirst(seen, 2, dups)) v.Str(&ev.cat);
+          else if (KeyIs(key, "pid") && WalkFirst(seen, 3, dups)) AnyIntToken(v.Token(), &ev.pid);
+          else if (KeyIs(key, "tid") && WalkFirst(seen, 4, dups)) AnyIntToken(v.Token(), &ev.tid);
+          else if (KeyIs(key, "dur") && WalkFirst(seen, 5, dups)) ev.dur = v.Token();
+          break;
+        case 4:
+          if (KeyIs(key, "name") && WalkFirst(seen, 6, dups)) ev.has_name = v.Str(&ev.name);
+          break;
+        default:
+          break;
+      }
+      if (!WalkNext(p, v.end)) return p;
+    }
+  }
+
+  Status ParseEvents(od::array& arr, od::document* doc, bool skip_first) {
     for (auto er : arr) {
       od::value v;
       if (auto e = std::move(er).get(v)) return JsonError(e, doc);
+      if (skip_first) {  // WalkEventsDocument's stand-in
+        skip_first = false;
+        continue;
+      }
       od::object obj;
       if (v.get_object().get(obj) != simdjson::SUCCESS) {
         builder_.AddMalformed();
@@ -1032,6 +1527,7 @@ class KinetoReader {
     return OkStatus();
   }
 
+  static constexpr size_t npos_ = SIZE_MAX;
   ByteStream& in_;
   od::parser& parser_;
   kineto::TraceBuilder builder_;
@@ -1052,6 +1548,7 @@ class KinetoReader {
   size_t cur_size_ = 0;
   uint64_t cur_offset_ = 0;
   std::string sanitized_;  // a batch with invalid UTF-8 replaced, while it is parsed
+  const bool walk_;        // events by the walker (WalkEventsDocument), On-Demand where it bails
 };
 
 class KinetoImporter : public Importer {

@@ -12,7 +12,9 @@
 // (2) differential: a 1 MiB window (inputs are smaller, inflated ones nearly always: one batch,
 // the whole traceEvents array parsed by simdjson as one document) gives the same result: both
 // fail with the same status code, or both succeed with identical traces (DumpTrace). With the
-// cap (bit 6), the small window may instead refuse an element larger than the cap.
+// cap (bit 6), the small window may instead refuse an element larger than the cap. (3) The
+// walker (the fast path for events, src/importers/kineto.cc) against simdjson On-Demand reading
+// every event, through the same window and reads: the same trace, or the same error message.
 //
 // Run: tests/fuzz/run_fuzzers.sh (FUZZ_TARGETS="kineto_stream"); see tests/fuzz/README.md.
 #include <cstddef>
@@ -34,10 +36,12 @@ using overlapprof::ImportOptions;
 using overlapprof::RankTrace;
 using overlapprof::StatusOr;
 
-StatusOr<RankTrace> Parse(std::string_view doc, size_t window, size_t max_event, size_t max_read) {
+StatusOr<RankTrace> Parse(std::string_view doc, size_t window, size_t max_event, size_t max_read,
+                          bool on_demand_only = false) {
   ImportOptions o;
   o.kineto_window_bytes = window;
   o.kineto_max_event_bytes = max_event;
+  o.kineto_on_demand_only = on_demand_only;
   std::unique_ptr<overlapprof::ByteStream> in = overlapprof::MemoryStream(doc, max_read, /*gunzip=*/true);
   return overlapprof::ParseKinetoStream(*in, o, /*skip_bom=*/true);
 }
@@ -67,6 +71,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     overlapprof::fuzz::CheckTrace(*small);
     overlapprof::fuzz::AnalyzeTrace(*small);
   }
+  StatusOr<RankTrace> od = Parse(doc, window, max_event, max_read, /*on_demand_only=*/true);
+  if (small.ok() != od.ok()) Differ("walker and On-Demand: one parses, the other does not", small, od, window, max_event, max_read);
+  if (!small.ok() && (small.status().code() != od.status().code() || small.status().message() != od.status().message()))
+    Differ("walker and On-Demand: the errors", small, od, window, max_event, max_read);
+  if (small.ok() && overlapprof::testing::DumpTrace(*small) != overlapprof::testing::DumpTrace(*od))
+    Differ("walker and On-Demand: the traces", small, od, window, max_event, max_read);
   StatusOr<RankTrace> whole = Parse(doc, size_t{1} << 20, 0, SIZE_MAX);
   if (!small.ok() && whole.ok() && max_event != 0 &&
       small.status().message().find("larger than") != std::string::npos &&

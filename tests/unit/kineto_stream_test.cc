@@ -24,10 +24,11 @@ std::string Dump(const RankTrace& t) { return testing::DumpTrace(t); }
 
 // Parses `text` streamed `max_read` bytes at a time through a window of `window` bytes.
 StatusOr<RankTrace> Stream(const std::string& text, size_t window, size_t max_read = SIZE_MAX,
-                           size_t max_event = 0, bool gunzip = false) {
+                           size_t max_event = 0, bool gunzip = false, bool on_demand_only = false) {
   ImportOptions o;
   o.kineto_window_bytes = window;
   o.kineto_max_event_bytes = max_event;
+  o.kineto_on_demand_only = on_demand_only;
   std::unique_ptr<ByteStream> in = MemoryStream(text, max_read, gunzip);
   return ParseKinetoStream(*in, o);
 }
@@ -111,6 +112,72 @@ TEST(KinetoStream, BlockScanAndByteScanAgree) {
       EXPECT_EQ(Dump(*blocks), want) << pad << " " << window;
     }
   }
+}
+
+// The walker (the fast path for events) against simdjson On-Demand reading every event: the same
+// trace, or the same error to the byte, through the same window and reads.
+void ExpectWalkerMatchesOnDemand(const std::string& text, size_t window, size_t max_read, const std::string& what) {
+  StatusOr<RankTrace> walk = Stream(text, window, max_read, 0, false, false);
+  StatusOr<RankTrace> od = Stream(text, window, max_read, 0, false, true);
+  ASSERT_EQ(walk.ok(), od.ok()) << what << ": walker " << (walk.ok() ? "ok" : walk.status().message())
+                                << ", On-Demand " << (od.ok() ? "ok" : od.status().message());
+  if (!walk.ok()) {
+    EXPECT_EQ(walk.status().code(), od.status().code()) << what;
+    EXPECT_EQ(walk.status().message(), od.status().message()) << what;
+  } else {
+    EXPECT_TRUE(Dump(*walk) == Dump(*od)) << what;
+  }
+}
+
+TEST(KinetoStream, WalkerReadsWhatOnDemandReads) {
+  // Events the walker takes (every field it reads, in both forms: numbers and strings, escapes,
+  // nested values skipped, duplicates) and events it leaves to On-Demand (not objects, fields
+  // without a value, a backslash or a control character outside strings), in every window.
+  const std::string text = std::string(kTricky).insert(std::string(kTricky).find("    {\"ph\": \"X\", \"cat\": \"cuda_runtime\""),
+      R"J(    {"ph": "X", "ph": "Y", "cat": "Kernel", "name": "dup\u0041", "pid": "0x1f", "tid": "7", "ts": "10", "dur": 1e1,
+     "args": {"device": " 1", "stream": 7.0, "correlation": [1], "External id": "12", "bytes": {"a": [1, {"b": "]\\"}]},
+              "Collective name": "allreduce", "dtype": "Float", "In msg nelems": -0, "Out msg nelems": 1E400,
+              "Group size": 2, "Process Group Name": "pg\"1", "Process Group Ranks": "[0, 1]", "Sequence number": 5,
+              "Process Group Description": "d", "Src Rank": 0, "Dst Rank": 1, "fromDevice": 0, "toDevice": 1,
+              "inDevice": 0, "seq": 9, "Seq": 8, "name": "n", "labels": "l", "device": 3}, "args": {}},
+    {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": 11, "dur": 1, "args": {"Collective name": "send", "Src Rank": 0, "Dst Rank": 1}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 11, "dur": 1, "args": {"Input Dims": [[8, 2048], []], "x": tru}},
+    {"ph": "X", "cat": "kernel", "name": "k", "ts": 12, "dur": 1, "args": {"grid": [1, 1, 1]}, "x": {}},
+    {"ph": "X", "cat": "kernel", "name": "k", "ts": 12 , "dur" : 1 ,"args":{ } },
+    {},
+)J");
+  ASSERT_TRUE(testing::ParseJsonText(text).ok()) << testing::ParseJsonText(text).status().message();
+  for (size_t window : {16, 17, 64, 257, 4096, 1 << 20})
+    for (size_t max_read : {size_t{1}, size_t{7}, SIZE_MAX})
+      ExpectWalkerMatchesOnDemand(text, window, max_read, fmt::format("window {} read {}", window, max_read));
+}
+
+TEST(KinetoStream, WalkerMatchesOnDemandOnEveryMutation) {
+  // Each byte of a document deleted, or replaced by or preceded with a byte the walker looks
+  // at: where the walker bails, On-Demand must report what it reports without the walker.
+  const std::string base = R"J({"traceEvents": [
+  {"ph": "X", "cat": "kernel", "name": "k\"1", "pid": 0, "tid": 7, "ts": 1.5, "dur": 2, "args": {"device": 0, "stream": 7, "External id": 3, "grid": [1, 2]}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2, "args": {"Input Dims": [[8, 2048], []], "s": "]}"}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1, "dur": 1, "args": {"correlation": 1}}, {"ph": "f", "id": 1}
+], "baseTimeNanoseconds": 5})J";
+  ASSERT_TRUE(testing::ParseJsonText(base).ok());
+  const std::string bytes = std::string("\"\\{}[],: 0\x01\xc3") + '\0';
+  size_t n = 0;
+  for (size_t i = 16; i < base.size() - 30; ++i) {
+    for (size_t m = 0; m <= 2 * bytes.size(); ++m) {
+      if ((i + m) % 3 != 0) continue;  // a third of the (position, mutation) pairs, all kinds at every position
+      std::string t = base;
+      if (m == 2 * bytes.size()) t.erase(i, 1);
+      else if (m < bytes.size()) t[i] = bytes[m];
+      else t.insert(i, 1, bytes[m - bytes.size()]);
+      for (size_t window : {16, 61, 1 << 20}) {
+        ExpectWalkerMatchesOnDemand(t, window, window == 61 ? 1 : SIZE_MAX, fmt::format("at {} mutation {} window {}", i, m, window));
+        ++n;
+      }
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  EXPECT_GT(n, 10000u);
 }
 
 TEST(KinetoStream, EveryCutOfASmallTraceAtEveryWindow) {
@@ -331,6 +398,9 @@ TEST(KinetoStream, BundledTracesThroughATinyWindow) {
     StatusOr<RankTrace> tiny = Stream(gz, 4096, 997, 0, true);
     ASSERT_TRUE(tiny.ok()) << name << ": " << tiny.status().message();
     EXPECT_TRUE(Dump(*tiny) == want) << name;
+    StatusOr<RankTrace> od = Stream(gz, 0, SIZE_MAX, 0, true, /*on_demand_only=*/true);  // without the walker
+    ASSERT_TRUE(od.ok()) << name << ": " << od.status().message();
+    EXPECT_TRUE(Dump(*od) == want) << name;
   }
 }
 
