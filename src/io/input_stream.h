@@ -1,7 +1,8 @@
 #pragma once
 // Reading an input file as a stream of (decompressed) bytes, in memory that does not grow with
 // the file (issue 16). Gzip (recognized by its magic, not by name; several members concatenated
-// as gzip writes them, zero padding after the last tolerated) is inflated with zlib on a second
+// as gzip writes them, zero padding after the last tolerated) is inflated with ISA-L's igzip
+// (zlib where overlapprof is built without ISA-L: InflatesWithIsal) on a second
 // thread into a bounded queue of blocks (kStreamBlocks x kStreamBlockBytes = 16 MiB) that the
 // caller's thread drains; plain files are read with read(2) straight into the caller's buffer.
 #include <cstddef>
@@ -42,7 +43,12 @@ struct StreamOptions {
   uint64_t inflate_limit = UINT64_MAX;
   // Inflate on a second thread (false: on the caller's, in Read).
   bool threaded = true;
+  // Inflate with zlib even where overlapprof is built with ISA-L (tests compare the two).
+  bool zlib_only = false;
 };
+
+// Whether gzip is inflated with ISA-L's igzip (found when overlapprof was configured), else zlib.
+bool InflatesWithIsal();
 
 // OVERLAPPROF_MAX_INFLATED_BYTES when set to a number, else UINT64_MAX. Read when called.
 uint64_t StreamInflateLimit();
@@ -61,6 +67,6 @@ inline StatusOr<std::unique_ptr<ByteStream>> OpenInputStream(const std::string& 
 // with the gzip magic and `gunzip` is set (synchronously). Each Read returns at most `max_read`
 // bytes (tests force reads of a few bytes with it).
 std::unique_ptr<ByteStream> MemoryStream(std::string_view data, size_t max_read = SIZE_MAX, bool gunzip = false,
-                                         uint64_t inflate_limit = UINT64_MAX);
+                                         uint64_t inflate_limit = UINT64_MAX, bool zlib_only = false);
 
 }  // namespace overlapprof

@@ -15,6 +15,7 @@
 // cap (bit 6), the small window may instead refuse an element larger than the cap. (3) The
 // walker (the fast path for events, src/importers/kineto.cc) against simdjson On-Demand reading
 // every event, through the same window and reads: the same trace, or the same error message.
+// (4) For gzip input, the inflater (ISA-L's igzip when built with it) against zlib: the same.
 //
 // Run: tests/fuzz/run_fuzzers.sh (FUZZ_TARGETS="kineto_stream"); see tests/fuzz/README.md.
 #include <cstddef>
@@ -37,12 +38,13 @@ using overlapprof::RankTrace;
 using overlapprof::StatusOr;
 
 StatusOr<RankTrace> Parse(std::string_view doc, size_t window, size_t max_event, size_t max_read,
-                          bool on_demand_only = false) {
+                          bool on_demand_only = false, bool zlib_only = false) {
   ImportOptions o;
   o.kineto_window_bytes = window;
   o.kineto_max_event_bytes = max_event;
   o.kineto_on_demand_only = on_demand_only;
-  std::unique_ptr<overlapprof::ByteStream> in = overlapprof::MemoryStream(doc, max_read, /*gunzip=*/true);
+  std::unique_ptr<overlapprof::ByteStream> in =
+      overlapprof::MemoryStream(doc, max_read, /*gunzip=*/true, UINT64_MAX, zlib_only);
   return overlapprof::ParseKinetoStream(*in, o, /*skip_bom=*/true);
 }
 
@@ -77,6 +79,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Differ("walker and On-Demand: the errors", small, od, window, max_event, max_read);
   if (small.ok() && overlapprof::testing::DumpTrace(*small) != overlapprof::testing::DumpTrace(*od))
     Differ("walker and On-Demand: the traces", small, od, window, max_event, max_read);
+  if (overlapprof::IsGzip(doc.substr(0, 2))) {  // igzip (when built with ISA-L) against zlib
+    StatusOr<RankTrace> z = Parse(doc, window, max_event, max_read, false, /*zlib_only=*/true);
+    if (small.ok() != z.ok() ||
+        (!small.ok() && (small.status().code() != z.status().code() || small.status().message() != z.status().message())) ||
+        (small.ok() && overlapprof::testing::DumpTrace(*small) != overlapprof::testing::DumpTrace(*z)))
+      Differ("igzip and zlib", small, z, window, max_event, max_read);
+  }
   StatusOr<RankTrace> whole = Parse(doc, size_t{1} << 20, 0, SIZE_MAX);
   if (!small.ok() && whole.ok() && max_event != 0 &&
       small.status().message().find("larger than") != std::string::npos &&
