@@ -409,7 +409,13 @@ class KinetoReader {
     // No larger than the whole text when its length is known (a small plain file or buffer: the
     // default 16 MiB would be allocated, and its parser index sized, for nothing).
     if (const uint64_t n = in.size_hint(); n > 0 && n < window) window = std::max<size_t>(n, kMinWindowBytes);
-    Allocate(window);
+    window_ = window;
+    if (front_ > 0) {  // the stream lends its blocks: the window is in them (TakeBlock)
+      tail_mem_.reset(new char[front_ + kInputPadding + 2]);
+      d_ = tail_mem_.get() + 1;
+    } else {
+      Allocate(window);
+    }
   }
 
   Status Parse() {
@@ -430,29 +436,66 @@ class KinetoReader {
 
  private:
   // ---- the window: d_[0, len_) holds the stream's bytes from offset base_ --------------------
-  // mem_ holds one spare byte before d_ (where '[' goes before a batch at d_[0]), cap_ bytes, and
-  // kInputPadding + 1 bytes after them (']' and simdjson's padding after a batch at the end).
+  // There is one spare byte before d_ (where '[' goes before a batch at d_[0]), and kInputPadding
+  // + 1 after d_[cap_] (']' and simdjson's padding after a batch at the end). The window is
+  // mem_, memory of its own that the stream's bytes are copied into (Read), or, when the stream
+  // lends its blocks (the threaded gzip stream: block_front() > 0), a block itself (lent_), with
+  // the bytes kept from the block before (the tail: an element cut by the block's end) copied in
+  // front of it: no copy of the rest (TakeBlock). A lent window is always full (len_ == cap_);
+  // dropping its first bytes moves its start. A tail too large for the room before a block (an
+  // element larger than it), and a window that must grow, go to mem_ until a block's edge.
   void Allocate(size_t cap) {
     std::unique_ptr<char[]> m(new char[cap + kInputPadding + 2]);
     if (len_) std::memcpy(m.get() + 1, d_, len_);
     mem_ = std::move(m);
     d_ = mem_.get() + 1;
     cap_ = cap;
+    lent_ = false;
   }
   // Drops d_[0, n): the caller shifts the indices it holds.
   void Compact(size_t n) {
-    std::memmove(d_, d_ + n, len_ - n);
+    if (lent_) {
+      d_ += n;
+      cap_ -= n;
+    } else {
+      std::memmove(d_, d_ + n, len_ - n);
+    }
     len_ -= n;
     base_ += n;
     pos_ -= std::min(pos_, n);
   }
-  // Reads more of the stream into d_[len_, cap_); eof_ at its end.
+  // Reads more of the stream into the window; eof_ at its end.
   Status Fill() {
-    if (len_ == cap_ || eof_) return OkStatus();
+    if (eof_) return OkStatus();
+    if (front_ > 0 && len_ < front_ && (lent_ || in_.buffered() == 0)) return TakeBlock();
+    if (lent_) Allocate(std::max({len_ + 1, std::min(len_ * 2, max_event_), window_}));  // a tail too large to carry
+    if (len_ == cap_) return OkStatus();
     StatusOr<size_t> r = in_.Read(d_ + len_, cap_ - len_);
     if (!r.ok()) return r.status();
     if (*r == 0) eof_ = true;
     len_ += *r;
+    return OkStatus();
+  }
+  // The stream's next block becomes the window, the window's bytes (len_ < front_) in front of
+  // it. At the end of the stream (or on an error) the window is those bytes, in tail_mem_.
+  Status TakeBlock() {
+    std::memmove(tail_mem_.get() + 1, d_, len_);  // the block d_ is in goes back to the stream
+    d_ = tail_mem_.get() + 1;
+    cap_ = front_;
+    lent_ = false;
+    mem_.reset();
+    StatusOr<ByteStream::Block> b = in_.NextBlock();
+    if (!b.ok()) return b.status();
+    if (b->size == 0) {
+      eof_ = true;
+      return OkStatus();
+    }
+    char* const start = b->data - len_;
+    std::memcpy(start, d_, len_);
+    d_ = start;
+    len_ += b->size;
+    cap_ = len_;
+    lent_ = true;
     return OkStatus();
   }
   // Document offset (bytes after the BOM) of d_[i].
@@ -1529,13 +1572,17 @@ class KinetoReader {
 
   static constexpr size_t npos_ = SIZE_MAX;
   ByteStream& in_;
+  const size_t front_ = in_.block_front();  // > 0: the stream lends blocks with this room before them
   od::parser& parser_;
   kineto::TraceBuilder builder_;
   const bool skip_bom_;
   const size_t max_event_, max_top_;  // the window's most (bytes): for an event, for a top-level value
-  std::unique_ptr<char[]> mem_;
+  std::unique_ptr<char[]> mem_;       // the window when it is not in a lent block
+  std::unique_ptr<char[]> tail_mem_;  // front_ bytes (+ 1 before, padding after): TakeBlock's
   char* d_ = nullptr;
   size_t cap_ = 0, len_ = 0;
+  size_t window_ = 0;  // the size of a window of its own
+  bool lent_ = false;  // d_ is in a block the stream lent
   uint64_t base_ = 0;  // stream offset of d_[0]
   size_t bom_ = 0;     // bytes of a UTF-8 BOM skipped at the start (offsets are after it)
   size_t pos_ = 0;     // the top level's cursor in d_

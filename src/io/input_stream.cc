@@ -354,33 +354,45 @@ class ThreadedGzipStream : public ByteStream {
 
   StatusOr<size_t> Read(char* out, size_t n) override {
     if (cur_pos_ == cur_.size) {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (cur_.data) {
-        free_.push_back(std::move(cur_.data));
-        cur_ = Block{};
-        cur_pos_ = 0;
-        cv_.notify_all();
-      }
-      cv_.wait(lock, [&] { return !full_.empty() || ended_; });
-      if (full_.empty()) {
-        if (!error_.ok()) return error_;
-        return size_t{0};
-      }
-      cur_ = std::move(full_.front());
-      full_.pop_front();
-      cur_pos_ = 0;
+      OVERLAPPROF_RETURN_IF_ERROR(Advance());
+      if (cur_.size == 0) return size_t{0};
     }
     const size_t k = std::min(n, cur_.size - cur_pos_);
-    std::memcpy(out, cur_.data.get() + cur_pos_, k);
+    std::memcpy(out, cur_.data.get() + kStreamBlockFront + cur_pos_, k);
     cur_pos_ += k;
     return k;
   }
 
+  size_t block_front() const override { return kStreamBlockFront; }
+  StatusOr<ByteStream::Block> NextBlock() override {
+    OVERLAPPROF_RETURN_IF_ERROR(Advance());
+    cur_pos_ = cur_.size;  // Read goes on with the block after it
+    if (cur_.size == 0) return ByteStream::Block{};
+    return ByteStream::Block{cur_.data.get() + kStreamBlockFront, cur_.size};
+  }
+  size_t buffered() const override { return cur_.size - cur_pos_; }
+
  private:
   struct Block {
-    std::unique_ptr<char[]> data;
+    std::unique_ptr<char[]> data;  // kStreamBlockFront bytes, the block's, kInputPadding + 1
     size_t size = 0;
   };
+
+  // Gives the current block back to the thread and waits for the next (size 0: the end).
+  Status Advance() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cur_.data) {
+      free_.push_back(std::move(cur_.data));
+      cv_.notify_all();
+    }
+    cur_ = Block{};
+    cur_pos_ = 0;
+    cv_.wait(lock, [&] { return !full_.empty() || ended_; });
+    if (full_.empty()) return error_;
+    cur_ = std::move(full_.front());
+    full_.pop_front();
+    return OkStatus();
+  }
 
   void Produce() {
     for (;;) {
@@ -392,8 +404,8 @@ class ThreadedGzipStream : public ByteStream {
         buf = std::move(free_.back());
         free_.pop_back();
       }
-      if (!buf) buf.reset(new char[kStreamBlockBytes]);
-      StatusOr<size_t> got = inflater_.Inflate(buf.get(), kStreamBlockBytes);
+      if (!buf) buf.reset(new char[kStreamBlockFront + kStreamBlockBytes + kInputPadding + 1]);
+      StatusOr<size_t> got = inflater_.Inflate(buf.get() + kStreamBlockFront, kStreamBlockBytes);
       std::lock_guard<std::mutex> lock(mu_);
       if (!got.ok() || *got == 0) {
         if (!got.ok()) error_ = got.status();
@@ -420,6 +432,48 @@ class ThreadedGzipStream : public ByteStream {
   Status error_;
   Block cur_;
   size_t cur_pos_ = 0;
+};
+
+// Another stream's bytes, also lent in blocks of `block` bytes with `front` bytes of room before
+// them (MemoryStream's lend_front: tests of readers that take blocks).
+class LendingStream : public ByteStream {
+ public:
+  LendingStream(std::unique_ptr<ByteStream> in, size_t block, size_t front)
+      : in_(std::move(in)), block_(std::min<size_t>(block, size_t{64} << 20)), front_(front),
+        mem_(new char[front + block_ + kInputPadding + 1]) {
+    compressed_ = in_->was_compressed();
+    size_hint_ = in_->size_hint();
+  }
+  StatusOr<size_t> Read(char* out, size_t n) override {
+    if (pos_ < size_) {  // what is left of the last block lent
+      const size_t k = std::min(n, size_ - pos_);
+      std::memcpy(out, mem_.get() + front_ + pos_, k);
+      pos_ += k;
+      return k;
+    }
+    return in_->Read(out, std::min(n, block_));
+  }
+  size_t block_front() const override { return front_; }
+  StatusOr<Block> NextBlock() override {
+    char* const data = mem_.get() + front_;
+    std::memset(mem_.get(), 0x55, front_);  // what was there before is gone
+    size_ = pos_ = 0;
+    while (size_ < block_) {  // one Read may return less than a block
+      OVERLAPPROF_ASSIGN_OR_RETURN(size_t got, in_->Read(data + size_, block_ - size_));
+      if (got == 0) break;
+      size_ += got;
+    }
+    std::memset(data + size_, 0x55, kInputPadding + 1);
+    pos_ = size_;
+    return Block{data, size_};
+  }
+  size_t buffered() const override { return size_ - pos_; }
+
+ private:
+  std::unique_ptr<ByteStream> in_;
+  size_t block_, front_;
+  std::unique_ptr<char[]> mem_;
+  size_t size_ = 0, pos_ = 0;
 };
 
 }  // namespace
@@ -450,12 +504,16 @@ StatusOr<std::unique_ptr<ByteStream>> OpenInputStream(const std::string& path, c
 }
 
 std::unique_ptr<ByteStream> MemoryStream(std::string_view data, size_t max_read, bool gunzip, uint64_t inflate_limit,
-                                         bool zlib_only) {
+                                         bool zlib_only, size_t lend_front) {
   max_read = std::max<size_t>(max_read, 1);
   auto src = std::make_unique<Source>(data);
+  std::unique_ptr<ByteStream> s;
   if (gunzip && IsGzip(data.substr(0, 2)))
-    return std::make_unique<GzipStream>(std::move(src), inflate_limit, max_read, zlib_only);
-  return std::make_unique<PlainStream>(std::move(src), max_read, data.size());
+    s = std::make_unique<GzipStream>(std::move(src), inflate_limit, max_read, zlib_only);
+  else
+    s = std::make_unique<PlainStream>(std::move(src), max_read, data.size());
+  if (lend_front > 0) s = std::make_unique<LendingStream>(std::move(s), max_read, lend_front);
+  return s;
 }
 
 }  // namespace overlapprof

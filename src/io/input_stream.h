@@ -17,6 +17,7 @@ namespace overlapprof {
 
 inline constexpr size_t kStreamBlockBytes = size_t{4} << 20;  // inflated bytes handed over at once
 inline constexpr size_t kStreamBlocks = 4;                     // blocks in flight (the queue's bound)
+inline constexpr size_t kStreamBlockFront = size_t{256} << 10;  // room before a lent block (NextBlock)
 
 class ByteStream {
  public:
@@ -26,6 +27,21 @@ class ByteStream {
   // kInvalidInput (past the inflate limit); a stream that failed keeps failing. Not thread-safe:
   // one caller thread (the inflating thread, when there is one, is the stream's own business).
   virtual StatusOr<size_t> Read(char* out, size_t n) = 0;
+
+  // Reading without a copy, from a stream that fills buffers of its own (the threaded gzip
+  // stream; block_front() > 0): the next bytes where they lie, data[0, size), lent to the caller
+  // until its next NextBlock or Read. The caller may write the block_front() bytes before data
+  // and the kInputPadding + 1 bytes after data + size. size 0: the end of the stream. The bytes
+  // are those Read would have returned next, when the last block was read to its end (buffered()
+  // is 0); errors as Read's.
+  struct Block {
+    char* data = nullptr;
+    size_t size = 0;
+  };
+  virtual size_t block_front() const { return 0; }  // 0: NextBlock is not offered
+  virtual StatusOr<Block> NextBlock() { return MakeError(StatusCode::kInternal, "this stream lends no blocks"); }
+  // Bytes of the current block that Read has not returned yet (0 at a block's end).
+  virtual size_t buffered() const { return 0; }
   bool was_compressed() const { return compressed_; }
   // The stream's length in bytes when known before reading (a plain file or memory), else 0.
   // A hint for sizing buffers only: readers must not rely on it.
@@ -66,7 +82,10 @@ inline StatusOr<std::unique_ptr<ByteStream>> OpenInputStream(const std::string& 
 // A stream of bytes the caller keeps alive while it is read: plain, or gunzipped when they start
 // with the gzip magic and `gunzip` is set (synchronously). Each Read returns at most `max_read`
 // bytes (tests force reads of a few bytes with it).
+// `lend_front` > 0: the stream also lends blocks (NextBlock) of `max_read` bytes with that much room
+// before them, as the threaded gzip stream does with its blocks (tests of readers that use both).
 std::unique_ptr<ByteStream> MemoryStream(std::string_view data, size_t max_read = SIZE_MAX, bool gunzip = false,
-                                         uint64_t inflate_limit = UINT64_MAX, bool zlib_only = false);
+                                         uint64_t inflate_limit = UINT64_MAX, bool zlib_only = false,
+                                         size_t lend_front = 0);
 
 }  // namespace overlapprof

@@ -23,13 +23,16 @@ using testing::Gzip;
 std::string Dump(const RankTrace& t) { return testing::DumpTrace(t); }
 
 // Parses `text` streamed `max_read` bytes at a time through a window of `window` bytes.
+// lend_front > 0: the stream lends its bytes in blocks of max_read bytes with that much room before
+// them, and the window is in those blocks (as with the threaded gzip stream), not of `window` bytes.
 StatusOr<RankTrace> Stream(const std::string& text, size_t window, size_t max_read = SIZE_MAX,
-                           size_t max_event = 0, bool gunzip = false, bool on_demand_only = false) {
+                           size_t max_event = 0, bool gunzip = false, bool on_demand_only = false,
+                           size_t lend_front = 0) {
   ImportOptions o;
   o.kineto_window_bytes = window;
   o.kineto_max_event_bytes = max_event;
   o.kineto_on_demand_only = on_demand_only;
-  std::unique_ptr<ByteStream> in = MemoryStream(text, max_read, gunzip);
+  std::unique_ptr<ByteStream> in = MemoryStream(text, max_read, gunzip, UINT64_MAX, false, lend_front);
   return ParseKinetoStream(*in, o);
 }
 
@@ -116,9 +119,10 @@ TEST(KinetoStream, BlockScanAndByteScanAgree) {
 
 // The walker (the fast path for events) against simdjson On-Demand reading every event: the same
 // trace, or the same error to the byte, through the same window and reads.
-void ExpectWalkerMatchesOnDemand(const std::string& text, size_t window, size_t max_read, const std::string& what) {
-  StatusOr<RankTrace> walk = Stream(text, window, max_read, 0, false, false);
-  StatusOr<RankTrace> od = Stream(text, window, max_read, 0, false, true);
+void ExpectWalkerMatchesOnDemand(const std::string& text, size_t window, size_t max_read, const std::string& what,
+                                 size_t lend_front = 0) {
+  StatusOr<RankTrace> walk = Stream(text, window, max_read, 0, false, false, lend_front);
+  StatusOr<RankTrace> od = Stream(text, window, max_read, 0, false, true, lend_front);
   ASSERT_EQ(walk.ok(), od.ok()) << what << ": walker " << (walk.ok() ? "ok" : walk.status().message())
                                 << ", On-Demand " << (od.ok() ? "ok" : od.status().message());
   if (!walk.ok()) {
@@ -174,10 +178,53 @@ TEST(KinetoStream, WalkerMatchesOnDemandOnEveryMutation) {
         ExpectWalkerMatchesOnDemand(t, window, window == 61 ? 1 : SIZE_MAX, fmt::format("at {} mutation {} window {}", i, m, window));
         ++n;
       }
+      ExpectWalkerMatchesOnDemand(t, 0, 97, fmt::format("at {} mutation {} lent blocks", i, m), 40);
       if (::testing::Test::HasFailure()) return;
     }
   }
   EXPECT_GT(n, 10000u);
+}
+
+// The window in blocks the stream lends (the threaded gzip stream's, without a copy): a block's
+// edge anywhere, the bytes before it carried in front of the next block, or, larger than the room
+// there, into a window of the reader's own until the next block's edge.
+TEST(KinetoStream, LentBlocksGiveTheSameTrace) {
+  std::string events;
+  for (int i = 0; i < 40; ++i)
+    events += fmt::format(R"J({{"ph": "X", "cat": "kernel", "name": "k{}", "ts": {}, "dur": 1, "args": {{"stream": 7, "s": "{}"}}}},)J",
+                          i, i, std::string(i * 7 % 300, 'x'));
+  const std::string text = std::string(kTricky).insert(std::string(kTricky).find("    42, "), events);
+  StatusOr<RankTrace> ref = testing::ParseJsonText(text);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  const std::string want = Dump(*ref);
+  for (size_t block : {1, 2, 7, 64, 333, 1000, 5000}) {
+    for (size_t front : {1, 16, 100, 400, 100000}) {
+      StatusOr<RankTrace> t = Stream(text, 0, block, 0, false, false, front);
+      ASSERT_TRUE(t.ok()) << block << " " << front << ": " << t.status().message();
+      EXPECT_TRUE(Dump(*t) == want) << block << " " << front;
+      StatusOr<RankTrace> gz = Stream(Gzip(text), 0, block, 0, true, false, front);
+      ASSERT_TRUE(gz.ok()) << block << " " << front << ": " << gz.status().message();
+      EXPECT_TRUE(Dump(*gz) == want) << block << " " << front;
+    }
+  }
+  // An element larger than a block and the room before it, and larger than the cap.
+  const std::string big(5000, 'y');
+  const std::string text2 = R"J({"traceEvents": [{"ph": "X", "cat": "kernel", "name": ")J" + big +
+                            R"J(", "ts": 1, "dur": 1}, {"ph": "X", "cat": "kernel", "name": "b", "ts": 2, "dur": 1}]})J";
+  StatusOr<RankTrace> t = Stream(text2, 0, 1000, 0, false, false, 300);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->activities.size(), 2u);
+  t = Stream(text2, 0, 1000, 4096, false, false, 300);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("an element of traceEvents larger than 4096 bytes near byte 17: refused"),
+            std::string::npos)
+      << t.status().message();
+  // Errors: the same code as through a window of the reader's own.
+  for (const std::string& bad : {text.substr(0, text.size() / 2), text2.substr(0, 3000), std::string("{\"traceEvents\": [}]}")}) {
+    StatusOr<RankTrace> lent = Stream(bad, 0, 64, 0, false, false, 32), own = Stream(bad, 4096, 64);
+    ASSERT_FALSE(lent.ok());
+    EXPECT_EQ(lent.status().code(), own.status().code()) << lent.status().message() << " / " << own.status().message();
+  }
 }
 
 TEST(KinetoStream, EveryCutOfASmallTraceAtEveryWindow) {
@@ -401,6 +448,9 @@ TEST(KinetoStream, BundledTracesThroughATinyWindow) {
     StatusOr<RankTrace> od = Stream(gz, 0, SIZE_MAX, 0, true, /*on_demand_only=*/true);  // without the walker
     ASSERT_TRUE(od.ok()) << name << ": " << od.status().message();
     EXPECT_TRUE(Dump(*od) == want) << name;
+    StatusOr<RankTrace> lent = Stream(gz, 0, 65536, 0, true, false, 4096);  // in lent blocks
+    ASSERT_TRUE(lent.ok()) << name << ": " << lent.status().message();
+    EXPECT_TRUE(Dump(*lent) == want) << name;
   }
 }
 
