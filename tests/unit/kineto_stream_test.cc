@@ -25,13 +25,15 @@ std::string Dump(const RankTrace& t) { return testing::DumpTrace(t); }
 // Parses `text` streamed `max_read` bytes at a time through a window of `window` bytes.
 // lend_front > 0: the stream lends its bytes in blocks of max_read bytes with that much room before
 // them, and the window is in those blocks (as with the threaded gzip stream), not of `window` bytes.
+// build_thread: ImportOptions::kineto_build_thread (-1: for large inputs, and lent blocks).
 StatusOr<RankTrace> Stream(const std::string& text, size_t window, size_t max_read = SIZE_MAX,
                            size_t max_event = 0, bool gunzip = false, bool on_demand_only = false,
-                           size_t lend_front = 0) {
+                           size_t lend_front = 0, int build_thread = -1) {
   ImportOptions o;
   o.kineto_window_bytes = window;
   o.kineto_max_event_bytes = max_event;
   o.kineto_on_demand_only = on_demand_only;
+  o.kineto_build_thread = build_thread;
   std::unique_ptr<ByteStream> in = MemoryStream(text, max_read, gunzip, UINT64_MAX, false, lend_front);
   return ParseKinetoStream(*in, o);
 }
@@ -224,6 +226,38 @@ TEST(KinetoStream, LentBlocksGiveTheSameTrace) {
     StatusOr<RankTrace> lent = Stream(bad, 0, 64, 0, false, false, 32), own = Stream(bad, 4096, 64);
     ASSERT_FALSE(lent.ok());
     EXPECT_EQ(lent.status().code(), own.status().code()) << lent.status().message() << " / " << own.status().message();
+  }
+}
+
+// The builder on a thread of its own (fed in batches by the walker, synchronized before the
+// window's bytes move and before every other use of the builder): the same trace, or the same
+// error, as the builder on the reader's thread, through every kind of window.
+TEST(KinetoStream, BuildThreadGivesTheSameResult) {
+  std::string events;
+  for (int i = 0; i < 3000; ++i)  // several batches of the thread's
+    events += fmt::format(R"J({{"ph": "X", "cat": "kernel", "name": "k{}", "ts": {}, "dur": 1, "args": {{"stream": {}}}}},)J",
+                          i % 7, i, i % 3);
+  const std::string text = std::string(kTricky).insert(std::string(kTricky).find("    42, "), events);
+  std::vector<std::string> docs = {text, text.substr(0, text.size() * 2 / 3), kTricky};
+  std::string bad = text;
+  bad[bad.rfind("\"name\": \"k") + 10] = '\x01';  // a control character in a string near the end
+  docs.push_back(bad);
+  bad = text;
+  bad.insert(bad.find("{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k5\""), "{\"a\" 1},");  // On-Demand's error
+  docs.push_back(bad);
+  for (const std::string& doc : docs) {
+    for (size_t lend : {size_t{0}, size_t{200}}) {
+      for (size_t window : {size_t{64}, size_t{4096}, size_t{1} << 20}) {
+        StatusOr<RankTrace> off = Stream(doc, window, 1000, 0, false, false, lend, 0);
+        StatusOr<RankTrace> on = Stream(doc, window, 1000, 0, false, false, lend, 1);
+        ASSERT_EQ(off.ok(), on.ok()) << window << " " << lend << ": " << (off.ok() ? on : off).status().message();
+        if (!off.ok()) {
+          EXPECT_EQ(off.status().message(), on.status().message()) << window << " " << lend;
+        } else {
+          EXPECT_TRUE(Dump(*off) == Dump(*on)) << window << " " << lend;
+        }
+      }
+    }
   }
 }
 
@@ -448,7 +482,7 @@ TEST(KinetoStream, BundledTracesThroughATinyWindow) {
     StatusOr<RankTrace> od = Stream(gz, 0, SIZE_MAX, 0, true, /*on_demand_only=*/true);  // without the walker
     ASSERT_TRUE(od.ok()) << name << ": " << od.status().message();
     EXPECT_TRUE(Dump(*od) == want) << name;
-    StatusOr<RankTrace> lent = Stream(gz, 0, 65536, 0, true, false, 4096);  // in lent blocks
+    StatusOr<RankTrace> lent = Stream(gz, 0, 65536, 0, true, false, 4096);  // in lent blocks, built on a thread
     ASSERT_TRUE(lent.ok()) << name << ": " << lent.status().message();
     EXPECT_TRUE(Dump(*lent) == want) << name;
   }
