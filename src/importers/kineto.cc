@@ -285,7 +285,7 @@ constexpr WalkTables kWalk;
 
 // The first byte at or after p that is not whitespace. Most runs are one space (after ':' and
 // ','); the indentation of pretty-printed traces is a newline and a few spaces.
-inline const char* WalkSpace(const char* p) {
+__attribute__((always_inline)) inline const char* WalkSpace(const char* p) {
   if (!kWalk.ws[static_cast<unsigned char>(p[0])]) return p;
   if (!kWalk.ws[static_cast<unsigned char>(p[1])]) return p + 1;
 #if defined(__SSE2__)
@@ -792,6 +792,7 @@ class KinetoReader {
     len_ += b->size;
     cap_ = len_;
     lent_ = true;
+    lent_utf8_ = b->utf8_valid;
     return OkStatus();
   }
   // Document offset (bytes after the BOM) of d_[i].
@@ -1299,9 +1300,11 @@ class KinetoReader {
   // ']' when it got there. Only text checked as UTF-8 is taken: up to the window's last ASCII
   // byte (every element ends in one, and so does its separator).
   void WalkWindow(size_t bs, bool first, size_t* walked, size_t* walked_sep, size_t* close) {
+    // (Known valid when the window is a block the stream checked: the stream's bytes up to its
+    // last ASCII byte, which is the window's.)
     size_t valid = len_;
     while (valid > bs && static_cast<unsigned char>(d_[valid - 1]) >= 0x80) --valid;
-    if (!simdjson::validate_utf8(d_ + bs, valid - bs)) return;
+    if (!(lent_ && lent_utf8_) && !simdjson::validate_utf8(d_ + bs, valid - bs)) return;
     d_[len_] = '\0';  // stops every scan of the walker (the window has padding after cap_)
     const char* const end = d_ + len_;
     const char* p = d_ + bs;
@@ -1502,6 +1505,18 @@ class KinetoReader {
   // An integer from a number, a numeric string, or a hex string ("0x1f").
   static bool AnyInt(od::value& v, int64_t* out) { return AnyIntToken(v.raw_json_token(), out); }
   static bool AnyIntToken(std::string_view tok, int64_t* out) {
+    {  // Fast path: 1 to 18 digits and nothing after them but whitespace, what ids nearly always are.
+      const char* p = tok.data();
+      const char* const e = p + std::min<size_t>(tok.size(), 18);
+      uint64_t v = 0;
+      while (p < e && static_cast<unsigned>(*p - '0') < 10) v = v * 10 + static_cast<unsigned>(*p++ - '0');
+      const char* q = p;
+      while (q < tok.data() + tok.size() && kWalk.ws[static_cast<unsigned char>(*q)]) ++q;
+      if (p > tok.data() && q == tok.data() + tok.size()) {
+        *out = static_cast<int64_t>(v);
+        return true;
+      }
+    }
     while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' || tok.back() == '\t'))
       tok.remove_suffix(1);
     if (!tok.empty() && tok.front() == '"') {
@@ -1879,6 +1894,7 @@ class KinetoReader {
   size_t cap_ = 0, len_ = 0;
   size_t window_ = 0;  // the size of a window of its own
   bool lent_ = false;  // d_ is in a block the stream lent
+  bool lent_utf8_ = false;  // that block's ByteStream::Block::utf8_valid
   uint64_t base_ = 0;  // stream offset of d_[0]
   size_t bom_ = 0;     // bytes of a UTF-8 BOM skipped at the start (offsets are after it)
   size_t pos_ = 0;     // the top level's cursor in d_

@@ -3,6 +3,7 @@
 #include "src/io/input_stream.h"
 
 #include <fcntl.h>
+#include <simdjson.h>
 #include <unistd.h>
 #include <zlib.h>
 #if defined(OVERLAPPROF_HAVE_ISAL)
@@ -42,6 +43,37 @@ bool InflatesWithIsal() {
 }
 
 namespace {
+
+// The stream's bytes checked as UTF-8 block by block (Block::utf8_valid): each block up to its
+// last ASCII byte, with the bytes the block before left after its own (copied: that block may be
+// the reader's by then). No sequence spans an ASCII byte, so the pieces are whole.
+class Utf8Blocks {
+ public:
+  // The block that follows those added before: whether everything up to its last ASCII byte is valid.
+  bool Add(const char* p, size_t n) {
+    if (!ok_) return false;
+    size_t last = n;  // just past the last ASCII byte
+    while (last > 0 && static_cast<unsigned char>(p[last - 1]) >= 0x80) --last;
+    if (last == 0) {  // no ASCII byte: kept for the next block (within bounds)
+      tail_.append(p, n);
+      if (tail_.size() > (size_t{64} << 10)) ok_ = false;
+      return false;
+    }
+    size_t first = 0;  // the first ASCII byte
+    while (static_cast<unsigned char>(p[first]) >= 0x80) ++first;
+    if (!tail_.empty() || first > 0) {
+      tail_.append(p, first);
+      ok_ = simdjson::validate_utf8(tail_.data(), tail_.size());
+    }
+    ok_ = ok_ && simdjson::validate_utf8(p + first, last - first);
+    tail_.assign(p + last, n - last);
+    return ok_;
+  }
+
+ private:
+  bool ok_ = true;
+  std::string tail_;  // the bytes after the last block's last ASCII byte
+};
 
 // Where compressed (or plain) bytes come from: a file descriptor (owned) or memory.
 class Source {
@@ -368,7 +400,7 @@ class ThreadedGzipStream : public ByteStream {
     OVERLAPPROF_RETURN_IF_ERROR(Advance());
     cur_pos_ = cur_.size;  // Read goes on with the block after it
     if (cur_.size == 0) return ByteStream::Block{};
-    return ByteStream::Block{cur_.data.get() + kStreamBlockFront, cur_.size};
+    return ByteStream::Block{cur_.data.get() + kStreamBlockFront, cur_.size, cur_.utf8_valid};
   }
   size_t buffered() const override { return cur_.size - cur_pos_; }
 
@@ -376,6 +408,7 @@ class ThreadedGzipStream : public ByteStream {
   struct Block {
     std::unique_ptr<char[]> data;  // kStreamBlockFront bytes, the block's, kInputPadding + 1
     size_t size = 0;
+    bool utf8_valid = false;
   };
 
   // Gives the current block back to the thread and waits for the next (size 0: the end).
@@ -406,6 +439,8 @@ class ThreadedGzipStream : public ByteStream {
       }
       if (!buf) buf.reset(new char[kStreamBlockFront + kStreamBlockBytes + kInputPadding + 1]);
       StatusOr<size_t> got = inflater_.Inflate(buf.get() + kStreamBlockFront, kStreamBlockBytes);
+      // Checked here, off the reader's thread (the reader checks what is not known valid).
+      const bool utf8 = got.ok() && *got > 0 && utf8_.Add(buf.get() + kStreamBlockFront, *got);
       std::lock_guard<std::mutex> lock(mu_);
       if (!got.ok() || *got == 0) {
         if (!got.ok()) error_ = got.status();
@@ -413,7 +448,7 @@ class ThreadedGzipStream : public ByteStream {
         cv_.notify_all();
         return;
       }
-      full_.push_back(Block{std::move(buf), *got});
+      full_.push_back(Block{std::move(buf), *got, utf8});
       cv_.notify_all();
       if (*got < kStreamBlockBytes) {  // the end of the data
         ended_ = true;
@@ -423,6 +458,7 @@ class ThreadedGzipStream : public ByteStream {
   }
 
   Inflater inflater_;  // used by the thread only
+  Utf8Blocks utf8_;    // used by the thread only
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -445,6 +481,7 @@ class LendingStream : public ByteStream {
     size_hint_ = in_->size_hint();
   }
   StatusOr<size_t> Read(char* out, size_t n) override {
+    read_since_ = true;  // blocks after bytes read without a check are not known valid
     if (pos_ < size_) {  // what is left of the last block lent
       const size_t k = std::min(n, size_ - pos_);
       std::memcpy(out, mem_.get() + front_ + pos_, k);
@@ -465,7 +502,8 @@ class LendingStream : public ByteStream {
     }
     std::memset(data + size_, 0x55, kInputPadding + 1);
     pos_ = size_;
-    return Block{data, size_};
+    const bool utf8 = size_ > 0 && !read_since_ && utf8_.Add(data, size_);
+    return Block{data, size_, utf8};
   }
   size_t buffered() const override { return size_ - pos_; }
 
@@ -474,6 +512,8 @@ class LendingStream : public ByteStream {
   size_t block_, front_;
   std::unique_ptr<char[]> mem_;
   size_t size_ = 0, pos_ = 0;
+  Utf8Blocks utf8_;
+  bool read_since_ = false;
 };
 
 }  // namespace

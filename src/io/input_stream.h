@@ -37,6 +37,9 @@ class ByteStream {
   struct Block {
     char* data = nullptr;
     size_t size = 0;
+    // Every byte of the stream up to this block's last ASCII byte (a byte below 0x80) is valid
+    // UTF-8 (checked by the stream's thread); false: not known.
+    bool utf8_valid = false;
   };
   virtual size_t block_front() const { return 0; }  // 0: NextBlock is not offered
   virtual StatusOr<Block> NextBlock() { return MakeError(StatusCode::kInternal, "this stream lends no blocks"); }

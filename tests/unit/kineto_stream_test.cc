@@ -403,6 +403,21 @@ TEST(KinetoStream, InvalidUtf8IsReplacedAndCountedWhateverTheBatches) {
     ASSERT_TRUE(t.ok()) << t.status().message();
     EXPECT_EQ(Dump(*t), Dump(*ref)) << window;
   }
+  // In lent blocks, checked as UTF-8 by the stream block by block (ByteStream::Block::utf8_valid):
+  // sequences cut by a block's end, blocks without an ASCII byte; valid and invalid text.
+  std::string multi = kTricky;
+  for (size_t i : {multi.find("cudaLaunchKernel"), multi.find("k{1}")}) multi.insert(i, "\xC3\xA9\xF0\x9F\x98\x80\xE2\x82\xAC");
+  multi.insert(multi.find("GPU \\\"0"), std::string(300, 'x') + "\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9");
+  for (const std::string* doc : {&text, &multi}) {
+    StatusOr<RankTrace> want = testing::ParseJsonText(*doc);
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    for (size_t block : {1, 2, 3, 5, 8, 64, 1000})
+      for (size_t front : {16, 200}) {
+        StatusOr<RankTrace> t = Stream(*doc, 0, block, 0, false, false, front);
+        ASSERT_TRUE(t.ok()) << block << " " << front << ": " << t.status().message();
+        EXPECT_EQ(Dump(*t), Dump(*want)) << block << " " << front;
+      }
+  }
 }
 
 TEST(KinetoStream, TopLevelArrayAndBom) {
