@@ -6,14 +6,16 @@
 #
 # For each size S (GB = 10^9 bytes of uncompressed JSON, one rank):
 #   a. bench/gen_kineto writes one gzip'd rank file of about S GB (1,852 bytes of JSON per GPU event);
-#   b. the single-core limit: bench/stream_limit (zlib inflate + simdjson parse of traceEvents, one
-#      thread, no importer code) pinned to core $BENCH_CPU, REPEAT times;
+#   b. the single-core limit: bench/stream_limit (inflate + simdjson parse of traceEvents, one
+#      thread, no importer code) pinned to core $BENCH_CPU, REPEAT times; it measures the limit twice,
+#      inflating with zlib and with the importer's inflater (ISA-L's igzip when built with it);
 #   c. `overlapprof analyze FILE` (all analyzers, the default -j) on both cores under /usr/bin/time,
 #      REPEAT times: wall, user + sys, peak RSS (max resident set size);
 #   d. the file is deleted (the 20 GB one takes 1.8 GB of disk).
 # Then, unless --no-ranks: a directory of 1024 small rank files (RANK_GPU_EVENTS GPU events each)
 # analyzed the same way (and once with -j 1), then deleted.
-# Prints a table: medians of REPEAT runs; ratio = analyze wall / limit wall (the goal: <= 0.6);
+# Prints a table: medians of REPEAT runs; ratio = analyze wall / limit wall (the goal: <= 0.6), against
+# the zlib limit and against the limit with the importer's inflater;
 # MB = 10^6 bytes. Before timing, waits (up to BENCH_MAX_WAIT s) for the 1-minute load average to fall below
 # $BENCH_MAX_LOAD: the machine has 2 cores and other work there skews every figure.
 #
@@ -87,9 +89,10 @@ timed() {
   RSS_MB=$(printf '%s\n' "${rss[@]}" | median)
 }
 
-echo "stream_bench: $(nproc) CPUs, $(git rev-parse --short HEAD 2>/dev/null || echo '?'), medians of $REPEAT runs"
-printf '%-7s %12s %11s | %-30s | %-32s | %6s | %s\n' "size" "JSON bytes" "GPU events" \
-  "limit, 1 core: inflate+parse" "analyze, 2 cores: wall cpu RSS" "ratio" "load before"
+echo "stream_bench: $(nproc) CPUs, $(git rev-parse --short HEAD 2>/dev/null || echo '?'), medians of $REPEAT runs;" \
+  "ratio z / i: analyze wall over the single-core limit inflating with zlib / with the importer's inflater"
+printf '%-7s %12s %11s | %-30s | %-30s | %-32s | %-11s | %s\n' "size" "JSON bytes" "GPU events" \
+  "limit zlib, 1 core: infl+parse" "limit igzip, 1 core" "analyze, 2 cores: wall cpu RSS" "ratio z / i" "load before"
 for gb in $SIZES; do
   n=$(awk -v g="$gb" -v b="$BYTES_PER_GPU_EVENT" 'BEGIN { printf "%d", g * 1e9 / b }')
   dir=$OUT/g$gb
@@ -99,21 +102,31 @@ for gb in $SIZES; do
   bytes=$(sed -n 's/.*"uncompressed_bytes": \([0-9]*\).*/\1/p' "$OUT/g$gb.manifest.json" | head -n1)
   wait_idle
   load=$(cut -d' ' -f1 /proc/loadavg)
-  lims=() infl=() pars=()
+  lims=() infl=() pars=() glims=() ginfl=() gpars=()
   for ((i = 0; i < REPEAT; i++)); do
     taskset -c "$CPU" "$BUILD/bench/stream_limit" "$file" >"$OUT/limit.txt"
     lims+=("$(awk '$1 == "total_s" { print $2 }' "$OUT/limit.txt")")
     infl+=("$(awk '$1 == "inflate_s" { print $2 }' "$OUT/limit.txt")")
     pars+=("$(awk '$1 == "parse_s" { print $2 }' "$OUT/limit.txt")")
+    # The importer's inflater (igzip when built with ISA-L; else zlib, the same figures).
+    glims+=("$(awk '$1 == "igzip_total_s" { v = $2 } $1 == "total_s" && v == "" { w = $2 } END { print (v != "" ? v : w) }' "$OUT/limit.txt")")
+    ginfl+=("$(awk '$1 == "igzip_inflate_s" { v = $2 } $1 == "inflate_s" && v == "" { w = $2 } END { print (v != "" ? v : w) }' "$OUT/limit.txt")")
+    gpars+=("$(awk '$1 == "igzip_parse_s" { v = $2 } $1 == "parse_s" && v == "" { w = $2 } END { print (v != "" ? v : w) }' "$OUT/limit.txt")")
   done
+  INFLATER=$(awk '$1 == "importer_inflater" { print $2 }' "$OUT/limit.txt")
   LIMIT=$(printf '%s\n' "${lims[@]}" | median)
   INFL=$(printf '%s\n' "${infl[@]}" | median)
   PARS=$(printf '%s\n' "${pars[@]}" | median)
+  GLIMIT=$(printf '%s\n' "${glims[@]}" | median)
+  GINFL=$(printf '%s\n' "${ginfl[@]}" | median)
+  GPARS=$(printf '%s\n' "${gpars[@]}" | median)
   wait_idle
   timed "$OVERLAPPROF" analyze "$file" --color never
   ratio=$(awk -v a="$WALL" -v l="$LIMIT" 'BEGIN { printf "%.2f", a / l }')
-  printf '%-7s %12s %11s | %6.2f s = %5.2f + %5.2f s     | %6.2f s %6.2f s %7s MB      | %6s | %s\n' \
-    "${gb} GB" "$bytes" "$n" "$LIMIT" "$INFL" "$PARS" "$WALL" "$CPU_S" "$RSS_MB" "$ratio" "$load"
+  gratio=$(awk -v a="$WALL" -v l="$GLIMIT" 'BEGIN { printf "%.2f", a / l }')
+  printf '%-7s %12s %11s | %6.2f s = %5.2f + %5.2f s     | %6.2f s = %5.2f + %5.2f s     | %6.2f s %6.2f s %7s MB      | %4s / %4s | %s\n' \
+    "${gb} GB" "$bytes" "$n" "$LIMIT" "$INFL" "$PARS" "$GLIMIT" "$GINFL" "$GPARS" "$WALL" "$CPU_S" "$RSS_MB" "$ratio" "$gratio" "$load"
+  [[ -n ${SHOWN_INFLATER:-} ]] || { echo "        (the importer's inflater, in the igzip column: $INFLATER)"; SHOWN_INFLATER=1; }
   rm -rf "$dir"
 done
 

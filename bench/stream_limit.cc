@@ -5,12 +5,16 @@
 //
 //   stream_limit FILE.json.gz        (pin it: taskset -c 0 bench/stream_limit FILE)
 //
-// Steps, repeated until the file ends: zlib inflates the next bytes into a 16 MiB window (the
-// inflater overlapprof's import uses, with the same 1 MiB input reads); the whole elements of
-// traceEvents in the window are parsed as one document "[...]" with simdjson On-Demand, which
-// visits every element and every top-level field of it (key, and the raw token of scalar
-// values; nested objects and arrays are skipped by simdjson, as an importer skips what it does
-// not read); the rest of the window is moved to its start.
+// The limit is measured twice: inflating with zlib (the limit of issue 16's goal), and with ISA-L's
+// igzip, the inflater overlapprof's import uses when built with it (src/io/input_stream.cc); a
+// faster inflater lowers the limit too.
+//
+// Steps, repeated until the file ends: the inflater fills a 16 MiB window with the next bytes (the
+// same 1 MiB input reads as the importer); the whole elements of traceEvents in the window are
+// parsed as one document "[...]" with simdjson On-Demand, which visits every element and every
+// top-level field of it (key, and the raw token of scalar values; nested objects and arrays are
+// skipped by simdjson, as an importer skips what it does not read); the rest of the window is
+// moved to its start.
 //
 // Element edges are found the cheapest way there is for the files bench/gen_kineto writes (and
 // Kineto writes): an element of traceEvents ends with a line "  }," (two spaces of indent; JSON
@@ -18,11 +22,16 @@
 // relies on the formatting, which a real importer cannot: it makes the limit faster, never slower.
 // Everything before traceEvents' '[' and after its ']' is parsed the same way, as one document each.
 //
-// Prints: inflated bytes, elements parsed, fields visited, and seconds: inflate (zlib), parse
-// (simdjson, plus the edge search and the moves), total (wall, the sum of the two plus the
-// file reads); all from a monotonic clock.
+// Prints: inflated bytes, elements parsed, fields visited, and seconds for each inflater: inflate,
+// parse (simdjson, plus the edge search and the moves), total (wall, the sum of the two plus the
+// file reads); all from a monotonic clock. zlib: inflate_s, parse_s, total_s; igzip (built with
+// ISA-L only): igzip_inflate_s, igzip_parse_s, igzip_total_s; importer_inflater names the one
+// overlapprof uses.
 #include <simdjson.h>
 #include <zlib.h>
+#if defined(OVERLAPPROF_HAVE_ISAL)
+#include <isa-l/igzip_lib.h>
+#endif
 
 #include <chrono>
 #include <cstdio>
@@ -76,18 +85,78 @@ void ParseArray(od::parser& parser, char* buf, size_t n, Counts& c) {
   }
 }
 
-}  // namespace
+// Streaming inflate of one gzip member (what gen_kineto writes) into a window: zlib or igzip.
+class Inflate {
+ public:
+  explicit Inflate(bool igzip) : igzip_(igzip) {
+#if defined(OVERLAPPROF_HAVE_ISAL)
+    if (igzip_) {
+      isal_ = std::make_unique<inflate_state>();
+      isal_inflate_init(isal_.get());
+      isal_->crc_flag = ISAL_GZIP;  // header parsed, CRC-32 and ISIZE checked, as the importer does
+      return;
+    }
+#endif
+    if (inflateInit2(&z_, 15 + 16) != Z_OK) Die("inflateInit2");
+  }
+  ~Inflate() {
+    if (!igzip_) inflateEnd(&z_);
+  }
+  // Inflates in[0, *in_n) into out[0, out_n): *in_n becomes the input left; returns the bytes out.
+  // *end at the member's end.
+  size_t Run(unsigned char* in, size_t* in_n, char* out, size_t out_n, bool in_eof, bool* end) {
+#if defined(OVERLAPPROF_HAVE_ISAL)
+    if (igzip_) {
+      isal_->next_in = in;
+      isal_->avail_in = static_cast<uint32_t>(*in_n);
+      isal_->next_out = reinterpret_cast<uint8_t*>(out);
+      isal_->avail_out = static_cast<uint32_t>(out_n);
+      if (isal_inflate(isal_.get()) != ISAL_DECOMP_OK) Die("inflate failed (corrupt gzip?)");
+      const size_t got = out_n - isal_->avail_out;
+      *end = isal_->block_state == ISAL_BLOCK_FINISH;
+      if (!*end && got == 0 && isal_->avail_in == *in_n && in_eof) Die("inflate failed (truncated gzip?)");
+      *in_n = isal_->avail_in;
+      return got;
+    }
+#endif
+    z_.next_in = in;
+    z_.avail_in = static_cast<uInt>(*in_n);
+    z_.next_out = reinterpret_cast<Bytef*>(out);
+    z_.avail_out = static_cast<uInt>(out_n);
+    const int rc = inflate(&z_, Z_NO_FLUSH);
+    *end = rc == Z_STREAM_END;
+    if (rc != Z_OK && rc != Z_STREAM_END && !(rc == Z_BUF_ERROR && !in_eof))
+      Die("inflate failed (truncated or corrupt gzip?)");
+    *in_n = z_.avail_in;
+    return out_n - z_.avail_out;
+  }
 
-int main(int argc, char** argv) {
-  if (argc != 2) Die("usage: stream_limit FILE.json.gz");
-  FILE* f = std::fopen(argv[1], "rb");
-  if (!f) Die(std::string("cannot open ") + argv[1]);
+ private:
+  bool igzip_;
+  z_stream z_{};
+#if defined(OVERLAPPROF_HAVE_ISAL)
+  std::unique_ptr<inflate_state> isal_;
+#endif
+};
+
+struct Result {
+  uint64_t inflated = 0;
+  Counts c;
+  double inflate_s = 0, parse_s = 0, total_s = 0;
+};
+
+Result Limit(const char* path, bool igzip) {
+  FILE* f = std::fopen(path, "rb");
+  if (!f) Die(std::string("cannot open ") + path);
+  Result res;
   const Clock::time_point start = Clock::now();
-  double t_inflate = 0, t_parse = 0;
+  double& t_inflate = res.inflate_s;
+  double& t_parse = res.parse_s;
 
-  z_stream z{};
-  if (inflateInit2(&z, 15 + 16) != Z_OK) Die("inflateInit2");
+  Inflate inf(igzip);
   std::unique_ptr<unsigned char[]> in(new unsigned char[kIn]);
+  unsigned char* next_in = in.get();
+  size_t avail_in = 0;
   // One byte before the window for '[', the window, then ']' and simdjson's padding.
   std::unique_ptr<char[]> mem(new char[kWindow + simdjson::SIMDJSON_PADDING + 2]);
   char* const d = mem.get() + 1;
@@ -95,8 +164,8 @@ int main(int argc, char** argv) {
   bool eof = false, in_eof = false;
   od::parser parser;
   if (parser.allocate(kWindow + 2)) Die("simdjson allocate");
-  Counts c;
-  uint64_t inflated = 0;
+  Counts& c = res.c;
+  uint64_t& inflated = res.inflated;
   // 0: before traceEvents' '[' (the head, kept whole); 1: inside traceEvents; 2: after its ']'.
   int state = 0;
   std::string head, tail;
@@ -104,23 +173,17 @@ int main(int argc, char** argv) {
   auto fill = [&] {
     const Clock::time_point t = Clock::now();
     while (len < kWindow && !eof) {
-      if (z.avail_in == 0 && !in_eof) {
+      if (avail_in == 0 && !in_eof) {
         const size_t r = std::fread(in.get(), 1, kIn, f);
         if (r == 0) in_eof = true;
-        z.next_in = in.get();
-        z.avail_in = static_cast<uInt>(r);
+        next_in = in.get();
+        avail_in = r;
       }
-      z.next_out = reinterpret_cast<Bytef*>(d + len);
-      z.avail_out = static_cast<uInt>(kWindow - len);
-      const uInt before = z.avail_out;
-      const int rc = inflate(&z, Z_NO_FLUSH);
-      len += before - z.avail_out;
-      inflated += before - z.avail_out;
-      if (rc == Z_STREAM_END) {
-        eof = true;  // one gzip member (what gen_kineto writes)
-      } else if (rc != Z_OK && !(rc == Z_BUF_ERROR && !in_eof)) {
-        Die("inflate failed (truncated or corrupt gzip?)");
-      }
+      const size_t before_in = avail_in;
+      const size_t got = inf.Run(next_in, &avail_in, d + len, kWindow - len, in_eof, &eof);
+      next_in += before_in - avail_in;
+      len += got;
+      inflated += got;  // one gzip member (what gen_kineto writes): eof at its end
     }
     t_inflate += std::chrono::duration<double>(Clock::now() - t).count();
   };
@@ -209,12 +272,27 @@ int main(int argc, char** argv) {
     }
     t_parse += Since(t);
   }
-  inflateEnd(&z);
   std::fclose(f);
-  const double total = Since(start);
-  std::printf("inflated_bytes %llu\nelements %llu\nfields %llu\ntoken_bytes %llu\n", static_cast<unsigned long long>(inflated),
-              static_cast<unsigned long long>(c.elements), static_cast<unsigned long long>(c.fields),
-              static_cast<unsigned long long>(c.token_bytes));
-  std::printf("inflate_s %.3f\nparse_s %.3f\ntotal_s %.3f\n", t_inflate, t_parse, total);
+  res.total_s = Since(start);
+  return res;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) Die("usage: stream_limit FILE.json.gz");
+  const Result z = Limit(argv[1], false);
+  std::printf("inflated_bytes %llu\nelements %llu\nfields %llu\ntoken_bytes %llu\n",
+              static_cast<unsigned long long>(z.inflated), static_cast<unsigned long long>(z.c.elements),
+              static_cast<unsigned long long>(z.c.fields), static_cast<unsigned long long>(z.c.token_bytes));
+  std::printf("inflate_s %.3f\nparse_s %.3f\ntotal_s %.3f\n", z.inflate_s, z.parse_s, z.total_s);
+#if defined(OVERLAPPROF_HAVE_ISAL)
+  const Result g = Limit(argv[1], true);
+  if (g.inflated != z.inflated || g.c.fields != z.c.fields) Die("igzip and zlib disagree");
+  std::printf("igzip_inflate_s %.3f\nigzip_parse_s %.3f\nigzip_total_s %.3f\nimporter_inflater igzip\n", g.inflate_s,
+              g.parse_s, g.total_s);
+#else
+  std::printf("importer_inflater zlib\n");
+#endif
   return 0;
 }

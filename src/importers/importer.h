@@ -35,6 +35,12 @@ struct ImportOptions {
   // The largest element of traceEvents accepted (the window's most); 0: the default, 256 MiB.
   // A top-level value other than traceEvents may be up to the smaller of this and 64 MiB.
   size_t kineto_max_event_bytes = 0;
+  // Read every event with simdjson On-Demand, not with the walker that reads nearly all of them
+  // faster (src/importers/kineto.cc): the reference the walker is tested against.
+  bool kineto_on_demand_only = false;
+  // The Kineto builder on a thread of its own, fed by the walker: -1 for large inputs (a gzip
+  // stream, inflated on a thread; a file of 32 MiB or more), 0 never, 1 always (tests).
+  int kineto_build_thread = -1;
   bool store_quick_check = true;
   // What to read from stores beyond activities, comm ops and step ranges. Analysis asks
   // only for what its analyzers need (Analyzer::needs); `import` keeps everything.

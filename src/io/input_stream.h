@@ -1,7 +1,8 @@
 #pragma once
 // Reading an input file as a stream of (decompressed) bytes, in memory that does not grow with
 // the file (issue 16). Gzip (recognized by its magic, not by name; several members concatenated
-// as gzip writes them, zero padding after the last tolerated) is inflated with zlib on a second
+// as gzip writes them, zero padding after the last tolerated) is inflated with ISA-L's igzip
+// (zlib where overlapprof is built without ISA-L: InflatesWithIsal) on a second
 // thread into a bounded queue of blocks (kStreamBlocks x kStreamBlockBytes = 16 MiB) that the
 // caller's thread drains; plain files are read with read(2) straight into the caller's buffer.
 #include <cstddef>
@@ -16,6 +17,7 @@ namespace overlapprof {
 
 inline constexpr size_t kStreamBlockBytes = size_t{4} << 20;  // inflated bytes handed over at once
 inline constexpr size_t kStreamBlocks = 4;                     // blocks in flight (the queue's bound)
+inline constexpr size_t kStreamBlockFront = size_t{256} << 10;  // room before a lent block (NextBlock)
 
 class ByteStream {
  public:
@@ -25,6 +27,24 @@ class ByteStream {
   // kInvalidInput (past the inflate limit); a stream that failed keeps failing. Not thread-safe:
   // one caller thread (the inflating thread, when there is one, is the stream's own business).
   virtual StatusOr<size_t> Read(char* out, size_t n) = 0;
+
+  // Reading without a copy, from a stream that fills buffers of its own (the threaded gzip
+  // stream; block_front() > 0): the next bytes where they lie, data[0, size), lent to the caller
+  // until its next NextBlock or Read. The caller may write the block_front() bytes before data
+  // and the kInputPadding + 1 bytes after data + size. size 0: the end of the stream. The bytes
+  // are those Read would have returned next, when the last block was read to its end (buffered()
+  // is 0); errors as Read's.
+  struct Block {
+    char* data = nullptr;
+    size_t size = 0;
+    // Every byte of the stream up to this block's last ASCII byte (a byte below 0x80) is valid
+    // UTF-8 (checked by the stream's thread); false: not known.
+    bool utf8_valid = false;
+  };
+  virtual size_t block_front() const { return 0; }  // 0: NextBlock is not offered
+  virtual StatusOr<Block> NextBlock() { return MakeError(StatusCode::kInternal, "this stream lends no blocks"); }
+  // Bytes of the current block that Read has not returned yet (0 at a block's end).
+  virtual size_t buffered() const { return 0; }
   bool was_compressed() const { return compressed_; }
   // The stream's length in bytes when known before reading (a plain file or memory), else 0.
   // A hint for sizing buffers only: readers must not rely on it.
@@ -42,7 +62,12 @@ struct StreamOptions {
   uint64_t inflate_limit = UINT64_MAX;
   // Inflate on a second thread (false: on the caller's, in Read).
   bool threaded = true;
+  // Inflate with zlib even where overlapprof is built with ISA-L (tests compare the two).
+  bool zlib_only = false;
 };
+
+// Whether gzip is inflated with ISA-L's igzip (found when overlapprof was configured), else zlib.
+bool InflatesWithIsal();
 
 // OVERLAPPROF_MAX_INFLATED_BYTES when set to a number, else UINT64_MAX. Read when called.
 uint64_t StreamInflateLimit();
@@ -60,7 +85,10 @@ inline StatusOr<std::unique_ptr<ByteStream>> OpenInputStream(const std::string& 
 // A stream of bytes the caller keeps alive while it is read: plain, or gunzipped when they start
 // with the gzip magic and `gunzip` is set (synchronously). Each Read returns at most `max_read`
 // bytes (tests force reads of a few bytes with it).
+// `lend_front` > 0: the stream also lends blocks (NextBlock) of `max_read` bytes with that much room
+// before them, as the threaded gzip stream does with its blocks (tests of readers that use both).
 std::unique_ptr<ByteStream> MemoryStream(std::string_view data, size_t max_read = SIZE_MAX, bool gunzip = false,
-                                         uint64_t inflate_limit = UINT64_MAX);
+                                         uint64_t inflate_limit = UINT64_MAX, bool zlib_only = false,
+                                         size_t lend_front = 0);
 
 }  // namespace overlapprof

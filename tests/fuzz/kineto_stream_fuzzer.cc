@@ -6,13 +6,19 @@
 //  byte 0: bits 0-5 pick the window, 16 + 7 * k bytes (16 .. 457), so that batch edges, window
 //          growth for elements larger than the window and compaction (re-anchoring the batch at
 //          the window's start) happen within a few hundred bytes; bit 6 caps one element at 4x
-//          the window (so the refusal is reached), else the default cap (256 MiB).
+//          the window (so the refusal is reached), else the default cap (256 MiB); bit 7: the
+//          stream lends its bytes in blocks (of the read size below, 4096 when unlimited) with the
+//          window's size of room before them, and the window is in those blocks (as with the
+//          threaded gzip stream: src/io/input_stream.h NextBlock), not of its own.
 //  byte 1: the most bytes one read of the stream returns: 1 + (b % 61), or unlimited for b >= 244.
 // Checks: (1) a trace that parses satisfies trace_checks.h and the analyzers run on it;
 // (2) differential: a 1 MiB window (inputs are smaller, inflated ones nearly always: one batch,
 // the whole traceEvents array parsed by simdjson as one document) gives the same result: both
 // fail with the same status code, or both succeed with identical traces (DumpTrace). With the
-// cap (bit 6), the small window may instead refuse an element larger than the cap.
+// cap (bit 6), the small window may instead refuse an element larger than the cap. (3) The
+// walker (the fast path for events, src/importers/kineto.cc) against simdjson On-Demand reading
+// every event, through the same window and reads: the same trace, or the same error message.
+// (4) For gzip input, the inflater (ISA-L's igzip when built with it) against zlib: the same.
 //
 // Run: tests/fuzz/run_fuzzers.sh (FUZZ_TARGETS="kineto_stream"); see tests/fuzz/README.md.
 #include <cstddef>
@@ -34,11 +40,15 @@ using overlapprof::ImportOptions;
 using overlapprof::RankTrace;
 using overlapprof::StatusOr;
 
-StatusOr<RankTrace> Parse(std::string_view doc, size_t window, size_t max_event, size_t max_read) {
+StatusOr<RankTrace> Parse(std::string_view doc, size_t window, size_t max_event, size_t max_read, bool lend,
+                          bool on_demand_only = false, bool zlib_only = false) {
   ImportOptions o;
   o.kineto_window_bytes = window;
   o.kineto_max_event_bytes = max_event;
-  std::unique_ptr<overlapprof::ByteStream> in = overlapprof::MemoryStream(doc, max_read, /*gunzip=*/true);
+  o.kineto_on_demand_only = on_demand_only;
+  std::unique_ptr<overlapprof::ByteStream> in =
+      overlapprof::MemoryStream(doc, lend && max_read == SIZE_MAX ? 4096 : max_read, /*gunzip=*/true, UINT64_MAX,
+                                zlib_only, lend ? window : 0);
   return overlapprof::ParseKinetoStream(*in, o, /*skip_bom=*/true);
 }
 
@@ -59,15 +69,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t window = 16 + 7 * size_t{data[0] & 0x3fu};
   const size_t max_event = (data[0] & 0x40u) ? 4 * window : 0;
   const size_t max_read = data[1] >= 244 ? SIZE_MAX : 1 + data[1] % 61;
+  const bool lend = (data[0] & 0x80u) != 0;
   const std::string_view doc(reinterpret_cast<const char*>(data) + 2, size - 2);
   if (doc.size() > (size_t{8} << 20)) return 0;  // the reference must fit its window
 
-  StatusOr<RankTrace> small = Parse(doc, window, max_event, max_read);
+  StatusOr<RankTrace> small = Parse(doc, window, max_event, max_read, lend);
   if (small.ok()) {
     overlapprof::fuzz::CheckTrace(*small);
     overlapprof::fuzz::AnalyzeTrace(*small);
   }
-  StatusOr<RankTrace> whole = Parse(doc, size_t{1} << 20, 0, SIZE_MAX);
+  StatusOr<RankTrace> od = Parse(doc, window, max_event, max_read, lend, /*on_demand_only=*/true);
+  if (small.ok() != od.ok()) Differ("walker and On-Demand: one parses, the other does not", small, od, window, max_event, max_read);
+  if (!small.ok() && (small.status().code() != od.status().code() || small.status().message() != od.status().message()))
+    Differ("walker and On-Demand: the errors", small, od, window, max_event, max_read);
+  if (small.ok() && overlapprof::testing::DumpTrace(*small) != overlapprof::testing::DumpTrace(*od))
+    Differ("walker and On-Demand: the traces", small, od, window, max_event, max_read);
+  if (overlapprof::IsGzip(doc.substr(0, 2))) {  // igzip (when built with ISA-L) against zlib
+    StatusOr<RankTrace> z = Parse(doc, window, max_event, max_read, lend, false, /*zlib_only=*/true);
+    if (small.ok() != z.ok() ||
+        (!small.ok() && (small.status().code() != z.status().code() || small.status().message() != z.status().message())) ||
+        (small.ok() && overlapprof::testing::DumpTrace(*small) != overlapprof::testing::DumpTrace(*z)))
+      Differ("igzip and zlib", small, z, window, max_event, max_read);
+  }
+  StatusOr<RankTrace> whole = Parse(doc, size_t{1} << 20, 0, SIZE_MAX, false);
   if (!small.ok() && whole.ok() && max_event != 0 &&
       small.status().message().find("larger than") != std::string::npos &&
       small.status().message().find(": refused") != std::string::npos)

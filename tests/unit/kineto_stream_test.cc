@@ -23,12 +23,18 @@ using testing::Gzip;
 std::string Dump(const RankTrace& t) { return testing::DumpTrace(t); }
 
 // Parses `text` streamed `max_read` bytes at a time through a window of `window` bytes.
+// lend_front > 0: the stream lends its bytes in blocks of max_read bytes with that much room before
+// them, and the window is in those blocks (as with the threaded gzip stream), not of `window` bytes.
+// build_thread: ImportOptions::kineto_build_thread (-1: for large inputs, and lent blocks).
 StatusOr<RankTrace> Stream(const std::string& text, size_t window, size_t max_read = SIZE_MAX,
-                           size_t max_event = 0, bool gunzip = false) {
+                           size_t max_event = 0, bool gunzip = false, bool on_demand_only = false,
+                           size_t lend_front = 0, int build_thread = -1) {
   ImportOptions o;
   o.kineto_window_bytes = window;
   o.kineto_max_event_bytes = max_event;
-  std::unique_ptr<ByteStream> in = MemoryStream(text, max_read, gunzip);
+  o.kineto_on_demand_only = on_demand_only;
+  o.kineto_build_thread = build_thread;
+  std::unique_ptr<ByteStream> in = MemoryStream(text, max_read, gunzip, UINT64_MAX, false, lend_front);
   return ParseKinetoStream(*in, o);
 }
 
@@ -109,6 +115,148 @@ TEST(KinetoStream, BlockScanAndByteScanAgree) {
       ASSERT_TRUE(bytes.ok() && blocks.ok()) << pad << " " << window;
       EXPECT_EQ(Dump(*bytes), want) << pad << " " << window;
       EXPECT_EQ(Dump(*blocks), want) << pad << " " << window;
+    }
+  }
+}
+
+// The walker (the fast path for events) against simdjson On-Demand reading every event: the same
+// trace, or the same error to the byte, through the same window and reads.
+void ExpectWalkerMatchesOnDemand(const std::string& text, size_t window, size_t max_read, const std::string& what,
+                                 size_t lend_front = 0) {
+  StatusOr<RankTrace> walk = Stream(text, window, max_read, 0, false, false, lend_front);
+  StatusOr<RankTrace> od = Stream(text, window, max_read, 0, false, true, lend_front);
+  ASSERT_EQ(walk.ok(), od.ok()) << what << ": walker " << (walk.ok() ? "ok" : walk.status().message())
+                                << ", On-Demand " << (od.ok() ? "ok" : od.status().message());
+  if (!walk.ok()) {
+    EXPECT_EQ(walk.status().code(), od.status().code()) << what;
+    EXPECT_EQ(walk.status().message(), od.status().message()) << what;
+  } else {
+    EXPECT_TRUE(Dump(*walk) == Dump(*od)) << what;
+  }
+}
+
+TEST(KinetoStream, WalkerReadsWhatOnDemandReads) {
+  // Events the walker takes (every field it reads, in both forms: numbers and strings, escapes,
+  // nested values skipped, duplicates) and events it leaves to On-Demand (not objects, fields
+  // without a value, a backslash or a control character outside strings), in every window.
+  const std::string text = std::string(kTricky).insert(std::string(kTricky).find("    {\"ph\": \"X\", \"cat\": \"cuda_runtime\""),
+      R"J(    {"ph": "X", "ph": "Y", "cat": "Kernel", "name": "dup\u0041", "pid": "0x1f", "tid": "7", "ts": "10", "dur": 1e1,
+     "args": {"device": " 1", "stream": 7.0, "correlation": [1], "External id": "12", "bytes": {"a": [1, {"b": "]\\"}]},
+              "Collective name": "allreduce", "dtype": "Float", "In msg nelems": -0, "Out msg nelems": 1E400,
+              "Group size": 2, "Process Group Name": "pg\"1", "Process Group Ranks": "[0, 1]", "Sequence number": 5,
+              "Process Group Description": "d", "Src Rank": 0, "Dst Rank": 1, "fromDevice": 0, "toDevice": 1,
+              "inDevice": 0, "seq": 9, "Seq": 8, "name": "n", "labels": "l", "device": 3}, "args": {}},
+    {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": 11, "dur": 1, "args": {"Collective name": "send", "Src Rank": 0, "Dst Rank": 1}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 11, "dur": 1, "args": {"Input Dims": [[8, 2048], []], "x": tru}},
+    {"ph": "X", "cat": "kernel", "name": "k", "ts": 12, "dur": 1, "args": {"grid": [1, 1, 1]}, "x": {}},
+    {"ph": "X", "cat": "kernel", "name": "k", "ts": 12 , "dur" : 1 ,"args":{ } },
+    {},
+)J");
+  ASSERT_TRUE(testing::ParseJsonText(text).ok()) << testing::ParseJsonText(text).status().message();
+  for (size_t window : {16, 17, 64, 257, 4096, 1 << 20})
+    for (size_t max_read : {size_t{1}, size_t{7}, SIZE_MAX})
+      ExpectWalkerMatchesOnDemand(text, window, max_read, fmt::format("window {} read {}", window, max_read));
+}
+
+TEST(KinetoStream, WalkerMatchesOnDemandOnEveryMutation) {
+  // Each byte of a document deleted, or replaced by or preceded with a byte the walker looks
+  // at: where the walker bails, On-Demand must report what it reports without the walker.
+  const std::string base = R"J({"traceEvents": [
+  {"ph": "X", "cat": "kernel", "name": "k\"1", "pid": 0, "tid": 7, "ts": 1.5, "dur": 2, "args": {"device": 0, "stream": 7, "External id": 3, "grid": [1, 2]}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2, "args": {"Input Dims": [[8, 2048], []], "s": "]}"}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1, "dur": 1, "args": {"correlation": 1}}, {"ph": "f", "id": 1}
+], "baseTimeNanoseconds": 5})J";
+  ASSERT_TRUE(testing::ParseJsonText(base).ok());
+  const std::string bytes = std::string("\"\\{}[],: 0\x01\xc3") + '\0';
+  size_t n = 0;
+  for (size_t i = 16; i < base.size() - 30; ++i) {
+    for (size_t m = 0; m <= 2 * bytes.size(); ++m) {
+      if ((i + m) % 3 != 0) continue;  // a third of the (position, mutation) pairs, all kinds at every position
+      std::string t = base;
+      if (m == 2 * bytes.size()) t.erase(i, 1);
+      else if (m < bytes.size()) t[i] = bytes[m];
+      else t.insert(i, 1, bytes[m - bytes.size()]);
+      for (size_t window : {16, 61, 1 << 20}) {
+        ExpectWalkerMatchesOnDemand(t, window, window == 61 ? 1 : SIZE_MAX, fmt::format("at {} mutation {} window {}", i, m, window));
+        ++n;
+      }
+      ExpectWalkerMatchesOnDemand(t, 0, 97, fmt::format("at {} mutation {} lent blocks", i, m), 40);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  EXPECT_GT(n, 10000u);
+}
+
+// The window in blocks the stream lends (the threaded gzip stream's, without a copy): a block's
+// edge anywhere, the bytes before it carried in front of the next block, or, larger than the room
+// there, into a window of the reader's own until the next block's edge.
+TEST(KinetoStream, LentBlocksGiveTheSameTrace) {
+  std::string events;
+  for (int i = 0; i < 40; ++i)
+    events += fmt::format(R"J({{"ph": "X", "cat": "kernel", "name": "k{}", "ts": {}, "dur": 1, "args": {{"stream": 7, "s": "{}"}}}},)J",
+                          i, i, std::string(i * 7 % 300, 'x'));
+  const std::string text = std::string(kTricky).insert(std::string(kTricky).find("    42, "), events);
+  StatusOr<RankTrace> ref = testing::ParseJsonText(text);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  const std::string want = Dump(*ref);
+  for (size_t block : {1, 2, 7, 64, 333, 1000, 5000}) {
+    for (size_t front : {1, 16, 100, 400, 100000}) {
+      StatusOr<RankTrace> t = Stream(text, 0, block, 0, false, false, front);
+      ASSERT_TRUE(t.ok()) << block << " " << front << ": " << t.status().message();
+      EXPECT_TRUE(Dump(*t) == want) << block << " " << front;
+      StatusOr<RankTrace> gz = Stream(Gzip(text), 0, block, 0, true, false, front);
+      ASSERT_TRUE(gz.ok()) << block << " " << front << ": " << gz.status().message();
+      EXPECT_TRUE(Dump(*gz) == want) << block << " " << front;
+    }
+  }
+  // An element larger than a block and the room before it, and larger than the cap.
+  const std::string big(5000, 'y');
+  const std::string text2 = R"J({"traceEvents": [{"ph": "X", "cat": "kernel", "name": ")J" + big +
+                            R"J(", "ts": 1, "dur": 1}, {"ph": "X", "cat": "kernel", "name": "b", "ts": 2, "dur": 1}]})J";
+  StatusOr<RankTrace> t = Stream(text2, 0, 1000, 0, false, false, 300);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->activities.size(), 2u);
+  t = Stream(text2, 0, 1000, 4096, false, false, 300);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("an element of traceEvents larger than 4096 bytes near byte 17: refused"),
+            std::string::npos)
+      << t.status().message();
+  // Errors: the same code as through a window of the reader's own.
+  for (const std::string& bad : {text.substr(0, text.size() / 2), text2.substr(0, 3000), std::string("{\"traceEvents\": [}]}")}) {
+    StatusOr<RankTrace> lent = Stream(bad, 0, 64, 0, false, false, 32), own = Stream(bad, 4096, 64);
+    ASSERT_FALSE(lent.ok());
+    EXPECT_EQ(lent.status().code(), own.status().code()) << lent.status().message() << " / " << own.status().message();
+  }
+}
+
+// The builder on a thread of its own (fed in batches by the walker, synchronized before the
+// window's bytes move and before every other use of the builder): the same trace, or the same
+// error, as the builder on the reader's thread, through every kind of window.
+TEST(KinetoStream, BuildThreadGivesTheSameResult) {
+  std::string events;
+  for (int i = 0; i < 3000; ++i)  // several batches of the thread's
+    events += fmt::format(R"J({{"ph": "X", "cat": "kernel", "name": "k{}", "ts": {}, "dur": 1, "args": {{"stream": {}}}}},)J",
+                          i % 7, i, i % 3);
+  const std::string text = std::string(kTricky).insert(std::string(kTricky).find("    42, "), events);
+  std::vector<std::string> docs = {text, text.substr(0, text.size() * 2 / 3), kTricky};
+  std::string bad = text;
+  bad[bad.rfind("\"name\": \"k") + 10] = '\x01';  // a control character in a string near the end
+  docs.push_back(bad);
+  bad = text;
+  bad.insert(bad.find("{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k5\""), "{\"a\" 1},");  // On-Demand's error
+  docs.push_back(bad);
+  for (const std::string& doc : docs) {
+    for (size_t lend : {size_t{0}, size_t{200}}) {
+      for (size_t window : {size_t{64}, size_t{4096}, size_t{1} << 20}) {
+        StatusOr<RankTrace> off = Stream(doc, window, 1000, 0, false, false, lend, 0);
+        StatusOr<RankTrace> on = Stream(doc, window, 1000, 0, false, false, lend, 1);
+        ASSERT_EQ(off.ok(), on.ok()) << window << " " << lend << ": " << (off.ok() ? on : off).status().message();
+        if (!off.ok()) {
+          EXPECT_EQ(off.status().message(), on.status().message()) << window << " " << lend;
+        } else {
+          EXPECT_TRUE(Dump(*off) == Dump(*on)) << window << " " << lend;
+        }
+      }
     }
   }
 }
@@ -255,6 +403,21 @@ TEST(KinetoStream, InvalidUtf8IsReplacedAndCountedWhateverTheBatches) {
     ASSERT_TRUE(t.ok()) << t.status().message();
     EXPECT_EQ(Dump(*t), Dump(*ref)) << window;
   }
+  // In lent blocks, checked as UTF-8 by the stream block by block (ByteStream::Block::utf8_valid):
+  // sequences cut by a block's end, blocks without an ASCII byte; valid and invalid text.
+  std::string multi = kTricky;
+  for (size_t i : {multi.find("cudaLaunchKernel"), multi.find("k{1}")}) multi.insert(i, "\xC3\xA9\xF0\x9F\x98\x80\xE2\x82\xAC");
+  multi.insert(multi.find("GPU \\\"0"), std::string(300, 'x') + "\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9");
+  for (const std::string* doc : {&text, &multi}) {
+    StatusOr<RankTrace> want = testing::ParseJsonText(*doc);
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    for (size_t block : {1, 2, 3, 5, 8, 64, 1000})
+      for (size_t front : {16, 200}) {
+        StatusOr<RankTrace> t = Stream(*doc, 0, block, 0, false, false, front);
+        ASSERT_TRUE(t.ok()) << block << " " << front << ": " << t.status().message();
+        EXPECT_EQ(Dump(*t), Dump(*want)) << block << " " << front;
+      }
+  }
 }
 
 TEST(KinetoStream, TopLevelArrayAndBom) {
@@ -331,6 +494,12 @@ TEST(KinetoStream, BundledTracesThroughATinyWindow) {
     StatusOr<RankTrace> tiny = Stream(gz, 4096, 997, 0, true);
     ASSERT_TRUE(tiny.ok()) << name << ": " << tiny.status().message();
     EXPECT_TRUE(Dump(*tiny) == want) << name;
+    StatusOr<RankTrace> od = Stream(gz, 0, SIZE_MAX, 0, true, /*on_demand_only=*/true);  // without the walker
+    ASSERT_TRUE(od.ok()) << name << ": " << od.status().message();
+    EXPECT_TRUE(Dump(*od) == want) << name;
+    StatusOr<RankTrace> lent = Stream(gz, 0, 65536, 0, true, false, 4096);  // in lent blocks, built on a thread
+    ASSERT_TRUE(lent.ok()) << name << ": " << lent.status().message();
+    EXPECT_TRUE(Dump(*lent) == want) << name;
   }
 }
 
