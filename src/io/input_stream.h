@@ -16,7 +16,7 @@
 namespace overlapprof {
 
 inline constexpr size_t kStreamBlockBytes = size_t{4} << 20;  // inflated bytes handed over at once
-inline constexpr size_t kStreamBlocks = 4;                     // blocks in flight (the queue's bound)
+inline constexpr size_t kStreamBlocks = 6;                     // blocks in flight (the queue's bound, lent ones included)
 inline constexpr size_t kStreamBlockFront = size_t{256} << 10;  // room before a lent block (NextBlock)
 
 class ByteStream {
@@ -29,11 +29,13 @@ class ByteStream {
   virtual StatusOr<size_t> Read(char* out, size_t n) = 0;
 
   // Reading without a copy, from a stream that fills buffers of its own (the threaded gzip
-  // stream; block_front() > 0): the next bytes where they lie, data[0, size), lent to the caller
-  // until its next NextBlock or Read. The caller may write the block_front() bytes before data
-  // and the kInputPadding + 1 bytes after data + size. size 0: the end of the stream. The bytes
-  // are those Read would have returned next, when the last block was read to its end (buffered()
-  // is 0); errors as Read's.
+  // stream; block_front() > 0): the next bytes where they lie, data[0, size), lent to the caller.
+  // The caller holds the two blocks lent last: NextBlock takes back the one before the block it
+  // lent last (so what points into a block may stay while the caller reads the next), and Read
+  // the block lent last. The caller may write the block_front() bytes before data and the
+  // kInputPadding + 1 bytes after data + size of the block lent last. size 0: the end of the
+  // stream. The bytes are those Read would have returned next, when the last block was read to
+  // its end (buffered() is 0); errors as Read's.
   struct Block {
     char* data = nullptr;
     size_t size = 0;
