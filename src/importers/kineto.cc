@@ -1940,6 +1940,8 @@ class KinetoReader {
   const bool walk_;        // events by the walker (WalkEventsDocument), On-Demand where it bails
 };
 
+constexpr size_t kTrimAfterRecords = 500000;  // see KinetoImporter::Import
+
 class KinetoImporter : public Importer {
  public:
   std::string_view name() const override { return "kineto"; }
@@ -1960,10 +1962,11 @@ class KinetoImporter : public Importer {
       return ParseKinetoStream(*in, options, true);
     }();
 #if defined(__GLIBC__)
-    // What the import freed goes back to the system now: the inflate thread's blocks, the
-    // reader's window, and the builder thread's malloc arena, where growing the trace's vectors
-    // left their old arrays (peak RSS of `analyze` on a 1 GB trace: 267 -> 192 MB).
-    malloc_trim(0);
+    // After a large rank, what the import freed goes back to the system now: the inflate
+    // thread's blocks, the reader's window, and the builder thread's malloc arena, where growing
+    // the trace's vectors left their old arrays (peak RSS of `analyze` on a 1 GB trace: 267 ->
+    // 192 MB). Smaller ranks keep it for the next rank, as main()'s mallopt intends.
+    if (t.ok() && t->activities.size() + t->host_calls.size() + t->ranges.size() >= kTrimAfterRecords) malloc_trim(0);
 #endif
     if (t.ok()) t->meta.source_path = path;
     return t;
