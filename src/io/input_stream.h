@@ -2,9 +2,10 @@
 // Reading an input file as a stream of (decompressed) bytes, in memory that does not grow with
 // the file (issue 16). Gzip (recognized by its magic, not by name; several members concatenated
 // as gzip writes them, zero padding after the last tolerated) is inflated with ISA-L's igzip
-// (zlib where overlapprof is built without ISA-L: InflatesWithIsal) on a second
-// thread into a bounded queue of blocks (kStreamBlocks x kStreamBlockBytes = 16 MiB) that the
-// caller's thread drains; plain files are read with read(2) straight into the caller's buffer.
+// (zlib where overlapprof is built without ISA-L: InflatesWithIsal) on a second thread into a
+// bounded queue of blocks (kStreamBlocks x kStreamBlockBytes = 24 MiB), each checked as UTF-8
+// there, that the caller's thread drains: copied out (Read), or lent where they lie (NextBlock);
+// plain files are read with read(2) straight into the caller's buffer.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
