@@ -557,7 +557,19 @@ class BuildThread {
     slot.Clear();
     return slot;
   }
-  void Commit() { ++cur_->n; }
+  void Commit() {
+    ++cur_->n;
+    ++added_;
+  }
+  size_t added() const { return added_; }  // events added so far
+  // Returns when the first `n` events added are built (Sync's, for a part).
+  void SyncTo(size_t n) {
+    if (n > handed_) Hand(true);  // some are still in the batch being filled
+    std::unique_lock<std::mutex> lock(mu_);
+    if (built_ >= n) return;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return built_ >= n; });
+  }
   // Runs fn on the thread, after every event added (Sync), and waits for it: the builder's
   // Finish, so that its memory comes from the same malloc arena as the trace it sorts.
   void Call(const std::function<void()>& fn) {
@@ -571,26 +583,31 @@ class BuildThread {
   // Returns when every event added is built (an exception the builder threw is thrown here).
   void Sync() {
     if (cur_->n == 0 && !pending_) return;
-    if (cur_->n != 0) Hand();
+    if (cur_->n != 0) Hand(true);
     std::unique_lock<std::mutex> lock(mu_);
+    cv_.notify_all();
     cv_.wait(lock, [&] { return ready_.empty() && !building_; });
     pending_ = false;
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
  private:
-  static constexpr size_t kBatch = 512;  // events handed over at once (~170 KB)
-  static constexpr size_t kBatches = 4;
+  static constexpr size_t kBatch = 512;  // events handed over at once (~180 KB)
+  static constexpr size_t kBatches = 8;
+  static constexpr size_t kWake = 4;
   struct Batch {
     std::unique_ptr<WalkSlot[]> slots{new WalkSlot[kBatch]};
     size_t n = 0;
   };
 
-  void Hand() {
+  // Hands the batch being filled over. The thread is woken when kWake batches wait (or when
+  // the reader waits: no batch free, Sync), not for each: fewer switches between the threads.
+  void Hand(bool wake = false) {
     std::unique_lock<std::mutex> lock(mu_);
     ready_.push_back(cur_);
+    handed_ += cur_->n;
     pending_ = true;
-    cv_.notify_all();
+    if (wake || ready_.size() >= kWake || free_.empty()) cv_.notify_all();
     cv_.wait(lock, [&] { return !free_.empty(); });
     cur_ = free_.back();
     free_.pop_back();
@@ -624,8 +641,10 @@ class BuildThread {
       } catch (...) {
         error_ = std::current_exception();
       }
+      const size_t n = batch->n;
       batch->n = 0;
       lock.lock();
+      built_ += n;
       building_ = false;
       free_.push_back(batch);
       cv_.notify_all();
@@ -636,6 +655,8 @@ class BuildThread {
   Batch batches_[kBatches];
   Batch* cur_;                 // being filled by the reader
   bool pending_ = false;       // batches handed over since the last Sync (reader's)
+  size_t added_ = 0, handed_ = 0;  // events added, and handed over (reader's)
+  size_t built_ = 0;               // events built (under mu_)
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Batch*> ready_;  // handed over, in order
@@ -774,8 +795,15 @@ class KinetoReader {
   // The stream's next block becomes the window, the window's bytes (len_ < front_) in front of
   // it. At the end of the stream (or on an error) the window is those bytes, in tail_mem_.
   Status TakeBlock() {
-    Sync();
-    std::memmove(tail_mem_.get() + 1, d_, len_);  // the block d_ is in goes back to the stream
+    // The stream takes back the block before the one the window is in: the events that point
+    // into it (added before the window moved to the current block) must be built. A window of
+    // the reader's own (mem_) is freed below: everything built.
+    if (lent_ && build_) {
+      build_->SyncTo(block_events_);
+    } else {
+      Sync();
+    }
+    std::memmove(tail_mem_.get() + 1, d_, len_);
     d_ = tail_mem_.get() + 1;
     cap_ = front_;
     lent_ = false;
@@ -793,6 +821,7 @@ class KinetoReader {
     cap_ = len_;
     lent_ = true;
     lent_utf8_ = b->utf8_valid;
+    if (build_) block_events_ = build_->added();  // what points into the blocks before this one
     return OkStatus();
   }
   // Document offset (bytes after the BOM) of d_[i].
@@ -1895,6 +1924,7 @@ class KinetoReader {
   size_t window_ = 0;  // the size of a window of its own
   bool lent_ = false;  // d_ is in a block the stream lent
   bool lent_utf8_ = false;  // that block's ByteStream::Block::utf8_valid
+  size_t block_events_ = 0;  // events added before the window moved to the block it is in
   uint64_t base_ = 0;  // stream offset of d_[0]
   size_t bom_ = 0;     // bytes of a UTF-8 BOM skipped at the start (offsets are after it)
   size_t pos_ = 0;     // the top level's cursor in d_
@@ -1909,6 +1939,8 @@ class KinetoReader {
   std::string sanitized_;  // a batch with invalid UTF-8 replaced, while it is parsed
   const bool walk_;        // events by the walker (WalkEventsDocument), On-Demand where it bails
 };
+
+constexpr size_t kTrimAfterRecords = 500000;  // see KinetoImporter::Import
 
 class KinetoImporter : public Importer {
  public:
@@ -1930,10 +1962,11 @@ class KinetoImporter : public Importer {
       return ParseKinetoStream(*in, options, true);
     }();
 #if defined(__GLIBC__)
-    // What the import freed goes back to the system now: the inflate thread's blocks, the
-    // reader's window, and the builder thread's malloc arena, where growing the trace's vectors
-    // left their old arrays (peak RSS of `analyze` on a 1 GB trace: 267 -> 192 MB).
-    malloc_trim(0);
+    // After a large rank, what the import freed goes back to the system now: the inflate
+    // thread's blocks, the reader's window, and the builder thread's malloc arena, where growing
+    // the trace's vectors left their old arrays (peak RSS of `analyze` on a 1 GB trace: 267 ->
+    // 192 MB). Smaller ranks keep it for the next rank, as main()'s mallopt intends.
+    if (t.ok() && t->activities.size() + t->host_calls.size() + t->ranges.size() >= kTrimAfterRecords) malloc_trim(0);
 #endif
     if (t.ok()) t->meta.source_path = path;
     return t;

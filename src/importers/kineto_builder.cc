@@ -12,11 +12,27 @@
 namespace overlapprof::kineto {
 
 uint32_t TraceBuilder::InternRaw(std::string_view raw) {
+  // The cache first: a slot picked from the length and 24 of the bytes (not a hash of them all:
+  // kernel names are long), holding a name met before; a full compare says whether it is this one.
+  const size_t n = raw.size();
+  uint64_t a = n, b = 0, c = 0;
+  if (n >= 8) {
+    std::memcpy(&a, raw.data(), 8);
+    std::memcpy(&b, raw.data() + n / 2 - 4 + (n & 1), 8);
+    std::memcpy(&c, raw.data() + n - 8, 8);
+  } else if (n > 0) {
+    std::memcpy(&b, raw.data(), n);
+  }
+  InternSlot& slot = intern_cache_[((a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full) ^
+                                    (c * 0x165667B19E3779F9ull) ^ n) >> (64 - kInternCacheBits)];
+  if (slot.key && slot.key->size() == n && std::memcmp(slot.key->data(), raw.data(), n) == 0) return slot.id;
   auto it = raw_intern_.find(raw);
-  if (it != raw_intern_.end()) return it->second;
-  uint32_t id = raw.find('\\') == std::string_view::npos ? t_.names.Intern(raw) : t_.names.Intern(Unescape(raw));
-  raw_intern_.emplace(std::string(raw), id);
-  return id;
+  if (it == raw_intern_.end()) {
+    uint32_t id = raw.find('\\') == std::string_view::npos ? t_.names.Intern(raw) : t_.names.Intern(Unescape(raw));
+    it = raw_intern_.emplace(std::string(raw), id).first;
+  }
+  slot = InternSlot{&it->first, it->second};  // the map's nodes do not move
+  return it->second;
 }
 
 bool TraceBuilder::Times(const RawEvent& ev, int64_t* start, int64_t* end) {

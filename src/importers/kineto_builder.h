@@ -72,6 +72,13 @@ class TraceBuilder {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   std::unordered_map<std::string, uint32_t, RawHash, std::equal_to<>> raw_intern_;
+  // In front of raw_intern_: names met before, in slots picked from a few of their bytes (InternRaw).
+  struct InternSlot {
+    const std::string* key = nullptr;  // a key of raw_intern_
+    uint32_t id = 0;
+  };
+  static constexpr int kInternCacheBits = 9;
+  std::vector<InternSlot> intern_cache_ = std::vector<InternSlot>(size_t{1} << kInternCacheBits);
   std::vector<int8_t> name_is_comm_;  // by name id: -1 not yet classified, 0 compute, 1 comm
   // Rule 2 (docs/classification.md): (External id, name id) of host ops that launch
   // communication, and (activity index, External id) of kernels and memcpys without identity;

@@ -386,7 +386,7 @@ class ThreadedGzipStream : public ByteStream {
 
   StatusOr<size_t> Read(char* out, size_t n) override {
     if (cur_pos_ == cur_.size) {
-      OVERLAPPROF_RETURN_IF_ERROR(Advance());
+      OVERLAPPROF_RETURN_IF_ERROR(Advance(false));
       if (cur_.size == 0) return size_t{0};
     }
     const size_t k = std::min(n, cur_.size - cur_pos_);
@@ -397,7 +397,7 @@ class ThreadedGzipStream : public ByteStream {
 
   size_t block_front() const override { return kStreamBlockFront; }
   StatusOr<ByteStream::Block> NextBlock() override {
-    OVERLAPPROF_RETURN_IF_ERROR(Advance());
+    OVERLAPPROF_RETURN_IF_ERROR(Advance(true));
     cur_pos_ = cur_.size;  // Read goes on with the block after it
     if (cur_.size == 0) return ByteStream::Block{};
     return ByteStream::Block{cur_.data.get() + kStreamBlockFront, cur_.size, cur_.utf8_valid};
@@ -411,13 +411,16 @@ class ThreadedGzipStream : public ByteStream {
     bool utf8_valid = false;
   };
 
-  // Gives the current block back to the thread and waits for the next (size 0: the end).
-  Status Advance() {
+  // Gives a block back to the thread (the current one, or with keep the one before it, the
+  // current one kept as prev_) and waits for the next (size 0: the end).
+  Status Advance(bool keep) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (cur_.data) {
-      free_.push_back(std::move(cur_.data));
+    Block& back = keep ? prev_ : cur_;
+    if (back.data) {
+      free_.push_back(std::move(back.data));
       cv_.notify_all();
     }
+    if (keep) prev_ = std::move(cur_);
     cur_ = Block{};
     cur_pos_ = 0;
     cv_.wait(lock, [&] { return !full_.empty() || ended_; });
@@ -466,7 +469,7 @@ class ThreadedGzipStream : public ByteStream {
   std::vector<std::unique_ptr<char[]>> free_;
   bool ended_ = false, stop_ = false;
   Status error_;
-  Block cur_;
+  Block cur_, prev_;  // the block read or lent last, the one lent before it (NextBlock)
   size_t cur_pos_ = 0;
 };
 
@@ -475,8 +478,9 @@ class ThreadedGzipStream : public ByteStream {
 class LendingStream : public ByteStream {
  public:
   LendingStream(std::unique_ptr<ByteStream> in, size_t block, size_t front)
-      : in_(std::move(in)), block_(std::min<size_t>(block, size_t{64} << 20)), front_(front),
-        mem_(new char[front + block_ + kInputPadding + 1]) {
+      : in_(std::move(in)), block_(std::min<size_t>(block, size_t{1} << 20)), front_(front),
+        mem_{std::unique_ptr<char[]>(new char[front + block_ + kInputPadding + 1]),
+             std::unique_ptr<char[]>(new char[front + block_ + kInputPadding + 1])} {
     compressed_ = in_->was_compressed();
     size_hint_ = in_->size_hint();
   }
@@ -484,7 +488,7 @@ class LendingStream : public ByteStream {
     read_since_ = true;  // blocks after bytes read without a check are not known valid
     if (pos_ < size_) {  // what is left of the last block lent
       const size_t k = std::min(n, size_ - pos_);
-      std::memcpy(out, mem_.get() + front_ + pos_, k);
+      std::memcpy(out, mem_[cur_].get() + front_ + pos_, k);
       pos_ += k;
       return k;
     }
@@ -492,8 +496,9 @@ class LendingStream : public ByteStream {
   }
   size_t block_front() const override { return front_; }
   StatusOr<Block> NextBlock() override {
-    char* const data = mem_.get() + front_;
-    std::memset(mem_.get(), 0x55, front_);  // what was there before is gone
+    cur_ ^= 1;  // the other buffer: the block lent before the last one is taken back
+    char* const data = mem_[cur_].get() + front_;
+    std::memset(mem_[cur_].get(), 0x55, front_ + block_);  // what was there before is gone
     size_ = pos_ = 0;
     while (size_ < block_) {  // one Read may return less than a block
       OVERLAPPROF_ASSIGN_OR_RETURN(size_t got, in_->Read(data + size_, block_ - size_));
@@ -510,7 +515,8 @@ class LendingStream : public ByteStream {
  private:
   std::unique_ptr<ByteStream> in_;
   size_t block_, front_;
-  std::unique_ptr<char[]> mem_;
+  std::unique_ptr<char[]> mem_[2];  // the two blocks lent last, alternately
+  int cur_ = 0;                     // mem_[cur_]: the block lent last
   size_t size_ = 0, pos_ = 0;
   Utf8Blocks utf8_;
   bool read_since_ = false;

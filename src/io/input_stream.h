@@ -2,9 +2,10 @@
 // Reading an input file as a stream of (decompressed) bytes, in memory that does not grow with
 // the file (issue 16). Gzip (recognized by its magic, not by name; several members concatenated
 // as gzip writes them, zero padding after the last tolerated) is inflated with ISA-L's igzip
-// (zlib where overlapprof is built without ISA-L: InflatesWithIsal) on a second
-// thread into a bounded queue of blocks (kStreamBlocks x kStreamBlockBytes = 16 MiB) that the
-// caller's thread drains; plain files are read with read(2) straight into the caller's buffer.
+// (zlib where overlapprof is built without ISA-L: InflatesWithIsal) on a second thread into a
+// bounded queue of blocks (kStreamBlocks x kStreamBlockBytes = 24 MiB), each checked as UTF-8
+// there, that the caller's thread drains: copied out (Read), or lent where they lie (NextBlock);
+// plain files are read with read(2) straight into the caller's buffer.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -16,7 +17,7 @@
 namespace overlapprof {
 
 inline constexpr size_t kStreamBlockBytes = size_t{4} << 20;  // inflated bytes handed over at once
-inline constexpr size_t kStreamBlocks = 4;                     // blocks in flight (the queue's bound)
+inline constexpr size_t kStreamBlocks = 6;                     // blocks in flight (the queue's bound, lent ones included)
 inline constexpr size_t kStreamBlockFront = size_t{256} << 10;  // room before a lent block (NextBlock)
 
 class ByteStream {
@@ -29,11 +30,13 @@ class ByteStream {
   virtual StatusOr<size_t> Read(char* out, size_t n) = 0;
 
   // Reading without a copy, from a stream that fills buffers of its own (the threaded gzip
-  // stream; block_front() > 0): the next bytes where they lie, data[0, size), lent to the caller
-  // until its next NextBlock or Read. The caller may write the block_front() bytes before data
-  // and the kInputPadding + 1 bytes after data + size. size 0: the end of the stream. The bytes
-  // are those Read would have returned next, when the last block was read to its end (buffered()
-  // is 0); errors as Read's.
+  // stream; block_front() > 0): the next bytes where they lie, data[0, size), lent to the caller.
+  // The caller holds the two blocks lent last: NextBlock takes back the one before the block it
+  // lent last (so what points into a block may stay while the caller reads the next), and Read
+  // the block lent last. The caller may write the block_front() bytes before data and the
+  // kInputPadding + 1 bytes after data + size of the block lent last. size 0: the end of the
+  // stream. The bytes are those Read would have returned next, when the last block was read to
+  // its end (buffered() is 0); errors as Read's.
   struct Block {
     char* data = nullptr;
     size_t size = 0;
