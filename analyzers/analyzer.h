@@ -69,4 +69,17 @@ class Analyzer {
   virtual Status Finish(const AnalysisOptions& options, Summary& summary) { return OkStatus(); }
 };
 
+// An analyzer whose work on a rank is all prepared (PrepareRank): AnalyzeRank without
+// `prepared` is the one with null, which then prepares the rank itself.
+class PreparingAnalyzer : public Analyzer {
+ public:
+  using Analyzer::AnalyzeRank;
+  Status AnalyzeRank(const RankTrace& trace, size_t rank_index, const AnalysisOptions& options,
+                     Summary& summary) final {
+    return AnalyzeRank(trace, rank_index, options, nullptr, summary);
+  }
+  Status AnalyzeRank(const RankTrace& trace, size_t rank_index, const AnalysisOptions& options,
+                     std::unique_ptr<RankWork> prepared, Summary& summary) override = 0;
+};
+
 }  // namespace overlapprof

@@ -28,7 +28,7 @@ namespace {
 
 using namespace cross_rank;  // NOLINT: the analyzer's own parts
 
-class CrossRankAnalyzer : public Analyzer {
+class CrossRankAnalyzer : public PreparingAnalyzer {
   struct Prepared : RankWork {
     std::shared_ptr<const RankDerived> derived;  // what it was prepared from
     PreparedRankOps ops;
@@ -45,11 +45,6 @@ class CrossRankAnalyzer : public Analyzer {
     p->derived = rank.derived;
     p->ops = PrepareRankOps(rank.trace, *rank.derived);
     return p;
-  }
-
-  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
-                     Summary& summary) override {
-    return AnalyzeRank(t, rank_index, options, nullptr, summary);
   }
 
   Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,

@@ -128,7 +128,7 @@ struct SteadyFigures {
   int64_t small_n = 0, groups_counted = 0;
 };
 
-class DdpBucketsAnalyzer : public Analyzer {
+class DdpBucketsAnalyzer : public PreparingAnalyzer {
   struct Prepared : RankWork {
     std::shared_ptr<const RankDerived> derived;  // what `groups` point into
     BackwardRanges bwd;
@@ -149,11 +149,6 @@ class DdpBucketsAnalyzer : public Analyzer {
     p->groups = GroupBuckets(*p->derived, p->bwd);
     if (!p->groups.empty()) p->bc = FindBackwardCompute(rank.trace, p->bwd);
     return p;
-  }
-
-  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
-                     Summary& summary) override {
-    return AnalyzeRank(t, rank_index, options, nullptr, summary);
   }
 
   Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,

@@ -79,7 +79,7 @@ struct ShardedOps {
   bool any_fsdp = false;
 };
 
-class ShardedAnalyzer : public Analyzer {
+class ShardedAnalyzer : public PreparingAnalyzer {
   struct Prepared : RankWork {
     std::set<uint32_t> compute_streams;
     PhaseRanges phases;
@@ -95,11 +95,6 @@ class ShardedAnalyzer : public Analyzer {
     p->compute_streams = ComputeStreams(rank.trace);
     p->phases = FindPhaseRanges(rank.trace);
     return p;
-  }
-
-  Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
-                     Summary& summary) override {
-    return AnalyzeRank(t, rank_index, options, nullptr, summary);
   }
 
   Status AnalyzeRank(const RankTrace& t, size_t rank_index, const AnalysisOptions& options,
