@@ -695,10 +695,6 @@ class Export {
   // its launch_ns (and a comm op its host call), as the Kineto importer does: the first call
   // with a correlation id, in table order, wins. Linked while reading (an activity index per
   // wanted id), so a call is kept as a HostCall only when the analyzers ask for host calls.
-  // The runtime calls of this process that launched this rank's GPU work give each activity
-  // its launch_ns (and a comm op its host call), as the Kineto importer does: the first call
-  // with a correlation id, in table order, wins. Linked while reading (an activity index per
-  // wanted id), so a call is kept as a HostCall only when the analyzers ask for host calls.
   Status ReadRuntime() {
     OVERLAPPROF_ASSIGN_OR_RETURN(bool wants, BeginRuntime());
     if (!wants) return OkStatus();

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "reports/report.h"
 #include "src/cli/pipeline.h"
@@ -184,8 +185,8 @@ TEST(NsysImporter, EveryWayOfReadingGivesTheSameRanks) {
 }
 
 // 2 processes x 40,000 kernels, interleaved, each with its runtime launch: more rows than the
-// build checks its budget at (every 65,536).
-std::string LargerExport(const std::string& name) {
+// build checks its budget at (every 65,536). Correlation ids 1, 1 + step, 1 + 2 step, ...
+std::string LargerExport(const std::string& name, int64_t step = 1) {
   return MakeDb(name, fmt::format(R"(
 CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
 INSERT INTO StringIds VALUES (1, 'gemm_kernel'), (2, 'ncclDevKernel_AllReduce_Sum_f32_RING_LL'), (3, 'cudaLaunchKernel');
@@ -195,14 +196,61 @@ CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INTEGER NOT NULL, end INTEGER NOT
   globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER);
 WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 79999)
 INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL
-  SELECT 1000 * (i / 2) + 100, 1000 * (i / 2) + 600 + 50 * (i % 7), i % 2, 7 + (i % 20 = 0), i / 2 + 1,
+  SELECT 1000 * (i / 2) + 100, 1000 * (i / 2) + 600 + 50 * (i % 7), i % 2, 7 + (i % 20 = 0), (i / 2) * {step} + 1,
          CASE i % 2 WHEN 0 THEN {p100} ELSE {p200} END, CASE WHEN i % 20 = 0 THEN 2 ELSE 1 END FROM n;
 WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 79999)
 INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME
-  SELECT 1000 * (i / 2), 1000 * (i / 2) + 50, 0, CASE i % 2 WHEN 0 THEN {t100} ELSE {t200} END, i / 2 + 1, 3, 0 FROM n;
+  SELECT 1000 * (i / 2), 1000 * (i / 2) + 50, 0, CASE i % 2 WHEN 0 THEN {t100} ELSE {t200} END, (i / 2) * {step} + 1, 3, 0 FROM n;
 )",
-                                  fmt::arg("p100", Gpid(100)), fmt::arg("p200", Gpid(200)),
+                                  fmt::arg("step", step), fmt::arg("p100", Gpid(100)), fmt::arg("p200", Gpid(200)),
                                   fmt::arg("t100", Gtid(100, 5)), fmt::arg("t200", Gtid(200, 6))));
+}
+
+// Launches are linked by correlation id whatever the ids' spacing: ids 1,000,003 apart link the
+// same launches as ids 1 apart, every way of reading, with host calls and without.
+TEST(NsysImporter, SparseAndDenseCorrelationIdsLinkTheSameLaunches) {
+  // A rank without its correlation ids: "a" lines lose their 4th field, "h" lines their 4th.
+  auto without_ids = [](const std::string& rank) {
+    std::istringstream in(rank);
+    std::string out, line;
+    while (std::getline(in, line)) {
+      if (line.rfind("a ", 0) == 0 || line.rfind("h ", 0) == 0) {
+        std::istringstream f(line);
+        std::vector<std::string> tok;
+        for (std::string t; f >> t;) tok.push_back(t);
+        if (tok.size() > 3) tok.erase(tok.begin() + 3);
+        line.clear();
+        for (const std::string& t : tok) line += t + " ";
+      }
+      out += line + "\n";
+    }
+    return out;
+  };
+  const std::string dense = LargerExport("dense_ids.sqlite"), sparse = LargerExport("sparse_ids.sqlite", 1000003);
+  for (const TraceNeeds& needs : {TraceNeeds::All(), TraceNeeds{}}) {
+    for (const ReadWay& w : kReadWays) {
+      size_t built = 0;
+      std::vector<std::string> d = ReadEveryRank(dense, w, needs, &built, needs);
+      std::vector<std::string> s = ReadEveryRank(sparse, w, needs, &built, needs);
+      ASSERT_EQ(d.size(), 2u) << w.name;
+      ASSERT_EQ(s.size(), 2u) << w.name;
+      for (size_t r = 0; r < 2; ++r) {
+        EXPECT_EQ(without_ids(s[r]), without_ids(d[r])) << w.name << ", rank " << r;
+        // Every kernel's launch is its runtime call's start, 100 ns before it.
+        std::istringstream in(s[r]);
+        size_t linked = 0;
+        for (std::string line; std::getline(in, line);) {
+          if (line.rfind("a ", 0) != 0) continue;
+          std::istringstream f(line);
+          std::string a;
+          int64_t start = 0, end = 0, corr = 0, launch = 0;
+          f >> a >> start >> end >> corr >> launch;
+          linked += launch == start - 100;
+        }
+        EXPECT_EQ(linked, 40000u) << w.name << ", rank " << r;
+      }
+    }
+  }
 }
 
 // A build that would pass its budget stops (at its first check, from the tables' sizes) and the
