@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "src/cli/pipeline.h"
 #include "src/importers/importer.h"
 #include "src/io/input_file.h"
 #include "test_util.h"
@@ -149,6 +150,37 @@ TEST(KinetoImport, BadEventsAreCountedNotFatal) {
   EXPECT_EQ(t->stats.Get(Stat::events_malformed), 2 + 3);
   EXPECT_EQ(t->stats.Get(Stat::events_negative_duration), 1);
   EXPECT_EQ(t->stats.Get(Stat::events_timestamp_out_of_range), 3);
+}
+
+// Host calls link launches in every import, and are handed over only to readers that ask for them
+// (ImportOptions::store_needs, as `analyze` sets it from its analyzers and reports): the rest of
+// the trace, launch times included, is the same either way.
+TEST(KinetoImport, HostCallsOnlyForReadersThatAskForThem) {
+  for (const char* file : {"kineto/a100_2rank_rank0.json.gz", "kineto/mi300x_ddp_resnet_rank0.json.gz"}) {
+    const std::string path = testing::DataFile(file);
+    ImportOptions lean;
+    lean.store_needs = TraceNeeds{};
+    StatusOr<RankTrace> all = ImportFile(path, ImportOptions{}), without = ImportFile(path, lean);
+    ASSERT_TRUE(all.ok()) << all.status().message();
+    ASSERT_TRUE(without.ok()) << without.status().message();
+    EXPECT_GT(all->host_calls.size(), 1000u) << file;
+    EXPECT_TRUE(without->host_calls.empty()) << file;
+    ASSERT_EQ(all->activities.size(), without->activities.size()) << file;
+    size_t launched = 0;
+    for (size_t i = 0; i < all->activities.size(); ++i) {
+      const Activity &a = all->activities[i], &b = without->activities[i];
+      EXPECT_EQ(std::tie(a.start_ns, a.end_ns, a.launch_ns, a.comm_op, a.stream),
+                std::tie(b.start_ns, b.end_ns, b.launch_ns, b.comm_op, b.stream))
+          << file << ", activity " << i;
+      launched += a.launch_ns != kUnknown;
+    }
+    EXPECT_GT(launched, all->activities.size() / 2) << file;
+    ASSERT_EQ(all->comm_ops.size(), without->comm_ops.size()) << file;
+    for (size_t i = 0; i < all->comm_ops.size(); ++i)
+      EXPECT_EQ(all->comm_ops[i].host_enter_ns, without->comm_ops[i].host_enter_ns) << file << ", op " << i;
+    for (size_t i = 0; i < static_cast<size_t>(Stat::kCount); ++i)
+      EXPECT_EQ(all->stats.Get(static_cast<Stat>(i)), without->stats.Get(static_cast<Stat>(i))) << file << ", stat " << i;
+  }
 }
 
 TEST(KinetoImport, NanosecondUnitOption) {
