@@ -281,24 +281,48 @@ void TraceBuilder::FillFromMeta(const RawEvent& ev, CommOp& op) {
 void TraceBuilder::MaybeAddHostCommOp(const RawEvent& ev) {
   if (ev.coll_name.empty() && !IsNamingHostOp(ev.name)) return;  // most host ops
   HostCommOp h;
-  static_cast<RawEvent&>(h) = ev;
   h.ext = IdFromToken(ev.external_id);
+  h.tid = ev.tid;
+  h.in_nelems = ev.in_nelems;
+  h.group_size = ev.group_size;
+  h.seq = ev.seq;
+  h.src_rank = ev.src_rank;
+  h.dst_rank = ev.dst_rank;
   // Own the bytes: the views point into the reader's window, reused after this event.
-  std::string_view* views[] = {&h.cat,   &h.name,    &h.ts,       &h.dur,      &h.coll_name,  &h.dtype,
-                               &h.pg_name, &h.pg_desc, &h.pg_ranks, &h.arg_name, &h.arg_labels, &h.external_id};
-  size_t total = 0;
-  for (const std::string_view* v : views) total += v->size();
-  h.text.reset(new char[total + 1]);
-  char* p = h.text.get();
-  for (std::string_view* v : views) {
-    if (!v->empty()) std::memcpy(p, v->data(), v->size());
-    *v = std::string_view(p, v->size());
-    p += v->size();
+  const std::string_view strs[HostCommOp::kStrCount] = {ev.name,    ev.ts,      ev.dur,     ev.coll_name,
+                                                        ev.dtype,   ev.pg_name, ev.pg_desc, ev.pg_ranks};
+  h.text = host_text_.size();
+  const size_t cap = host_text_.capacity();
+  for (int i = 0; i < HostCommOp::kStrCount; ++i) {
+    h.len[i] = static_cast<uint32_t>(strs[i].size());  // a field is at most a window (256 MiB)
+    host_text_.append(strs[i]);
   }
-  PushBack(host_comm_ops_, std::move(h));
+#if defined(__GLIBC__)
+  if (host_text_.capacity() != cap && host_text_.capacity() >= (size_t{16} << 20)) malloc_trim(0);  // as PushBack
+#endif
+  PushBack(host_comm_ops_, h);
 }
 
-bool TraceBuilder::HostOpNames(const HostCommOp& h, CommOp& op) {
+RawEvent TraceBuilder::Raw(const HostCommOp& h) const {
+  RawEvent ev;
+  std::string_view* views[HostCommOp::kStrCount] = {&ev.name,    &ev.ts,      &ev.dur,     &ev.coll_name,
+                                                    &ev.dtype,   &ev.pg_name, &ev.pg_desc, &ev.pg_ranks};
+  size_t at = h.text;
+  for (int i = 0; i < HostCommOp::kStrCount; ++i) {
+    *views[i] = std::string_view(host_text_).substr(at, h.len[i]);
+    at += h.len[i];
+  }
+  ev.has_name = true;
+  ev.tid = h.tid;
+  ev.in_nelems = h.in_nelems;
+  ev.group_size = h.group_size;
+  ev.seq = h.seq;
+  ev.src_rank = h.src_rank;
+  ev.dst_rank = h.dst_rank;
+  return ev;
+}
+
+bool TraceBuilder::HostOpNames(const RawEvent& h, CommOp& op) {
   if (!h.coll_name.empty()) {
     FillFromMeta(h, op);
   } else {
@@ -319,8 +343,9 @@ void TraceBuilder::NameFromHostOps() {
   // Times, quietly (a bad one is counted where the range itself is kept), on the activities' clock.
   std::erase_if(host_comm_ops_, [&](HostCommOp& h) {
     int64_t ts, dur;
-    return !ParseScaledDecimal(h.ts, opts_.kineto_time_exp, &ts) ||
-           !ParseScaledDecimal(h.dur, opts_.kineto_time_exp, &dur) || dur < 0 ||
+    const RawEvent raw = Raw(h);
+    return !ParseScaledDecimal(raw.ts, opts_.kineto_time_exp, &ts) ||
+           !ParseScaledDecimal(raw.dur, opts_.kineto_time_exp, &dur) || dur < 0 ||
            __builtin_add_overflow(ts, base_ns_, &h.start_ns) || __builtin_add_overflow(h.start_ns, dur, &h.end_ns);
   });
   // By External id (one with "Collective name" first).
@@ -329,7 +354,7 @@ void TraceBuilder::NameFromHostOps() {
     if (host_comm_ops_[i].ext != kUnknown) by_ext.emplace_back(host_comm_ops_[i].ext, i);
   std::sort(by_ext.begin(), by_ext.end(), [&](const auto& x, const auto& y) {
     if (x.first != y.first) return x.first < y.first;
-    return host_comm_ops_[x.second].coll_name.size() > host_comm_ops_[y.second].coll_name.size();
+    return host_comm_ops_[x.second].len[HostCommOp::kColl] > host_comm_ops_[y.second].len[HostCommOp::kColl];
   });
   // By the launching thread and time: (tid, start) order.
   std::vector<size_t> by_time(host_comm_ops_.size());
@@ -344,7 +369,7 @@ void TraceBuilder::NameFromHostOps() {
       auto it = std::lower_bound(by_ext.begin(), by_ext.end(), ext, [](const auto& x, int64_t v) { return x.first < v; });
       for (; !h && it != by_ext.end() && it->first == ext; ++it) {
         named = CommOp{};
-        if (HostOpNames(host_comm_ops_[it->second], named)) h = &host_comm_ops_[it->second];
+        if (HostOpNames(Raw(host_comm_ops_[it->second]), named)) h = &host_comm_ops_[it->second];
       }
     }
     if (!h && op.host_enter_ns != kUnknown) {
@@ -355,18 +380,18 @@ void TraceBuilder::NameFromHostOps() {
         const HostCommOp& c = host_comm_ops_[*--it];
         if (c.tid != op.host_tid) break;
         named = CommOp{};
-        if (c.end_ns >= op.host_enter_ns && HostOpNames(c, named)) h = &c;
+        if (c.end_ns >= op.host_enter_ns && HostOpNames(Raw(c), named)) h = &c;
       }
     }
     if (!h) continue;
-    if (!h->coll_name.empty()) {
+    if (h->len[HostCommOp::kColl] != 0) {
       named.stream = op.stream;
       named.host_enter_ns = op.host_enter_ns;
       named.host_exit_ns = op.host_exit_ns;
       named.host_tid = op.host_tid;
       op = std::move(named);
       op.rule = CommRule::kIdentity;  // "Collective name" of the host op that launched it
-      if (!h->pg_ranks.empty()) pg_ranks_[idx] = Unescape(h->pg_ranks);
+      if (h->len[HostCommOp::kPgRanks] != 0) pg_ranks_[idx] = Unescape(Raw(*h).pg_ranks);
       if (h->src_rank != kUnknown || h->dst_rank != kUnknown) p2p_ranks_[idx] = {h->src_rank, h->dst_rank};
     } else {
       op.op = std::move(named.op);

@@ -90,17 +90,25 @@ class TraceBuilder {
   std::set<int64_t> steps_seen_;
   std::unordered_map<size_t, std::string> pg_ranks_;
   // Kept as read (undecoded) and decoded only when a SendRecv kernel needs a name: most traces
-  // have none. The input is streamed, so the RawEvent's views are re-pointed into `text`, a copy
-  // of the bytes they viewed (one allocation per host comm op, the size of its strings).
-  struct HostCommOp : RawEvent {
-    int64_t ext = kUnknown;            // RawEvent::external_id decoded
+  // have none. The input is streamed, so the strings a host op is named by are copied, one after
+  // the other, into host_text_ (one arena for all of them): 120 bytes a record besides its
+  // strings, where a whole RawEvent with a text of its own took ~340 plus an allocation.
+  struct HostCommOp {
+    enum Str { kName, kTs, kDur, kColl, kDtype, kPgName, kPgDesc, kPgRanks, kStrCount };
+    int64_t ext = kUnknown;            // "External id" decoded
     int64_t start_ns = 0, end_ns = 0;  // decoded in NameFromHostOps
-    std::unique_ptr<char[]> text;      // what the views point into (stable across moves)
+    int64_t tid = kUnknown, in_nelems = kUnknown, group_size = kUnknown, seq = kUnknown;
+    int64_t src_rank = kUnknown, dst_rank = kUnknown;
+    uint64_t text = 0;                 // offset in host_text_ of the strings, in Str order
+    uint32_t len[kStrCount] = {};
   };
+  // The RawEvent fields that naming reads (HostOpNames, FillFromMeta), viewing host_text_.
+  RawEvent Raw(const HostCommOp& h) const;
   // The op a host op names (normalized; with its NCCL arguments when it has "Collective name"),
   // or false when it names none of the ops a SendRecv kernel can be.
-  static bool HostOpNames(const HostCommOp& h, CommOp& op);
+  static bool HostOpNames(const RawEvent& h, CommOp& op);
   std::vector<HostCommOp> host_comm_ops_;
+  std::string host_text_;
   // Comm ops named only by a SendRecv kernel: (comm op index, the kernel's External id).
   std::vector<std::pair<size_t, int64_t>> unnamed_p2p_;
   // Send/recv ops: comm op index -> (Src Rank, Dst Rank), global ranks; turned into peers in Finish.
