@@ -278,16 +278,27 @@ void TraceBuilder::FillFromMeta(const RawEvent& ev, CommOp& op) {
   op.pg_desc = Unescape(ev.pg_desc);
 }
 
+namespace {
+
+// The integer fields of a host op that naming reads, between a RawEvent and a HostCommOp (both
+// ways: kept, then made a RawEvent again).
+template <typename To, typename From>
+void CopyNamingInts(To& to, const From& from) {
+  to.tid = from.tid;
+  to.in_nelems = from.in_nelems;
+  to.group_size = from.group_size;
+  to.seq = from.seq;
+  to.src_rank = from.src_rank;
+  to.dst_rank = from.dst_rank;
+}
+
+}  // namespace
+
 void TraceBuilder::MaybeAddHostCommOp(const RawEvent& ev) {
   if (ev.coll_name.empty() && !IsNamingHostOp(ev.name)) return;  // most host ops
   HostCommOp h;
   h.ext = IdFromToken(ev.external_id);
-  h.tid = ev.tid;
-  h.in_nelems = ev.in_nelems;
-  h.group_size = ev.group_size;
-  h.seq = ev.seq;
-  h.src_rank = ev.src_rank;
-  h.dst_rank = ev.dst_rank;
+  CopyNamingInts(h, ev);
   // Own the bytes: the views point into the reader's window, reused after this event.
   const std::string_view strs[HostCommOp::kStrCount] = {ev.name,    ev.ts,      ev.dur,     ev.coll_name,
                                                         ev.dtype,   ev.pg_name, ev.pg_desc, ev.pg_ranks};
@@ -313,12 +324,7 @@ RawEvent TraceBuilder::Raw(const HostCommOp& h) const {
     at += h.len[i];
   }
   ev.has_name = true;
-  ev.tid = h.tid;
-  ev.in_nelems = h.in_nelems;
-  ev.group_size = h.group_size;
-  ev.seq = h.seq;
-  ev.src_rank = h.src_rank;
-  ev.dst_rank = h.dst_rank;
+  CopyNamingInts(ev, h);
   return ev;
 }
 
