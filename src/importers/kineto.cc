@@ -356,6 +356,34 @@ inline Block64 Classify64(const char* p) {
 }
 #endif
 
+// Stage-1 masks of a 64-byte block, as simdjson builds them (shared by WalkSkipNested and the
+// element-edge scanner). The bytes escaped by a backslash: odd runs of backslashes escape the byte
+// after them; `prev_escaped` (0 or 1) carries a run across blocks and is updated.
+inline uint64_t EscapedBytes(uint64_t backslash, uint64_t& prev_escaped) {
+  if (!(backslash | prev_escaped)) return 0;
+  backslash &= ~prev_escaped;
+  const uint64_t follows_escape = backslash << 1 | prev_escaped;
+  constexpr uint64_t kEven = 0x5555555555555555ull;
+  const uint64_t odd_starts = backslash & ~kEven & ~follows_escape;
+  unsigned long long even_starts;
+  prev_escaped = __builtin_uaddll_overflow(odd_starts, backslash, &even_starts) ? 1 : 0;
+  return (kEven ^ (static_cast<uint64_t>(even_starts) << 1)) & follows_escape;
+}
+// The bytes inside strings, from each unescaped quote up to its closing one (prefix XOR);
+// `prev_in_string` (all ones when the block before ended inside a string) is updated.
+inline uint64_t InStringBytes(uint64_t quote, uint64_t& prev_in_string) {
+  uint64_t in_string = quote;
+  in_string ^= in_string << 1;
+  in_string ^= in_string << 2;
+  in_string ^= in_string << 4;
+  in_string ^= in_string << 8;
+  in_string ^= in_string << 16;
+  in_string ^= in_string << 32;
+  in_string ^= prev_in_string;
+  prev_in_string = static_cast<uint64_t>(static_cast<int64_t>(in_string) >> 63);
+  return in_string;
+}
+
 // p at '{' or '[': just past the bracket that closes it (any closing bracket: On-Demand's
 // skip counts, it does not match), or null. 64 bytes at a time where there is SSE2 (strings
 // and escapes from bit masks, as ScanEvents finds them), a byte at a time otherwise.
@@ -365,24 +393,8 @@ inline const char* WalkSkipNested(const char* p) {
   uint64_t prev_in_string = 0, prev_escaped = 0;
   for (;; p += 64) {
     const Block64 m = Classify64(p);
-    uint64_t escaped = 0;
-    if (m.backslash | prev_escaped) {  // odd runs of backslashes escape the byte after them
-      const uint64_t backslash = m.backslash & ~prev_escaped;
-      const uint64_t follows_escape = backslash << 1 | prev_escaped;
-      constexpr uint64_t kEven = 0x5555555555555555ull;
-      const uint64_t odd_starts = backslash & ~kEven & ~follows_escape;
-      unsigned long long even_starts;
-      prev_escaped = __builtin_uaddll_overflow(odd_starts, backslash, &even_starts) ? 1 : 0;
-      escaped = (kEven ^ (static_cast<uint64_t>(even_starts) << 1)) & follows_escape;
-    }
-    uint64_t in_string = m.quote & ~escaped;  // prefix XOR: from an opening quote to its closing one
-    in_string ^= in_string << 1;
-    in_string ^= in_string << 2;
-    in_string ^= in_string << 4;
-    in_string ^= in_string << 8;
-    in_string ^= in_string << 16;
-    in_string ^= in_string << 32;
-    in_string ^= prev_in_string;
+    const uint64_t escaped = EscapedBytes(m.backslash, prev_escaped);
+    const uint64_t in_string = InStringBytes(m.quote & ~escaped, prev_in_string);
     // Where it bails: a NUL (the end of the text), a byte below 0x20 in a string, a backslash
     // outside one.
     const uint64_t stop = m.nul | (m.ctl & in_string) | (m.backslash & ~in_string);
@@ -397,7 +409,6 @@ inline const char* WalkSkipNested(const char* p) {
       }
     }
     if (stop) return nullptr;
-    prev_in_string = static_cast<uint64_t>(static_cast<int64_t>(in_string) >> 63);
   }
 #else
   for (;;) {
@@ -1140,26 +1151,8 @@ class KinetoReader {
         open |= bits(_mm_cmpeq_epi8(v20, kOpen));
         closing |= bits(_mm_cmpeq_epi8(v20, kClose));
       }
-      uint64_t escaped = 0;
-      if (backslash | prev_escaped) {
-        backslash &= ~prev_escaped;
-        const uint64_t follows_escape = backslash << 1 | prev_escaped;
-        constexpr uint64_t kEven = 0x5555555555555555ull;
-        const uint64_t odd_starts = backslash & ~kEven & ~follows_escape;
-        unsigned long long even_starts;
-        prev_escaped = __builtin_uaddll_overflow(odd_starts, backslash, &even_starts) ? 1 : 0;
-        escaped = (kEven ^ (static_cast<uint64_t>(even_starts) << 1)) & follows_escape;
-      }
-      quote &= ~escaped;
-      uint64_t in_string = quote;  // prefix XOR: set from an opening quote up to its closing one
-      in_string ^= in_string << 1;
-      in_string ^= in_string << 2;
-      in_string ^= in_string << 4;
-      in_string ^= in_string << 8;
-      in_string ^= in_string << 16;
-      in_string ^= in_string << 32;
-      in_string ^= prev_in_string;
-      prev_in_string = static_cast<uint64_t>(static_cast<int64_t>(in_string) >> 63);
+      const uint64_t escaped = EscapedBytes(backslash, prev_escaped);
+      const uint64_t in_string = InStringBytes(quote & ~escaped, prev_in_string);
       const uint64_t outside = ~in_string & ~escaped;
       comma &= outside;
       open &= outside;
