@@ -63,28 +63,9 @@ OVERLAPPROF=$BUILD/overlapprof
 GEN=${BENCH_GEN:-$BUILD/bench/gen_kineto}
 mkdir -p "$OUT"
 
-wait_idle() {
-  local waited=0
-  while awk -v m="$MAX_LOAD" '{ exit !($1 >= m) }' /proc/loadavg; do
-    if ((waited >= MAX_WAIT)); then echo "  (load still $(cut -d' ' -f1 /proc/loadavg) after ${MAX_WAIT} s: timing anyway)"; return; fi
-    sleep 15
-    waited=$((waited + 15))
-  done
-}
-median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-# Runs "$@" REPEAT times under /usr/bin/time; sets WALL, CPU_S, RSS_MB (medians).
-timed() {
-  local walls=() cpus=() rss=() i
-  for ((i = 0; i < REPEAT; i++)); do
-    /usr/bin/time -f '%e %U %S %M' -o "$OUT/time.txt" "$@" >/dev/null 2>"$OUT/stderr.txt" || {
-      echo "analyze_stores_bench.sh: failed: $*" >&2; cat "$OUT/stderr.txt" >&2; exit 1; }
-    read -r w u s m < <(tail -n1 "$OUT/time.txt")
-    walls+=("$w"); cpus+=("$(awk -v u="$u" -v s="$s" 'BEGIN { print u + s }')"); rss+=("$(awk -v k="$m" 'BEGIN { printf "%.0f", k * 1024 / 1e6 }')")
-  done
-  WALL=$(printf '%s\n' "${walls[@]}" | median)
-  CPU_S=$(printf '%s\n' "${cpus[@]}" | median)
-  RSS_MB=$(printf '%s\n' "${rss[@]}" | median)
-}
+BENCH_NAME=analyze_stores_bench.sh
+# shellcheck source=bench/bench_lib.sh
+source bench/bench_lib.sh
 
 echo "analyze_stores_bench: $(nproc) CPUs, $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $OVERLAPPROF, medians of $REPEAT runs"
 printf '%-11s %11s %-9s %8s %8s %8s | %12s %14s | %s\n' "config" "GPU events" "-j" "wall s" "cpu s" "RSS MB" \
