@@ -12,6 +12,7 @@
 #include "src/cli/output.h"
 #include "src/cli/pipeline.h"
 #include "src/cli/registry.h"
+#include "src/common/memory.h"
 
 namespace overlapprof {
 namespace {
@@ -78,7 +79,9 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
     OVERLAPPROF_RETURN_IF_ERROR(MakeReportWriter("terminal")->Write(summary, ro, std::cout));
   }
   std::cout.flush();
-  return DataQualityOutcome(summary, "data was lost, the figures above are not trustworthy");
+  Outcome outcome = DataQualityOutcome(summary, "data was lost, the figures above are not trustworthy");
+  KeepUntilExit(std::move(summary));  // the process ends next: no freeing node by node
+  return outcome;
 }
 
 }  // namespace overlapprof

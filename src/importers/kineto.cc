@@ -436,11 +436,7 @@ inline const char* WalkSkipNested(const char* p) {
 #endif
 }
 
-// key == lit, with the length known when compiled (memcmp of a constant size is inlined).
-template <size_t N>
-inline bool KeyIs(std::string_view key, const char (&lit)[N]) {
-  return key.size() == N - 1 && std::memcmp(key.data(), lit, N - 1) == 0;
-}
+using kineto::KeyIs;  // key == lit, the length known when compiled
 
 // One value at p (whitespace skipped before it).
 struct WalkValue {
@@ -1811,7 +1807,7 @@ class KinetoReader {
         if (WalkFirst(seen, 7, dups) && *p == '{') {  // the same choice as ParseEvents
           const Cat c = DecodeCat(ev.cat);
           read = (c != Cat::kCpuOp && c != Cat::kOther) ||
-                 (c == Cat::kCpuOp && ev.has_name && (ev.name == "record_param_comms" || IsCommHostOpName(ev.name)));
+                 (c == Cat::kCpuOp && ev.has_name && (KeyIs(ev.name, "record_param_comms") || IsCommHostOpName(ev.name)));
         }
         v_end = read ? WalkArgs(p, ev, dups, slot.args_seen) : WalkReadValue(p).end;
         if (!v_end) return nullptr;
@@ -1891,7 +1887,7 @@ class KinetoReader {
               // ("name" precedes "args" in every writer seen).
               Cat c = DecodeCat(ev.cat);
               if ((c != Cat::kCpuOp && c != Cat::kOther) ||
-                  (c == Cat::kCpuOp && ev.has_name && (ev.name == "record_param_comms" || IsCommHostOpName(ev.name))))
+                  (c == Cat::kCpuOp && ev.has_name && (KeyIs(ev.name, "record_param_comms") || IsCommHostOpName(ev.name))))
                 OVERLAPPROF_RETURN_IF_ERROR(ParseArgs(fv, ev, doc));
             }
             break;

@@ -89,7 +89,7 @@ void PushBack(std::vector<T>& v, Args&&... args) {
 
 void TraceBuilder::AddEvent(const RawEvent& ev) {
   if (ev.ph == 'M') {
-    if (ev.has_name && !ev.arg_name.empty() && ev.name == "thread_name")
+    if (ev.has_name && !ev.arg_name.empty() && KeyIs(ev.name, "thread_name"))
       thread_names_[{ev.pid, ev.tid}] = Unescape(ev.arg_name);
     return;
   }
@@ -120,8 +120,8 @@ void TraceBuilder::AddEvent(const RawEvent& ev) {
         t_.stats.Add(Stat::events_malformed);
         return;
       }
-      constexpr std::string_view kStep = "ProfilerStep#";
-      bool is_step = ev.name.substr(0, kStep.size()) == kStep;
+      constexpr char kStep[] = "ProfilerStep#";  // (a compare of a constant size: inlined)
+      const bool is_step = ev.name.size() >= sizeof kStep - 1 && std::memcmp(ev.name.data(), kStep, sizeof kStep - 1) == 0;
       if (!is_step && cat != Cat::kGpuAnnotation) MaybeAddHostCommOp(ev);
       if (cat == Cat::kCpuOp && !is_step) {
         // Rule 2: the reader parses the args (External id) of host ops that launch communication.
@@ -142,7 +142,7 @@ void TraceBuilder::AddEvent(const RawEvent& ev) {
         r.kind = RangeKind::kStep;
         r.tid = ev.tid;
         int64_t n;
-        std::string_view num = ev.name.substr(kStep.size());
+        std::string_view num = ev.name.substr(sizeof kStep - 1);
         if (!ParseScaledDecimal(num, 0, &n)) n = kUnknown;
         if (n != kUnknown && !steps_seen_.insert(n).second) {
           t_.stats.Add(Stat::steps_duplicated);
@@ -435,11 +435,30 @@ Status TraceBuilder::Finish() {
     if (t_.host_calls[i].correlation_id != kUnknown) by_corr.emplace_back(t_.host_calls[i].correlation_id, i);
   // By id, then index: the first host call with a given id wins, as in the file (an in-place
   // sort; a stable sort by id alone would give the same order with a buffer as large).
-  std::sort(by_corr.begin(), by_corr.end());
+  if (!std::is_sorted(by_corr.begin(), by_corr.end())) std::sort(by_corr.begin(), by_corr.end());
+  // lower_bound, searched on from the last answer: activities come mostly in launch order, so
+  // the next id is a few entries on (a gallop reads on from there, where a binary search over
+  // the whole index misses the cache at each step: a million host calls, half a million kernels).
+  size_t hint = 0;
+  auto find = [&](int64_t id) {
+    const size_t n = by_corr.size();
+    size_t lo = 0, hi = std::min(hint, n);  // by_corr[hint] >= id: the answer is in [0, hint]
+    if (hint < n && by_corr[hint].first < id) {
+      lo = hint + 1;  // everything before lo is < id; by_corr[hi] >= id, or hi == n
+      for (size_t step = 1;; step *= 2) {
+        hi = std::min(hint + step, n);
+        if (hi == n || by_corr[hi].first >= id) break;
+        lo = hi + 1;
+      }
+    }
+    hint = static_cast<size_t>(std::lower_bound(by_corr.begin() + lo, by_corr.begin() + hi, id,
+                                                [](const auto& x, int64_t v) { return x.first < v; }) -
+                               by_corr.begin());
+    return by_corr.begin() + hint;
+  };
   for (Activity& a : t_.activities) {
     if (a.kind == ActivityKind::kSync) continue;
-    auto it = std::lower_bound(by_corr.begin(), by_corr.end(), a.correlation_id,
-                               [](const auto& x, int64_t v) { return x.first < v; });
+    auto it = find(a.correlation_id);
     if (a.correlation_id == kUnknown || it == by_corr.end() || it->first != a.correlation_id) {
       t_.stats.Add(Stat::correlations_unmatched);
       continue;

@@ -3,6 +3,7 @@
 // it and the builder (src/importers/kineto_builder.h) turns it into the rank's trace: the fields
 // the importer uses, as views into the input buffer, undecoded.
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -15,39 +16,46 @@ enum class Cat : uint8_t {
   kUnknown, kKernel, kMemcpy, kMemset, kSync, kRuntime, kUserAnnotation, kGpuAnnotation, kCpuOp, kOther
 };
 
+// s == lit, with the length known when compiled: a memcmp of a constant size, which the compiler
+// inlines (string_view's == calls memcmp with the length as a variable: 3% of an import's CPU).
+template <size_t N>
+inline bool KeyIs(std::string_view s, const char (&lit)[N]) {
+  return s.size() == N - 1 && std::memcmp(s.data(), lit, N - 1) == 0;
+}
+
 // The category from its lower-case name (DecodeCat's fast path).
 inline Cat DecodeLowerCat(std::string_view l) {
   switch (l.size()) {
     case 6:
-      if (l == "kernel") return Cat::kKernel;
-      if (l == "memcpy") return Cat::kMemcpy;
-      if (l == "memset") return Cat::kMemset;
-      if (l == "cpu_op") return Cat::kCpuOp;
+      if (KeyIs(l, "kernel")) return Cat::kKernel;
+      if (KeyIs(l, "memcpy")) return Cat::kMemcpy;
+      if (KeyIs(l, "memset")) return Cat::kMemset;
+      if (KeyIs(l, "cpu_op")) return Cat::kCpuOp;
       break;
     case 7:
-      if (l == "runtime") return Cat::kRuntime;
+      if (KeyIs(l, "runtime")) return Cat::kRuntime;
       break;
     case 8:
-      if (l == "operator") return Cat::kCpuOp;
+      if (KeyIs(l, "operator")) return Cat::kCpuOp;
       break;
     case 9:
-      if (l == "cuda_sync") return Cat::kSync;
+      if (KeyIs(l, "cuda_sync")) return Cat::kSync;
       break;
     case 10:
-      if (l == "gpu_memcpy") return Cat::kMemcpy;
-      if (l == "gpu_memset") return Cat::kMemset;
+      if (KeyIs(l, "gpu_memcpy")) return Cat::kMemcpy;
+      if (KeyIs(l, "gpu_memset")) return Cat::kMemset;
       break;
     case 11:
-      if (l == "cuda_driver") return Cat::kRuntime;
+      if (KeyIs(l, "cuda_driver")) return Cat::kRuntime;
       break;
     case 12:
-      if (l == "cuda_runtime") return Cat::kRuntime;
+      if (KeyIs(l, "cuda_runtime")) return Cat::kRuntime;
       break;
     case 15:
-      if (l == "user_annotation") return Cat::kUserAnnotation;
+      if (KeyIs(l, "user_annotation")) return Cat::kUserAnnotation;
       break;
     case 19:
-      if (l == "gpu_user_annotation") return Cat::kGpuAnnotation;
+      if (KeyIs(l, "gpu_user_annotation")) return Cat::kGpuAnnotation;
       break;
     default:
       break;
