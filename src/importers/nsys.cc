@@ -844,6 +844,10 @@ class Export {
         n.tid = sqlite3_column_int64(st, 4);
         n.start_ns = r.start_ns;
         n.end_ns = r.end_ns;
+        // Its payload (message size, communicator, rank) is not decoded: say that the ops' bytes
+        // and communicators are unknown rather than leave them silently empty.
+        if (n.api == NcclApi::kCollective || n.api == NcclApi::kSend || n.api == NcclApi::kRecv)
+          t_.stats.Add(Stat::nsys_nccl_payloads_unread);
       }
       const bool is_step = text.substr(0, kStep.size()) == kStep;
       if (is_step) {

@@ -401,6 +401,9 @@ TEST(NsysImporter, OpsNamedFromNcclsOwnRanges) {
     if (a.comm_op != kNoIndex) ops.push_back(t->comm_ops[a.comm_op].op);
   EXPECT_EQ(ops, (std::vector<std::string>{"sendrecv", "send", "recv", "allreduce", "sendrecv", "allreduce"}));
   EXPECT_EQ(t->stats.Get(Stat::nsys_ops_named_from_nccl_ranges), 4);
+  // Every send, receive and collective range of NCCL's domain (9; not group markers, not the
+  // default domain's): their payloads (bytes, communicator) are not read, and the trace says so.
+  EXPECT_EQ(t->stats.Get(Stat::nsys_nccl_payloads_unread), 9);
 }
 
 TEST(NsysImporter, WithoutSessionStartTimesStayOnTheExportClock) {
