@@ -94,6 +94,40 @@ TEST(KinetoBuilder, KernelWithNcclArgsIsACommOpLinkedToItsLaunch) {
   EXPECT_EQ(t.stats.Get(Stat::correlations_unmatched), 1);  // the gemm has no correlation
 }
 
+// Kernels link to the first runtime call with their correlation id, in file order, whether the
+// calls' ids come sorted (the calls are then their own index) or not (a sorted copy), with ids
+// missing, repeated, never launched, and kernels in any order.
+TEST(KinetoBuilder, LaunchesLinkToTheFirstCallWithTheIdSortedOrNot) {
+  for (bool sorted : {true, false}) {
+    SCOPED_TRACE(sorted);
+    // (id, ts) of the runtime calls; -1: no correlation.
+    std::vector<std::pair<int64_t, const char*>> calls =
+        sorted ? std::vector<std::pair<int64_t, const char*>>{{-1, "1"}, {3, "2"}, {5, "3"}, {5, "4"}, {9, "5"}, {12, "6"}}
+               : std::vector<std::pair<int64_t, const char*>>{{12, "6"}, {5, "3"}, {-1, "1"}, {9, "5"}, {3, "2"}, {5, "4"}};
+    std::vector<RawEvent> ev;
+    for (const auto& [id, ts] : calls) {
+      RawEvent c = X("cuda_runtime", "cudaLaunchKernel", ts, "0.5");
+      c.correlation = id;
+      ev.push_back(c);
+    }
+    // (id, kernel ts): launched by the call at ts 2, 3 (the first of the two 5s), 5, 6; 4 and 13: none.
+    const std::pair<int64_t, const char*> kernels[] = {{12, "60"}, {3, "20"}, {5, "30"}, {4, "40"}, {9, "50"}, {13, "70"}};
+    for (const auto& [id, ts] : kernels) {
+      RawEvent k = X("kernel", "gemm", ts, "1");
+      k.correlation = id;
+      k.device = 0;
+      k.stream = 7;
+      ev.push_back(k);
+    }
+    RankTrace t = Build(ev);
+    ASSERT_EQ(t.activities.size(), 6u);
+    std::vector<int64_t> launch;
+    for (const Activity& a : t.activities) launch.push_back(a.launch_ns);  // in start order
+    EXPECT_EQ(launch, (std::vector<int64_t>{2000, 3000, kUnknown, 5000, 6000, kUnknown}));
+    EXPECT_EQ(t.stats.Get(Stat::correlations_unmatched), 2);
+  }
+}
+
 TEST(KinetoBuilder, CommKernelByNameOnly) {
   RankTrace t = Build({X("kernel", "ncclKernel_AllGather_RING_LL_Sum_int8_t", "1", "1")});
   ASSERT_EQ(t.comm_ops.size(), 1u);
