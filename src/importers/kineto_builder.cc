@@ -120,8 +120,8 @@ void TraceBuilder::AddEvent(const RawEvent& ev) {
         t_.stats.Add(Stat::events_malformed);
         return;
       }
-      constexpr char kStep[] = "ProfilerStep#";  // (a compare of a constant size: inlined)
-      const bool is_step = ev.name.size() >= sizeof kStep - 1 && std::memcmp(ev.name.data(), kStep, sizeof kStep - 1) == 0;
+      constexpr char kStep[] = "ProfilerStep#";
+      const bool is_step = PrefixIs(ev.name, kStep);
       if (!is_step && cat != Cat::kGpuAnnotation) MaybeAddHostCommOp(ev);
       if (cat == Cat::kCpuOp && !is_step) {
         // Rule 2: the reader parses the args (External id) of host ops that launch communication.
@@ -474,14 +474,7 @@ Status TraceBuilder::Finish() {
       t_.stats.Add(Stat::correlations_unmatched);
       continue;
     }
-    const HostCall& h = calls[direct ? w : by_corr[w].second];
-    a.launch_ns = h.start_ns;
-    if (a.comm_op != kNoIndex) {
-      CommOp& op = t_.comm_ops[a.comm_op];
-      op.host_enter_ns = h.start_ns;
-      op.host_exit_ns = h.end_ns;
-      op.host_tid = h.tid;
-    }
+    t_.LinkLaunch(a, calls[direct ? w : by_corr[w].second]);
   }
   std::vector<std::pair<int64_t, uint32_t>>().swap(by_corr);
   NameFromHostOps();

@@ -22,6 +22,11 @@ template <size_t N>
 inline bool KeyIs(std::string_view s, const char (&lit)[N]) {
   return s.size() == N - 1 && std::memcmp(s.data(), lit, N - 1) == 0;
 }
+// s starts with lit, the same way.
+template <size_t N>
+inline bool PrefixIs(std::string_view s, const char (&lit)[N]) {
+  return s.size() >= N - 1 && std::memcmp(s.data(), lit, N - 1) == 0;
+}
 
 // The category from its lower-case name (DecodeCat's fast path).
 inline Cat DecodeLowerCat(std::string_view l) {

@@ -764,14 +764,7 @@ class Export {
     if (linked_[w]) return OkStatus();
     for (; w < wanted_.size() && wanted_[w].first == corr; ++w) {
       linked_[w] = 1;
-      Activity& a = t_.activities[wanted_[w].second];
-      a.launch_ns = h.start_ns;
-      if (a.comm_op != kNoIndex) {
-        CommOp& op = t_.comm_ops[a.comm_op];
-        op.host_enter_ns = h.start_ns;
-        op.host_exit_ns = h.end_ns;
-        op.host_tid = h.tid;
-      }
+      t_.LinkLaunch(t_.activities[wanted_[w].second], h);
     }
     return OkStatus();
   }

@@ -77,12 +77,13 @@ uint32_t RankTrace::StreamIndex(int64_t device, int64_t native_id) {
 
 namespace {
 
-// Sorts v as std::stable_sort(v, by_time) does (by start_ns, then end_ns; equal elements keep
-// their order), in fewer passes over less memory when v is large: an LSD radix sort of
-// (start - min start, index) pairs on the bits in which the starts differ, 12 at a time (a
-// histogram of 16 KB); runs of equal starts then by end, stably; and the records moved in place. Half a million
-// 56-byte activities: 3 passes over 8 MB, where the merge sort made ~16 over 30 MB (35 -> ~10 ms,
-// on the critical path of every import: docs/performance.md, Streaming import).
+// Sorts v as std::stable_sort(v, by_time) does (by_time: by start_ns, then end_ns; equal
+// elements keep their order), in fewer passes over less memory when v is large: an LSD radix
+// sort of (start - min start, index) pairs on the bits in which the starts differ, 12 at a time
+// (a histogram of 16 KB); runs of equal starts then by end, stably; and the records moved in
+// place. Half a million 56-byte activities: 3 passes over 8 MB, where the merge sort made ~16
+// over 30 MB (35 -> ~10 ms, on the critical path of every import: docs/performance.md,
+// Streaming import).
 template <typename T, typename Less>
 void StableSortByTime(std::vector<T>& v, Less by_time) {
   const size_t n = v.size();

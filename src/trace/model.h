@@ -262,6 +262,16 @@ struct RankTrace {
 
   // Returns the index of the stream (device, native_id), adding it if new.
   uint32_t StreamIndex(int64_t device, int64_t native_id);
+  // `a` (one of `activities`) was launched by the host call `h`: its launch time, and for
+  // communication its op's host call (enter, exit, thread). Every importer's correlation step.
+  void LinkLaunch(Activity& a, const HostCall& h) {
+    a.launch_ns = h.start_ns;
+    if (a.comm_op == kNoIndex) return;
+    CommOp& op = comm_ops[a.comm_op];
+    op.host_enter_ns = h.start_ns;
+    op.host_exit_ns = h.end_ns;
+    op.host_tid = h.tid;
+  }
   // Sorts activities, host calls and ranges by time (stable, so equal keys keep
   // source order); remaps nothing else. Idempotent.
   void Finalize();
