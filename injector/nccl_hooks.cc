@@ -326,9 +326,11 @@ using namespace overlapprof::inject;
   OVERLAPPROF_EXPORT ncclResult_t NAME PARAMS {                                          \
     auto fn = OVERLAPPROF_REAL(NAME);                                                    \
     if (!fn) return Missing();                                                           \
-    if (!Recording()) return fn ARGS;                                                    \
+    if (t_thread.op_depth > 0 || !Recording()) return fn ARGS;                           \
     OpScope scope(CommOpCode::CODE, COMM, COUNT, DTYPE, ROOT, STREAM);                   \
+    ++t_thread.op_depth;                                                                 \
     ncclResult_t res = fn ARGS;                                                          \
+    --t_thread.op_depth;                                                                 \
     scope.Done(res);                                                                     \
     return res;                                                                          \
   }
@@ -387,6 +389,8 @@ OVERLAPPROF_OP_HOOK(ncclRecv, kRecv,
 OVERLAPPROF_EXPORT ncclResult_t ncclGroupStart() {
   auto fn = OVERLAPPROF_REAL(ncclGroupStart);
   if (!fn) return Missing();
+  // Inside a recorded op (NCCL building it from a group of its own): the op's launch id stays.
+  if (t_thread.op_depth > 0) return fn();
   if (Recording() && t_thread.group_depth++ == 0) t_thread.group_launch_id = g_recorder.NextLaunchId();
   return fn();
 }
@@ -394,7 +398,7 @@ OVERLAPPROF_EXPORT ncclResult_t ncclGroupStart() {
 OVERLAPPROF_EXPORT ncclResult_t ncclGroupEnd() {
   auto fn = OVERLAPPROF_REAL(ncclGroupEnd);
   if (!fn) return Missing();
-  if (t_thread.group_depth <= 0 || !Recording()) return fn();
+  if (t_thread.op_depth > 0 || t_thread.group_depth <= 0 || !Recording()) return fn();
   if (t_thread.group_depth > 1) {
     --t_thread.group_depth;
     return fn();

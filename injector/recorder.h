@@ -263,6 +263,10 @@ struct ThreadState {
   // profiler plugin for the new communicator inside that call (on this thread when blocking),
   // and the plugin's init takes our id for it from here (nccl_plugin.cc).
   uint64_t creating_comm_id = 0;
+  // Depth of collective / point-to-point hooks on this thread. NCCL calls some of its own exported
+  // functions through the PLT (ncclBcast calls ncclBroadcast), which lands in our hook again: only
+  // the outermost call is recorded, so one user call is one comm op (and one launch id).
+  int op_depth = 0;
 };
 extern constinit thread_local ThreadState t_thread __attribute__((visibility("hidden")));
 
