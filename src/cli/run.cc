@@ -172,7 +172,7 @@ pid_t PidInName(const std::string& name) {
   long v = 0;
   size_t i = at + 4;
   for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && v < (1L << 31); ++i) v = v * 10 + (name[i] - '0');
-  return i > at + 4 && name.compare(i, 9, "_restart") == 0 ? static_cast<pid_t>(v) : 0;
+  return i > at + 4 && name.compare(i, 8, "_restart") == 0 ? static_cast<pid_t>(v) : 0;
 }
 
 bool HasOpen(pid_t pid, const struct stat& file) {
@@ -248,7 +248,31 @@ void GiveTerminal(int tty, pid_t pgid) {
 
 // Settling ------------------------------------------------------------------------------------
 
-enum class Settled { kOk, kUnrecorded };
+enum class Settled { kOk, kUnrecorded, kEmpty };
+
+// True when a settled, finished store holds no record at all: no GPU activity, host call, range,
+// NCCL call, communicator or plugin op, and every counter zero. A process that initialized CUDA
+// and did nothing else leaves one (torchrun's agent, a data-loader worker, a launcher): it is not
+// a rank, and would show as an empty "rank ?" in every report. False when unsure (a query fails).
+bool RecordedNothing(const fs::path& file) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(db);
+    return false;
+  }
+  static const char* const kSql =
+      "SELECT (SELECT count(*) FROM activity_chunk) + (SELECT count(*) FROM host_call_chunk) + "
+      "(SELECT count(*) FROM comm_op_chunk) + (SELECT count(*) FROM comm_op) + "
+      "(SELECT count(*) FROM trace_range_chunk) + (SELECT count(*) FROM trace_range) + "
+      "(SELECT count(*) FROM nccl_profiler_op) + (SELECT count(*) FROM stats WHERE value <> 0) + "
+      "(SELECT count(*) FROM meta WHERE key = 'communicators' AND value NOT IN ('', '[]'))";
+  sqlite3_stmt* st = nullptr;
+  bool empty = sqlite3_prepare_v2(db, kSql, -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+               sqlite3_column_int64(st, 0) == 0;
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return empty;
+}
 
 // After its process is gone: a process killed without its last flush leaves a -wal file beside
 // its store. Checkpoint it into the store (SQLite recovers committed transactions), switch the
@@ -337,6 +361,15 @@ Settled Settle(const fs::path& file) {
     sqlite3_free(err);
   }
   sqlite3_close(db);
+  if (!unfinished && RecordedNothing(file)) {
+    std::error_code rm;
+    fs::remove(file, rm);
+    if (!rm) {
+      Note(file.filename().string() + ": " + who +
+           " recorded nothing (no GPU work, no NCCL call: a launcher or helper process): removed");
+      return Settled::kEmpty;
+    }
+  }
   // The injector writes comm ops as chunks only (speed); add their SQL rows now, off the job.
   if (Status s = MaterializeCommOpRows(file.string()); !s.ok()) {
     Note(file.string() + ": comm_op rows not added: " + s.message());
@@ -592,11 +625,16 @@ CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(con
   for (size_t i = 0; i < kNumForwarded; ++i) ::sigaction(kForwarded[i], &old_actions[i], nullptr);
 
   std::vector<fs::path> files;
-  size_t unrecorded = 0;
+  size_t unrecorded = 0, empty = 0;
   for (const fs::path& f : RankFiles(dir)) {
     if (std::any_of(live.begin(), live.end(), [&](const auto& l) { return l.first == f; })) continue;
-    if (Settle(f) == Settled::kUnrecorded) {
+    Settled settled = Settle(f);
+    if (settled == Settled::kUnrecorded) {
       ++unrecorded;
+      continue;
+    }
+    if (settled == Settled::kEmpty) {
+      ++empty;
       continue;
     }
     files.push_back(f);
@@ -613,7 +651,11 @@ CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(con
       Note("no rank file holds a recording: every recording process died before its first commit");
       return Outcome::CommandExited(code);
     }
-    Note("nothing was recorded: no process of the job loaded NCCL or initialized CUDA with the injector in it.");
+    if (empty > 0)
+      Note(fmt::format("nothing was recorded: {} process(es) of the job had the injector in them but ran no GPU work "
+                       "and made no NCCL call.", empty));
+    else
+      Note("nothing was recorded: no process of the job loaded NCCL or initialized CUDA with the injector in it.");
     Note("  - a job that does not use NCCL (torch.distributed with gloo, a CPU-only job) has no GPU communication "
          "to measure;");
     Note("  - or the injector did not load in the workers: a launcher that clears LD_PRELOAD (a container, "

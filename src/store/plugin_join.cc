@@ -15,17 +15,25 @@ namespace overlapprof {
 namespace {
 
 struct Call {
-  int64_t id, seq, count, root_peer, rank, nranks;
+  int64_t id, seq, count, root_peer, rank, nranks, bytes;
   std::string communicator, op;
 };
 struct PluginRow {
-  int64_t id, hash, rank, nranks, nccl_seq, count, root_peer, flags, host_start;
+  int64_t id, hash, rank, nranks, nccl_seq, count, root_peer, flags, host_start, bytes;
   std::string communicator, op;
   bool gpu_times = false;  // GPU times on the trace clock (not a copy-engine op)
   int64_t match = -1;
 };
 
 bool IsP2p(const std::string& op) { return op == "send" || op == "recv"; }
+
+// The call's size agrees with the plugin's: in bytes where both know them, since NCCL reports
+// its non-reducing collectives (broadcast, all-gather) as ncclInt8 with the count in bytes
+// (seen with NCCL 2.28.9), else in elements.
+bool SameSize(const Call& c, const PluginRow& r) {
+  if (c.bytes >= 0 && r.bytes >= 0) return c.bytes == r.bytes;
+  return c.count == r.count;
+}
 
 }  // namespace
 
@@ -50,13 +58,14 @@ StatusOr<NcclPluginJoin> JoinNcclProfilerOps(const std::string& path) {
     Stmt q;
     OVERLAPPROF_RETURN_IF_ERROR(q.Prepare(
         h, "SELECT id, communicator, nccl_comm_hash, comm_rank, comm_nranks, op, nccl_seq, count, root_peer, flags, "
-           "host_start_ns, start_ns IS NOT NULL AND end_ns IS NOT NULL AND (flags & 2) = 0 FROM nccl_profiler_op ORDER BY id"));
+           "host_start_ns, start_ns IS NOT NULL AND end_ns IS NOT NULL AND (flags & 2) = 0, bytes "
+           "FROM nccl_profiler_op ORDER BY id"));
     for (;;) {
       OVERLAPPROF_ASSIGN_OR_RETURN(bool row, q.Step("select nccl_profiler_op"));
       if (!row) break;
       rows.push_back({q.Int(0), q.Int(2), q.OptionalInt(3), q.OptionalInt(4), q.OptionalInt(6), q.OptionalInt(7),
-                      q.OptionalInt(8), q.Int(9), q.OptionalInt(10), std::string(q.Text(1)), std::string(q.Text(5)),
-                      q.Int(11) != 0});
+                      q.OptionalInt(8), q.Int(9), q.OptionalInt(10), q.OptionalInt(12), std::string(q.Text(1)),
+                      std::string(q.Text(5)), q.Int(11) != 0});
     }
   }
   if (rows.empty()) return out;
@@ -64,12 +73,12 @@ StatusOr<NcclPluginJoin> JoinNcclProfilerOps(const std::string& path) {
   {
     Stmt q;
     OVERLAPPROF_RETURN_IF_ERROR(q.Prepare(
-        h, "SELECT id, communicator, seq, op, count, root_peer, comm_rank, comm_nranks FROM comm_op ORDER BY id"));
+        h, "SELECT id, communicator, seq, op, count, root_peer, comm_rank, comm_nranks, bytes FROM comm_op ORDER BY id"));
     for (;;) {
       OVERLAPPROF_ASSIGN_OR_RETURN(bool row, q.Step("select comm_op"));
       if (!row) break;
       calls.push_back({q.Int(0), q.OptionalInt(2), q.OptionalInt(4), q.OptionalInt(5), q.OptionalInt(6),
-                       q.OptionalInt(7), std::string(q.Text(1)), std::string(q.Text(3))});
+                       q.OptionalInt(7), q.OptionalInt(8), std::string(q.Text(1)), std::string(q.Text(3))});
     }
   }
   // Communicators the plugin did not name: the one of the same rank and size no other
@@ -130,7 +139,7 @@ StatusOr<NcclPluginJoin> JoinNcclProfilerOps(const std::string& path) {
     }
     if (at >= list->size()) continue;
     size_t ci = (*list)[at];
-    if (used[ci] || calls[ci].count != r.count) continue;
+    if (used[ci] || !SameSize(calls[ci], r)) continue;
     used[ci] = true;
     r.match = calls[ci].id;
   }

@@ -7,7 +7,9 @@
 // communicator of the same rank and size), the function, and the order: NCCL numbers
 // collectives per communicator and function (seqNumber), so the k-th AllReduce event is the
 // k-th allreduce call; point-to-point events carry no number and are taken in the order NCCL
-// started them per (communicator, send/recv, peer). The element count must agree too.
+// started them per (communicator, send/recv, peer). The size must agree too: bytes where both
+// sides know them (NCCL reports broadcast and all-gather as ncclInt8 with the count in bytes),
+// else the element count.
 // Sets nccl_profiler_op.comm_op_id (and a communicator it lacked), and the counters
 // nccl_plugin_ops_unmatched (plugin ops joined to no call) and nccl_plugin_calls_unmatched
 // (calls on a communicator the plugin reported on, without a plugin op), and meta

@@ -79,7 +79,7 @@ class Store:
         return [dict(zip(cols, r)) for r in rows]
 
     def q_ops_with_id(self):
-        cols = ["id", "communicator", "seq", "op", "count", "bytes", "root_peer", "host_enter_ns", "host_exit_ns"]
+        cols = ["id", "communicator", "seq", "op", "datatype", "count", "bytes", "root_peer", "host_enter_ns", "host_exit_ns"]
         return [dict(zip(cols, r)) for r in self.q(f"SELECT {', '.join(cols)} FROM comm_op ORDER BY id")]
 
     def integrity(self):
@@ -256,6 +256,25 @@ class InjectorTest(unittest.TestCase):
         self.assertIn("/proc/<worker pid>/maps", err)
         self.assertIn("PyTorch profiler", err)
         self.assertFalse(os.path.exists(self.out), os.listdir(self.out) if os.path.exists(self.out) else "")
+
+    def test_launcher_that_only_initializes_cuda_leaves_no_rank_file(self):
+        # torchrun's agent initializes CUDA with the injector in it and does nothing else (seen on an
+        # H100: an empty "rank ?" beside the 2 ranks in every report). Its file is removed, and said.
+        job = f"{DRIVER} cuda_only {FAKE_CUPTI} && RANK=0 WORLD_SIZE=2 {DRIVER} cupti {FAKE_CUPTI}"
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", "sh", "-c", job],
+                         env=env_with(OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI))
+        self.assertEqual(rc, 0, err)
+        files = self.files()
+        self.assertEqual([os.path.basename(f).split("_")[0] for f in files], ["rank0"], files)
+        self.assertRegex(err, r"norank_\S+\.db: its process \(pid \d+\) recorded nothing .*removed")
+        self.assertIn("1 rank file(s)", err)
+        # Alone, it is the job that recorded nothing.
+        shutil.rmtree(self.out)
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "cuda_only", FAKE_CUPTI],
+                         env=env_with(OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI))
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(self.files(), [])
+        self.assertIn("1 process(es) of the job had the injector in them but ran no GPU work", err)
 
     def test_injector_inert_without_output_dir(self):
         # Preloaded but not under `overlapprof run` (no OVERLAPPROF_OUTPUT_DIR): no file, no output.
@@ -716,7 +735,7 @@ class InjectorTest(unittest.TestCase):
                     "nccl_plugin_ops_unmatched", "nccl_plugin_calls_unmatched", "nccl_profiler_slot_taken")
 
     def plugin_rows(self, s):
-        cols = ["id", "communicator", "op", "nccl_seq", "count", "bytes", "root_peer", "channels_expected", "channels",
+        cols = ["id", "communicator", "op", "nccl_seq", "datatype", "count", "bytes", "root_peer", "channels_expected", "channels",
                 "gpu_start_raw", "gpu_end_raw", "start_ns", "end_ns", "group_id", "abi_version", "flags", "comm_op_id"]
         return [dict(zip(cols, r)) for r in s.q(f"SELECT {', '.join(cols)} FROM nccl_profiler_op ORDER BY id")]
 
@@ -753,8 +772,13 @@ class InjectorTest(unittest.TestCase):
                 self.assertEqual(sorted(r["comm_op_id"] for r in rows), sorted(calls))
                 for r in rows:
                     c = calls[r["comm_op_id"]]
-                    self.assertEqual((r["communicator"], r["op"], r["count"], r["bytes"]),
-                                     (c["communicator"], c["op"], c["count"], c["bytes"]), r)
+                    self.assertEqual((r["communicator"], r["op"], r["bytes"]),
+                                     (c["communicator"], c["op"], c["bytes"]), r)
+                    # NCCL reports broadcast and all-gather as ncclInt8, the count in bytes (2.28.9).
+                    if r["op"] in ("broadcast", "allgather"):
+                        self.assertEqual((r["datatype"], r["count"]), ("int8", c["bytes"]), r)
+                    else:
+                        self.assertEqual((r["datatype"], r["count"]), (c["datatype"], c["count"]), r)
                     if r["op"] in ("send", "recv"):
                         self.assertEqual(r["root_peer"], c["root_peer"])
                         self.assertEqual(r["flags"] & 1, 1)

@@ -345,10 +345,24 @@ void MaybeLaunch(const char* kernel) {
   launch(kernel, 20, g_kernel_start, g_kernel_end, uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec), 0);
   g_kernel_end = 0;
 }
+size_t TypeSize(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    default: return 8;
+  }
+}
 ncclResult_t Op(ncclComm_t comm, ncclDataType_t t, const char* func = "AllReduce", size_t count = 0,
                int root_peer = -1, bool p2p = false) {
   if (ncclResult_t r = Check(comm); r != ncclSuccess) return r;
   if (ncclResult_t r = CheckType(t); r != ncclSuccess) return r;
+  // NCCL moves non-reducing collectives as bytes: its profiler reports them as ncclInt8 with the
+  // count in bytes (seen with NCCL 2.28.9: Broadcast and AllGather).
+  if (std::strcmp(func, "Broadcast") == 0 || std::strcmp(func, "AllGather") == 0) {
+    count *= TypeSize(t);
+    t = ncclInt8;
+  }
   if (g_prof.abi) {
     t_tasks.push_back(Task{comm, func, count, t, root_peer, p2p, static_cast<uint8_t>(p2p ? 1 : 2)});
     if (g_group_depth == 0) ReportLaunch();
@@ -454,9 +468,11 @@ FAKE_API(ncclResult_t, ncclBroadcast, const void*, void*, size_t count, ncclData
   if (comm && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
   return Op(comm, t, "Broadcast", count, root);
 }
-FAKE_API(ncclResult_t, ncclBcast, void*, size_t count, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t) {
-  if (comm && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
-  return Op(comm, t, "Broadcast", count, root);
+// As NCCL's own ncclBcast: a call of the exported ncclBroadcast, through the PLT, so an
+// interposer sees it a second time (seen with NCCL 2.28.9 under PyTorch on an H100).
+FAKE_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
+         cudaStream_t stream) {
+  return ncclBroadcast(buff, buff, count, t, root, comm, stream);
 }
 FAKE_API(ncclResult_t, ncclReduce, const void*, void*, size_t count, ncclDataType_t t, ncclRedOp_t, int root,
          ncclComm_t comm, cudaStream_t) {

@@ -238,6 +238,15 @@ struct CuptiDouble {
   }
 };
 
+// A launcher's shape (torchrun's agent): CUDA initialized with the injector in the process, then
+// neither GPU work nor NCCL.
+int CudaOnly(const char* fake_cupti) {
+  CuptiDouble d;
+  if (!d.Load(fake_cupti)) return 1;
+  d.init();
+  return 0;
+}
+
 int Cupti(const char* fake_cupti) {
   CuptiDouble d;
   if (!d.Load(fake_cupti)) return 1;
@@ -760,6 +769,7 @@ int main(int argc, char** argv) {
   if (mode == "cupti_peer" && argc > 2) return CuptiPeer(argv[2]);
   if (mode == "cupti_plugin" && argc > 2) return CuptiPlugin(argv[2]);
   if (mode == "none") return 0;
+  if (mode == "cuda_only" && argc > 2) return CudaOnly(argv[2]);
   if (mode == "nonblocking_split") return NonblockingSplit();
   if (mode == "ranks") return Ranks(false);
   if (mode == "ranks_sub") return Ranks(true);
