@@ -50,7 +50,10 @@ class TerminalReport : public ReportWriter {
     }
     // Ranks with NCCL profiler plugin data: what their communication was timed by.
     for (const RankResult& r : s.ranks)
-      if (!r.timing_source.empty())
+      if (!r.timing_source.empty() && r.nccl_profiler_ops == 0)
+        out << fmt::format("rank {}: communication timed by its kernels (no NCCL profiler plugin operation in the "
+                           "trace)\n", RankLabel(r.rank));
+      else if (!r.timing_source.empty())
         out << fmt::format("rank {}: communication timed by {} ({} of {} NCCL profiler ops used)\n", RankLabel(r.rank),
                            r.timing_source == "nccl_profiler" ? "NCCL's profiler plugin, per operation"
                                                               : "its kernels",

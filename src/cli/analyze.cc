@@ -60,6 +60,7 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
   io.kineto_time_exp = exp;
   io.store_quick_check = !a.no_verify;
   OVERLAPPROF_ASSIGN_OR_RETURN(io.comm_patterns, MakeCommPatterns(a.comm_kernel, a.not_comm));
+  io.kernel_timing_only = a.comm_timing == "kernels";
   AnalysisOptions ao;
   ao.step_range = a.step_range;
   // `run`: the HTML page and the Chrome trace take their data from this same pass.

@@ -59,6 +59,7 @@ struct AnalyzeArgs {
   std::string step_range;
   std::string cache_dir;  // --cache-dir: where .nsys-rep inputs are exported (ExpandInputs)
   std::vector<std::string> comm_kernel, not_comm;  // src/trace/classify.h CommPatterns
+  std::string comm_timing = "auto";  // --comm-timing: auto (the plugin's per-op times when there) or kernels
   // `run`: also write the reports into this directory (overlap.summary.json,
   // overlap.perfetto.json, overlap.report.html), beside the rank files.
   std::string report_dir;
@@ -73,6 +74,7 @@ struct ReportArgs {
   double trace_budget_mb = 0;    // Chrome trace: --trace-budget (0: the default)
   std::string cache_dir;         // --cache-dir (.nsys-rep exports)
   std::vector<std::string> comm_kernel, not_comm;  // src/trace/classify.h CommPatterns
+  std::string comm_timing = "auto";  // --comm-timing (AnalyzeArgs)
 };
 CommandResult RunReport(const ReportArgs& args);
 

@@ -68,6 +68,15 @@ void AddCommPatternOptions(CLI::App* app, std::vector<std::string>& comm_kernel,
       ->type_name("REGEX");
 }
 
+// --comm-timing (docs/nccl-profiler.md, "timing_source").
+void AddCommTimingOption(CLI::App* app, std::string& comm_timing) {
+  app->add_option("--comm-timing", comm_timing,
+                  "auto: communication timed per operation by NCCL's profiler plugin where the trace has it, else "
+                  "by its kernels (default); kernels: by its kernels always")
+      ->check(Quiet(CLI::IsMember({"auto", "kernels"})))
+      ->type_name("SOURCE");
+}
+
 // The subcommands and their options.
 void DefineCommands(CLI::App& app, Commands& c) {
   AnalyzeArgs& aa = c.aa;
@@ -99,6 +108,7 @@ void DefineCommands(CLI::App& app, Commands& c) {
   constexpr const char* kCacheDirHelp = "directory for the SQLite exports of .nsys-rep inputs (default $TMPDIR/overlapprof-nsys-UID)";
   analyze->add_option("--cache-dir", aa.cache_dir, kCacheDirHelp)->type_name("DIR");
   AddCommPatternOptions(analyze, aa.comm_kernel, aa.not_comm);
+  AddCommTimingOption(analyze, aa.comm_timing);
 
   CLI::App* import = app.add_subcommand("import", "Convert PyTorch-profiler JSON traces and Nsight Systems exports into overlapprof stores");
   import->add_option("INPUT", ia.inputs, "trace files or directories")->required();
@@ -147,6 +157,7 @@ void DefineCommands(CLI::App& app, Commands& c) {
       ->type_name("MB");
   report->add_option("--cache-dir", pa.cache_dir, kCacheDirHelp)->type_name("DIR");
   AddCommPatternOptions(report, pa.comm_kernel, pa.not_comm);
+  AddCommTimingOption(report, pa.comm_timing);
 
   CLI::App* compare = app.add_subcommand("compare", "Compare two runs (traces, or JSON summaries): per metric, verdict");
   compare->add_option("BASE", ca.base, "baseline: a JSON summary, a trace, or a directory of traces")->required();

@@ -134,6 +134,10 @@ StatusOr<RankTrace> ImportFile(const std::string& input, const ImportOptions& op
   StatusOr<RankTrace> t = (*imp)->Import(path, o);
   if (!t.ok()) return t.status().WithPrefix(input);
   if (options.comm_patterns) options.comm_patterns->Apply(*t);
+  if (options.kernel_timing_only) {
+    t->nccl_plugin_ops.clear();
+    t->nccl_plugin_ops.shrink_to_fit();
+  }
   return t;
 }
 

@@ -24,6 +24,7 @@ CommandResult RunReport(const ReportArgs& a) {
       ExpandInputs(a.traces, a.cache_dir, a.chrome_trace.empty() ? TraceNeeds{} : TraceNeeds::All()));  // host calls drawn
   ImportOptions io;
   OVERLAPPROF_ASSIGN_OR_RETURN(io.comm_patterns, MakeCommPatterns(a.comm_kernel, a.not_comm));
+  io.kernel_timing_only = a.comm_timing == "kernels";
   AnalysisOptions ao;
   ao.step_range = a.step_range;
   ReportOptions ro;

@@ -51,6 +51,9 @@ struct ImportOptions {
   // --comm-kernel / --not-comm (src/trace/classify.h), applied after import by ImportFile
   // (src/cli/pipeline.h), to every format; null: none. Shared, read-only.
   std::shared_ptr<const CommPatterns> comm_patterns;
+  // --comm-timing kernels: drop NCCL profiler plugin ops after import (ImportFile), so that
+  // communication is timed by its kernels as without the plugin (docs/nccl-profiler.md).
+  bool kernel_timing_only = false;
 };
 
 class Importer {
