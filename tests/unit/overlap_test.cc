@@ -95,6 +95,34 @@ TEST(OverlapEngine, FullyHiddenAndPartialBoundVerdicts) {
   EXPECT_NE(RankVerdict(serial).find("overlap is the problem"), std::string::npos);
 }
 
+// Better overlap could hide only what compute covers: when what no schedule can hide is the
+// larger share, the verdict is volume (DDP on an H100, 2 ranks over sockets: 1.4% hidden of 2.5%).
+TEST(OverlapEngine, VerdictWeighsWhatScheduleCanRecoverAgainstWhatItCannot) {
+  OverlapFigures f;
+  f.comm_ns = 1000000;
+  f.compute_ns = 25000;
+  f.overlap_ns = 14000;
+  f.exposed_comm_ns = 986000;
+  f.wall_ns = 1100000;
+  f.overlap_ratio = 0.014;
+  f.achievable_ratio = 0.025;
+  const std::string v = RankVerdict(f);
+  EXPECT_NE(v.find("volume is the problem"), std::string::npos) << v;
+  EXPECT_NE(v.find("hide at most 11.0 µs more (1.1%)"), std::string::npos) << v;
+  EXPECT_NE(v.find("975.0 µs stays exposed whatever the schedule"), std::string::npos) << v;
+  // Half of it recoverable, a fifth not: the schedule.
+  f.compute_ns = 800000;
+  f.overlap_ratio = 0.3;
+  f.achievable_ratio = 0.8;
+  EXPECT_NE(RankVerdict(f).find("overlap is the problem"), std::string::npos);
+  // Achievable 60%: 45% recoverable against 40% not is the schedule; 35% against 40% is volume.
+  f.achievable_ratio = 0.6;
+  f.overlap_ratio = 0.15;
+  EXPECT_NE(RankVerdict(f).find("overlap is the problem"), std::string::npos);
+  f.overlap_ratio = 0.25;
+  EXPECT_NE(RankVerdict(f).find("volume is the problem"), std::string::npos);
+}
+
 TEST(OverlapEngine, CommIdentityFromNcclArgsClassifiesAnyKernelName) {
   // A kernel whose name says nothing, but which carries NCCL metadata, is communication.
   std::vector<Ev> evs = {{"kernel", "gemm", T("000000.000"), "100.000", 7},
