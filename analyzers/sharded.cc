@@ -77,7 +77,40 @@ struct ShardedOps {
   std::map<std::pair<std::string, std::string>, Agg> fsdp;
   std::map<std::string, Agg> tp;
   bool any_fsdp = false;
+  std::map<int64_t, int64_t> first_rs;  // iteration -> GPU start of its first reduce-scatter
+  int64_t compute_ns[2] = {0, 0};       // compute busy time (union) in forward / backward
 };
+
+// The phase (0 forward, 1 backward) of work launched at `launch` and started on the GPU at
+// `gpu_start` in iteration `it`: the innermost forward/backward host range of the launch, else
+// before / after the iteration's first reduce-scatter.
+int PhaseAt(const PhaseRanges& phases, const std::map<int64_t, int64_t>& first_rs, int64_t launch, int64_t it,
+            int64_t gpu_start) {
+  int ph = phases.PhaseOf(launch);
+  if (ph >= 0) return ph;
+  auto rs = first_rs.find(it);
+  return rs != first_rs.end() && gpu_start >= rs->second ? 1 : 0;
+}
+
+// The union of the compute kernels' time per phase (activities come sorted by start).
+void ComputeByPhase(const RankTrace& t, const RankDerived& d, const PhaseRanges& phases, ShardedOps& ops) {
+  const auto& windows = d.iterations.windows;
+  int64_t cur_start[2] = {0, 0}, cur_end[2] = {INT64_MIN, INT64_MIN};
+  for (const Activity& a : t.activities) {
+    if (a.category != Category::kCompute || a.kind != ActivityKind::kKernel) continue;
+    const int64_t it = windows.empty() ? 0 : IterationAt(windows, a.start_ns);
+    const int ph = PhaseAt(phases, ops.first_rs, a.launch_ns, it, a.start_ns);
+    if (a.start_ns > cur_end[ph]) {
+      if (cur_end[ph] > cur_start[ph]) ops.compute_ns[ph] += cur_end[ph] - cur_start[ph];
+      cur_start[ph] = a.start_ns;
+      cur_end[ph] = a.end_ns;
+    } else {
+      cur_end[ph] = std::max(cur_end[ph], a.end_ns);
+    }
+  }
+  for (int ph : {0, 1})
+    if (cur_end[ph] > cur_start[ph]) ops.compute_ns[ph] += cur_end[ph] - cur_start[ph];
+}
 
 class ShardedAnalyzer : public PreparingAnalyzer {
   struct Prepared : RankWork {
@@ -108,7 +141,8 @@ class ShardedAnalyzer : public PreparingAnalyzer {
       p = static_cast<Prepared*>(prepared.get());
     }
     const Json rank_json = d->rank == kUnknown ? Json(nullptr) : Json(d->rank);
-    const ShardedOps ops = Aggregate(t, *d, p->compute_streams, p->phases, rank_json, summary);
+    ShardedOps ops = Aggregate(t, *d, p->compute_streams, p->phases, rank_json, summary);
+    if (ops.any_fsdp) ComputeByPhase(t, *d, p->phases, ops);
     AddAggregateRows(ops, rank_json, summary);
     AddFindings(ops, d->rank, summary);
     return OkStatus();
@@ -123,13 +157,13 @@ class ShardedAnalyzer : public PreparingAnalyzer {
     const auto& windows = d.iterations.windows;
     auto iteration_of = [&](int64_t gpu_t) { return windows.empty() ? int64_t{0} : IterationAt(windows, gpu_t); };
     // First reduce-scatter start per iteration (fallback phase split).
-    std::map<int64_t, int64_t> first_rs;
+    ShardedOps out;
+    std::map<int64_t, int64_t>& first_rs = out.first_rs;
     for (const OpSpan& o : d.ops)
       if (o.family == "reducescatter" && !compute_streams.count(o.stream)) {
         int64_t it = iteration_of(o.start_ns);
         if (!first_rs.count(it)) first_rs[it] = o.start_ns;
       }
-    ShardedOps out;
     auto& rows = summary.Section("fsdp_allgathers");
     if (!rows.is_array()) rows = Json::array();
     for (const OpSpan& o : d.ops) {
@@ -145,11 +179,7 @@ class ShardedAnalyzer : public PreparingAnalyzer {
       if (fam == "allreduce") continue;  // DDP's buckets (ddp_buckets)
       out.any_fsdp = true;
       const int64_t it = iteration_of(o.start_ns);
-      int ph = phases.PhaseOf(o.launch_ns);
-      if (ph < 0) {
-        auto rs = first_rs.find(it);
-        ph = rs != first_rs.end() && o.start_ns >= rs->second ? 1 : 0;
-      }
+      const int ph = PhaseAt(phases, first_rs, o.launch_ns, it, o.start_ns);
       const std::string phase = ph == 1 ? "backward" : "forward";
       Agg& a = out.fsdp[{phase, fam}];
       ++a.count;
@@ -206,6 +236,16 @@ class ShardedAnalyzer : public PreparingAnalyzer {
   }
 
   // Prefetch stalls per FSDP phase; TP collectives serialized on a compute stream.
+  //
+  // Prefetching hides an all-gather behind compute, so the phase's FSDP collectives (its
+  // all-gathers and reduce-scatters, which take turns on one communicator) can hide behind at most
+  // the phase's compute: of their time Y against the phase's compute Z, with H already hidden, a
+  // better prefetch recovers at most min(Y, Z) - H, and Y - Z stays exposed whatever the
+  // schedule. When what prefetch could recover is under a quarter of the stalls, the finding says
+  // the all-gathers are bandwidth-bound instead of advising prefetch (seen on an H100, FSDP2 with
+  // 2 ranks over sockets, prefetch on: backward all-gathers 2.86 s and reduce-scatters 5.48 s
+  // against 2.71 s of compute, 2.70 s of it already covering communication; it was told to turn
+  // prefetch on).
   static void AddFindings(const ShardedOps& ops, int64_t rank, Summary& summary) {
     if (ops.any_fsdp) {
       for (const char* phase : {"forward", "backward"}) {
@@ -213,15 +253,39 @@ class ShardedAnalyzer : public PreparingAnalyzer {
         if (it == ops.fsdp.end() || it->second.stalls < 2 || it->second.stalls * 5 < it->second.count) continue;
         const Agg& a = it->second;
         const bool fwd = std::string_view(phase) == "forward";
+        const int64_t z = ops.compute_ns[fwd ? 0 : 1];
+        int64_t y = 0, hidden = 0;
+        for (const auto& [key, agg] : ops.fsdp)
+          if (key.first == phase) y += agg.time_ns, hidden += agg.time_ns - agg.exposed_ns;
+        const int64_t recoverable = std::max<int64_t>(0, std::min(y, z) - hidden);
+        const int64_t irreducible = std::max<int64_t>(0, y - z);
+        const std::string budget = fmt::format(
+            "the {} all-gathers{} take {} against {} of {} compute, {} of them already hidden", phase,
+            y > a.time_ns ? " and reduce-scatters" : "", FormatDuration(y), FormatDuration(z), phase,
+            FormatDuration(hidden));
+        if (4 * recoverable < a.stall_ns && irreducible > 0) {
+          summary.AddFinding(
+              "sharded", rank, "warning",
+              fmt::format("{} of {} parameter all-gathers in {} are exposed ({} in total), and prefetching cannot "
+                          "hide them: {}, so a better prefetch hides at most {} more and {} stays exposed: the "
+                          "all-gathers are bandwidth-bound: gather less ({}HSDP to keep the all-gathers within a "
+                          "node, lower-precision parameters) or speed up the interconnect",
+                          a.stalls, a.count, phase, FormatDuration(a.stall_ns), budget, FormatDuration(recoverable),
+                          FormatDuration(irreducible), fwd ? "" : "reshard_after_forward=False skips them, "));
+          continue;
+        }
         summary.AddFinding(
             "sharded", rank, "warning",
-            fmt::format("{} of {} parameter all-gathers in {} are exposed (prefetch stalls, {} in total): {}", a.stalls,
+            fmt::format("{} of {} parameter all-gathers in {} are exposed (prefetch stalls, {} in total): {}{}", a.stalls,
                         a.count, phase, FormatDuration(a.stall_ns),
                         fwd ? "prefetch the next layer's parameters (FSDP1 forward_prefetch=True; FSDP2 "
                               "set_modules_to_forward_prefetch); costs one more layer of unsharded parameters in memory"
                             : "prefetch in backward (FSDP1 backward_prefetch=BackwardPrefetch.BACKWARD_PRE; FSDP2 "
                               "set_modules_to_backward_prefetch), or reshard_after_forward=False to skip the backward "
-                              "all-gathers at the cost of keeping parameters unsharded between forward and backward"));
+                              "all-gathers at the cost of keeping parameters unsharded between forward and backward",
+                        irreducible > 0 ? fmt::format(" ({}: even fully prefetched, {} stays exposed)", budget,
+                                                      FormatDuration(irreducible))
+                                        : std::string()));
       }
     }
     int64_t tp_count = 0, tp_exposed = 0;

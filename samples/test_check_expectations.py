@@ -316,6 +316,11 @@ class PpTest(unittest.TestCase):
         runs = pp_runs()
         runs["pp_interleaved"] = pp_run("pp_interleaved", compute=(100, 100), wall=(200, 200))
         self.assertEqual(failed(ce.check_pp(runs)), ["interleaved idles less than GPipe (proxy)"])
+        # Ranks time-sliced on one GPU never compute at once: the comparison is skipped, and says why.
+        runs["pp_interleaved"].sample["shared_gpu"] = True
+        st = statuses(ce.check_pp(runs))
+        self.assertEqual(st["interleaved idles less than GPipe (proxy)"], ce.SKIP)
+        self.assertEqual(failed(ce.check_pp(runs)), [])
 
     def test_missing_p2p(self):
         runs = pp_runs()
@@ -422,6 +427,18 @@ class SynthTest(unittest.TestCase):
         swapped = {"fsdp_prefetch_on": ce.Run("fsdp_prefetch_on", self.s["fsdp_off"], {"world_size": 2}),
                    "fsdp_prefetch_off": ce.Run("fsdp_prefetch_off", self.s["fsdp_on"], {"world_size": 2})}
         self.assertIn("prefetch hides backward all-gathers", failed(ce.check_fsdp(swapped)))
+
+    def test_bandwidth_bound_finding_is_not_prefetch_advice(self):
+        # Prefetch on, but the all-gathers and reduce-scatters outlast the phase's compute (an H100
+        # shared by 2 ranks over sockets): the analyzer says prefetching cannot hide them.
+        s = copy.deepcopy(self.s["fsdp_on"])
+        s["findings"].append({"analyzer": "sharded", "rank": 0, "severity": "warning",
+                              "message": "79 of 96 parameter all-gathers in backward are exposed (2.30 s in total), "
+                                         "and prefetching cannot hide them: ..."})
+        self.assertEqual(ce.prefetch_findings(s, "backward"), [])
+        runs = {"fsdp_prefetch_on": ce.Run("fsdp_prefetch_on", s, {"world_size": 2}),
+                "fsdp_prefetch_off": ce.Run("fsdp_prefetch_off", self.s["fsdp_off"], {"world_size": 2})}
+        self.assertEqual(statuses(ce.check_fsdp(runs))["fsdp_prefetch_on: backward prefetch finding silent"], ce.PASS)
 
     def test_tp(self):
         def run(name, key):

@@ -303,5 +303,34 @@ TEST(Sharded, FsdpPrefetchStallsAndTpOnComputeStream) {
   EXPECT_EQ(tp_findings, 1);
 }
 
+// All-gathers that outlast the compute they could hide behind: 4 layers of 500 us compute,
+// all-gathers of 1200 us back to back from t=0, so every microsecond of compute already has an
+// all-gather under it. Prefetch cannot help: the finding says bandwidth-bound, not "prefetch".
+TEST(Sharded, AllGathersLongerThanTheComputeAreBandwidthBoundNotAPrefetchProblem) {
+  std::vector<Ev> ev = {{"user_annotation", "## forward ##", T(0), D(5000)}};
+  int64_t corr = 1;
+  auto launch = [&](int64_t host, const char* k, int64_t start, int64_t dur, int stream, std::string extra = "") {
+    ev.push_back({"cuda_runtime", "cudaLaunchKernel", T(host), D(2), 0, corr});
+    ev.push_back({"kernel", k, T(start), D(dur), stream, corr++, extra});
+  };
+  for (int64_t i = 0; i < 4; ++i) {
+    launch(i * 1000 + 10, "gemm_fwd", i * 1000 + 200, 500, 7);
+    launch(i * 10 + 20, "ncclDevKernel_AllGather_RING_LL", i * 1200, 1200, 20, CollArgs("_allgather_base", 1 << 20));
+  }
+  Json j = Analyze(KinetoJson(ev));
+  std::vector<std::string> msgs;
+  for (const Json& f : j["findings"])
+    if (f["analyzer"] == "sharded") msgs.push_back(f["message"]);
+  ASSERT_EQ(msgs.size(), 1u) << j["findings"].dump();
+  EXPECT_EQ(msgs[0].rfind("2 of 4 parameter all-gathers in forward are exposed (1.80 ms in total), and prefetching "
+                          "cannot hide them: the forward all-gathers take 4.80 ms against 2.00 ms of forward compute, "
+                          "2.00 ms of them already hidden, so a better prefetch hides at most 0 ns more and 2.80 ms "
+                          "stays exposed: the all-gathers are bandwidth-bound",
+                          0),
+            0u)
+      << msgs[0];
+  EXPECT_EQ(msgs[0].find("set_modules_to_forward_prefetch"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace overlapprof
