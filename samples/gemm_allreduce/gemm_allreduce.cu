@@ -110,6 +110,7 @@ struct Config {
   int nranks = 1;       // >1: spawn this many ranks of ourselves (same host)
   int timeout_s = 300;  // watchdog
   bool nvtx = true;     // ProfilerStep#N NVTX range per iteration
+  bool group = false;   // the iteration's collectives in one ncclGroupStart/End: one NCCL kernel
   bool quiet = false;
   std::string json;
 };
@@ -123,6 +124,9 @@ void usage(int code) {
       "  --m M --n N --k K                  GEMM size (default 8192 8192 8192)\n"
       "  --gemms G                          GEMMs per iteration (default 8)\n"
       "  --chunks C                         collectives per iteration, C <= G (default 4)\n"
+      "  --group                            serial/overlapped: the C collectives in one NCCL group\n"
+      "                                     (one kernel runs them all: only NCCL's profiler plugin\n"
+      "                                     times each)\n"
       "  --bytes B[K|M|G]                   communication bytes per iteration (default 1G for 1 rank,\n"
       "                                     64M for several)\n"
       "  --dtype bf16|fp32                  GEMM data type (default bf16)\n"
@@ -197,10 +201,12 @@ Config parse_args(int argc, char** argv) {
     else if (a == "--json") c.json = val();
     else if (a == "--timeout") c.timeout_s = parse_int(val(), "--timeout", 0);
     else if (a == "--no-nvtx") c.nvtx = false;
+    else if (a == "--group") c.group = true;
     else if (a == "--quiet") c.quiet = true;
     else { std::fprintf(stderr, "gemm_allreduce: unknown option %s\n", a.c_str()); usage(2); }
   }
   if (c.chunks > c.gemms) fail("--chunks must not exceed --gemms");
+  if (c.group && c.mode == Mode::kChunked) fail("--group goes with --mode serial or overlapped");
   return c;
 }
 
@@ -614,6 +620,19 @@ int main(int argc, char** argv) {
       collective(c);
       CUDA_CHECK(cudaEventRecord(ca[c], s_comm));
     };
+    // --group: every collective of the iteration in one group (NCCL launches one kernel for them).
+    // Their events bracket the group: each collective's interval is the group's.
+    auto launch_colls = [&]() {
+      if (!cfg.group) {
+        for (int c = 0; c < K; ++c) launch_coll(c);
+        return;
+      }
+      for (int c = 0; c < K; ++c) CUDA_CHECK(cudaEventRecord(cb[c], s_comm));
+      NCCL_CHECK(ncclGroupStart());
+      for (int c = 0; c < K; ++c) collective(c);
+      NCCL_CHECK(ncclGroupEnd());
+      for (int c = 0; c < K; ++c) CUDA_CHECK(cudaEventRecord(ca[c], s_comm));
+    };
     auto launch_gemm = [&](int g) {
       CUDA_CHECK(cudaEventRecord(gb[g], s_comp));
       gemm();
@@ -624,11 +643,11 @@ int main(int argc, char** argv) {
         for (int g = 0; g < G; ++g) launch_gemm(g);
         CUDA_CHECK(cudaEventRecord(ev_done, s_comp));
         CUDA_CHECK(cudaStreamWaitEvent(s_comm, ev_done, 0));
-        for (int c = 0; c < K; ++c) launch_coll(c);
+        launch_colls();
         break;
       case Mode::kOverlapped:
         // The collectives do not depend on this iteration's GEMMs (think: last step's gradients).
-        for (int c = 0; c < K; ++c) launch_coll(c);
+        launch_colls();
         for (int g = 0; g < G; ++g) launch_gemm(g);
         break;
       case Mode::kChunked: {
@@ -706,7 +725,8 @@ int main(int argc, char** argv) {
     std::ostringstream conf, rank;
     conf << "{\"mode\": \"" << mode_name(cfg.mode) << "\", \"op\": \"" << op_name(cfg.op) << "\", \"m\": " << cfg.m
          << ", \"n\": " << cfg.n << ", \"k\": " << cfg.k << ", \"dtype\": \"" << (cfg.fp32 ? "fp32" : "bf16")
-         << "\", \"gemms\": " << G << ", \"chunks\": " << K << ", \"bytes\": " << comm_elems * sizeof(float)
+         << "\", \"gemms\": " << G << ", \"chunks\": " << K << ", \"group\": " << (cfg.group ? "true" : "false")
+         << ", \"bytes\": " << comm_elems * sizeof(float)
          << ", \"iters\": " << cfg.iters << ", \"warmup\": " << cfg.warmup << ", \"world_size\": " << re.world
          << ", \"sm_reserve\": " << cfg.sm_reserve << ", \"sm_count_target\": " << sm_target
          << ", \"nccl_version\": " << nccl_version << ", \"device_name\": \"" << prop.name

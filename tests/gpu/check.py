@@ -86,11 +86,38 @@ def mode_expectation(mode, ratio, serial_max=0.02, overlapped_min=0.10):
     return ratio >= overlapped_min, f"{mode} overlap_ratio {ratio:.4f} >= {overlapped_min}"
 
 
-def check_sample(workload, summary, truth, tol_pp=2.0, serial_max=0.02, overlapped_min=0.10):
+def steady_figures(summary, rank_obj, warmup):
+    """overlapprof's figures over the sample's timed iterations (ProfilerStep#N with N >= warmup) of one
+    summary rank: {iterations, comm_ns, overlap_ns, compute_ns, overlap_ratio}, or None when the summary
+    has no such iteration rows for it."""
+    rows = [i for i in summary.get("iterations") or []
+            if isinstance(i, dict) and i.get("rank") == rank_obj.get("rank")
+            and isinstance(i.get("step"), int) and i["step"] >= warmup]
+    if not rows:
+        return None
+    comm = sum(i.get("comm_ns") or 0 for i in rows)
+    overlap = sum(i.get("overlap_ns") or 0 for i in rows)
+    return {"iterations": len(rows), "comm_ns": comm, "overlap_ns": overlap,
+            "compute_ns": sum(i.get("compute_ns") or 0 for i in rows),
+            "overlap_ratio": overlap / comm if comm else None}
+
+
+def check_sample(workload, summary, truth, tol_pp=2.0, serial_max=0.02, overlapped_min=0.10, tol_pp_shared=4.0):
     """Checks one gemm_allreduce run: summary (overlapprof.summary/1) against truth (the sample's
-    --json). Returns (checks, rows): rows are per-rank figures for the results table."""
+    --json). Returns (checks, rows): rows are per-rank figures for the results table.
+
+    The overlap ratio is compared over the timed iterations (the truth's `timed`, overlapprof's
+    iterations from ProfilerStep#warmup on) when both have them, else over the whole run (`all`).
+    Seen on an H100: the first warm-up iteration loads cuBLAS' kernels lazily, and the events around
+    a GEMM count that wait as compute (268 ms of "GEMMs" by events where CUPTI ran 174 ms), which
+    moved the whole-run truth by 4.5 pp. Ranks sharing one GPU (config.shared_gpu) are held to
+    tol_pp_shared: the GPU is time-sliced between the processes and an event interval also spans
+    the slices given to the other rank (10 ms of compute in 80 GEMMs, 2.8 pp, seen)."""
     mode = truth["config"]["mode"]
     world = truth["config"]["world_size"]
+    warmup = truth["config"].get("warmup")
+    shared = bool(truth["config"].get("shared_gpu"))
+    tol = tol_pp_shared if shared else tol_pp
     checks = check_quality(workload, summary, world)
     rows = []
     for i, gt in enumerate(sorted(truth["ranks"], key=lambda r: r["rank"])):
@@ -100,23 +127,35 @@ def check_sample(workload, summary, truth, tol_pp=2.0, serial_max=0.02, overlapp
             checks.append(Check(workload, f"rank {rank} present", False, "no summary rank"))
             continue
         gt_all = gt["all"]
-        ratio, gt_ratio = r.get("overlap_ratio"), gt_all.get("overlap_ratio")
+        steady = steady_figures(summary, r, warmup) if isinstance(warmup, int) and gt.get("timed") else None
+        if steady is not None:
+            window, ours, ref = "timed iterations", steady, gt["timed"]
+        else:
+            window, ours, ref = "whole run", r, gt_all
+        ratio, gt_ratio = ours.get("overlap_ratio"), ref.get("overlap_ratio")
         diff_pp = None if ratio is None or gt_ratio is None else (ratio - gt_ratio) * 100.0
         checks.append(Check(workload, f"rank {rank} comm_ops", r.get("comm_ops") == gt_all["comm_ops"],
                             f"overlapprof {r.get('comm_ops')}, sample issued {gt_all['comm_ops']}"))
+        if steady is not None and ref.get("iterations") is not None:
+            checks.append(Check(workload, f"rank {rank} timed iterations", steady["iterations"] == ref["iterations"],
+                                f"overlapprof {steady['iterations']} from ProfilerStep#{warmup}, sample timed "
+                                f"{ref['iterations']}"))
         checks.append(Check(workload, f"rank {rank} overlap_ratio vs ground truth",
-                            diff_pp is not None and abs(diff_pp) <= tol_pp,
-                            "overlapprof {} vs events {} ({} pp, tolerance {} pp)".format(
-                                fmt(ratio), fmt(gt_ratio), fmt(diff_pp, 2, sign=True), tol_pp)))
+                            diff_pp is not None and abs(diff_pp) <= tol,
+                            "{}: overlapprof {} vs events {} ({} pp, tolerance {} pp{}); whole run {} vs {}".format(
+                                window, fmt(ratio), fmt(gt_ratio), fmt(diff_pp, 2, sign=True), tol,
+                                ", ranks share the GPU" if shared else "", fmt(r.get("overlap_ratio")),
+                                fmt(gt_all.get("overlap_ratio")))))
         ok, text = mode_expectation(mode, ratio, serial_max, overlapped_min)
         checks.append(Check(workload, f"rank {rank} {mode} expectation", ok, text))
         rows.append({
-            "workload": workload, "rank": rank, "mode": mode, "world_size": world,
+            "workload": workload, "rank": rank, "mode": mode, "world_size": world, "window": window,
             "overlap_ratio": ratio, "truth_ratio": gt_ratio, "diff_pp": diff_pp,
-            "comm_ns": r.get("comm_ns"), "truth_comm_ns": gt_all.get("comm_ns"),
-            "overlap_ns": r.get("overlap_ns"), "truth_overlap_ns": gt_all.get("overlap_ns"),
-            "compute_ns": r.get("compute_ns"), "truth_compute_ns": gt_all.get("compute_ns"),
+            "comm_ns": ours.get("comm_ns"), "truth_comm_ns": ref.get("comm_ns"),
+            "overlap_ns": ours.get("overlap_ns"), "truth_overlap_ns": ref.get("overlap_ns"),
+            "compute_ns": ours.get("compute_ns"), "truth_compute_ns": ref.get("compute_ns"),
             "comm_ops": r.get("comm_ops"), "truth_comm_ops": gt_all.get("comm_ops"),
+            "whole_run_ratio": r.get("overlap_ratio"), "whole_run_truth_ratio": gt_all.get("overlap_ratio"),
         })
     return checks, rows
 
@@ -144,14 +183,23 @@ def check_ddp(workload, summary, ddp):
     return checks, rows
 
 
-def overhead(base_ms, traced_ms):
-    """Median step time of each run, then the median over runs of each side; the overhead in % of the
-    untraced median. Returns a dict (overhead_pct None when a side is empty)."""
-    b = statistics.median(base_ms) if base_ms else None
-    t = statistics.median(traced_ms) if traced_ms else None
+def overhead(base_ms, traced_ms, base_steps=None, traced_steps=None):
+    """The overhead in % of the untraced median step time. base_ms/traced_ms: each run's median step.
+    With base_steps/traced_steps (every timed step of every run of a side), the medians are over those
+    pooled steps: a run's median moves with its few slow steps (seen on an H100 with 2 DDP ranks
+    sharing the GPU: 10 steps of ~111 ms and 2-3 of 135-165 ms, run medians 0.5-1.5 % apart), the
+    pooled median much less. Else the median of the runs' medians. Returns a dict (overhead_pct None
+    when a side is empty)."""
+    pooled = bool(base_steps) and bool(traced_steps)
+    if pooled:
+        b, t = statistics.median(base_steps), statistics.median(traced_steps)
+    else:
+        b = statistics.median(base_ms) if base_ms else None
+        t = statistics.median(traced_ms) if traced_ms else None
     pct = None if not b or t is None else (t - b) / b * 100.0
     return {"base_ms": list(base_ms), "traced_ms": list(traced_ms), "base_median_ms": b,
-            "traced_median_ms": t, "overhead_pct": pct}
+            "traced_median_ms": t, "overhead_pct": pct, "pooled_steps": pooled,
+            "steps": [len(base_steps or []), len(traced_steps or [])]}
 
 
 def check_overhead(workload, ov, max_pct):
@@ -221,6 +269,11 @@ def log(msg):
 
 
 def run_cmd(cmd, logfile, env=None, timeout=300, ok_codes=(0,)):
+    # GPU_CHECK_CMD_TIMEOUT caps every command's limit (s): a lease of minutes cannot wait 300 s on a
+    # hung rank (tests/gpu/device_session.sh sets it).
+    cap = os.environ.get("GPU_CHECK_CMD_TIMEOUT", "")
+    if cap.isdigit() and int(cap) > 0:
+        timeout = min(timeout, int(cap))
     log("$ " + " ".join(cmd))
     t0 = time.time()
     with open(logfile, "a") as f:
@@ -262,6 +315,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="fewer iterations and repetitions")
     ap.add_argument("--reps", type=int, default=0, help="overhead repetitions per side (default 5, quick 3)")
     ap.add_argument("--tol-pp", type=float, default=2.0, help="overlap_ratio tolerance, percentage points")
+    ap.add_argument("--tol-pp-shared", type=float, default=4.0,
+                    help="the tolerance when ranks share one GPU (time-sliced: see check_sample)")
     ap.add_argument("--max-overhead-pct", type=float, default=1.0)
     ap.add_argument("--no-ddp", action="store_true", help="skip the PyTorch DDP workload")
     ap.add_argument("--no-2rank", action="store_true", help="skip the 2-ranks-on-one-GPU runs")
@@ -349,13 +404,13 @@ def main(argv=None):
                 with open(truth_path) as f:
                     truth = json.load(f)
                 results["nccl_version"] = truth["config"].get("nccl_version")
-                record(*check_sample(name, summary, truth, args.tol_pp))
+                record(*check_sample(name, summary, truth, args.tol_pp, tol_pp_shared=args.tol_pp_shared))
             except Fatal as e:
                 record([Check(name, "run", False, str(e))], [])
 
     # 2. Tracing overhead on the sample (overlapped, 1 rank): alternate untraced and traced runs.
     name = "gemm_overlapped_1rank"
-    base, trc = [], []
+    base, trc, base_steps, trc_steps = [], [], [], []
     try:
         o_iters = 30 if args.quick else 60
         for i in range(reps):
@@ -369,8 +424,10 @@ def main(argv=None):
                     run_cmd([prof, "run", "-o", store, "--no-analyze", "--"] + cmd, logfile, env=env)
                     shutil.rmtree(store, ignore_errors=True)
                 with open(tp) as f:
-                    (base if side == "base" else trc).append(json.load(f)["ranks"][0]["step_ms_median"])
-        ov = overhead(base, trc)
+                    r0 = json.load(f)["ranks"][0]
+                (base if side == "base" else trc).append(r0["step_ms_median"])
+                (base_steps if side == "base" else trc_steps).extend(r0.get("step_ms") or [])
+        ov = overhead(base, trc, base_steps, trc_steps)
         results["overhead"][name] = ov
         record([check_overhead(name, ov, args.max_overhead_pct)], [])
     except Fatal as e:
@@ -409,7 +466,7 @@ def main(argv=None):
             results["torch_version"] = ddp.get("torch_version")
             results["ddp"] = {k: v for k, v in ddp.items() if k != "step_ms"}
             record(*check_ddp(name, summary, ddp))
-            base, trc = [], []
+            base, trc, base_steps, trc_steps = [], [], [], []
             for i in range(max(2, reps - 2)):
                 for side in ("base", "traced"):
                     tp = os.path.join(runs, f"ddp_overhead_{side}_{i}.json")
@@ -421,8 +478,10 @@ def main(argv=None):
                                 logfile, env=env, timeout=240)
                         shutil.rmtree(store, ignore_errors=True)
                     with open(tp) as f:
-                        (base if side == "base" else trc).append(json.load(f)["step_ms_median"])
-            ov = overhead(base, trc)
+                        d = json.load(f)
+                    (base if side == "base" else trc).append(d["step_ms_median"])
+                    (base_steps if side == "base" else trc_steps).extend(d.get("step_ms") or [])
+            ov = overhead(base, trc, base_steps, trc_steps)
             results["overhead"][name] = ov
             record([check_overhead(name, ov, args.max_overhead_pct)], [])
         except Fatal as e:

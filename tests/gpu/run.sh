@@ -4,6 +4,7 @@
 #   tests/gpu/run.sh [BUILD_DIR] --workloads [--pairs ddp,fsdp,tp,pp] [--workload-nproc N] [...]
 #   tests/gpu/run.sh [BUILD_DIR] --only-workloads [--pairs ...]
 #   tests/gpu/run.sh [BUILD_DIR] --plugin [...]   # + NCCL's profiler plugin checks (plugin_check.py)
+#   tests/gpu/run.sh [BUILD_DIR] --only-plugin [plugin_check.py options...]   # only those
 # Builds overlapprof and samples/gemm_allreduce into BUILD_DIR (default: build) when they are missing,
 # then runs tests/gpu/check.py, which writes tests/gpu/out/{results.json,results.md,fixtures/}.
 # --workloads: then also every good/bad pair of the PyTorch reference workloads (samples/README.md)
@@ -19,11 +20,12 @@ if [[ $# -gt 0 && "$1" != -* ]]; then
   shift
 fi
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
-workloads=0 only_workloads=0 plugin=0 wl_args=() rest=()
+workloads=0 only_workloads=0 plugin=0 only_plugin=0 wl_args=() rest=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --workloads) workloads=1 ;;
     --plugin) plugin=1 ;;
+    --only-plugin) plugin=1 only_plugin=1 ;;
     --only-workloads) workloads=1 only_workloads=1 ;;
     --pairs) wl_args+=(--pairs "${2:?--pairs needs a list}"); shift ;;
     --workload-nproc) wl_args+=(--nproc "${2:?--workload-nproc needs N}"); shift ;;
@@ -32,6 +34,12 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 set -- ${rest[@]+"${rest[@]}"}
+# With --only-plugin the remaining options are plugin_check.py's (else check.py's).
+plugin_args=()
+if ((only_plugin)); then
+  plugin_args=("$@")
+  set --
+fi
 
 die() { echo "tests/gpu/run.sh: $*" >&2; exit 2; }
 
@@ -66,7 +74,7 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
   [[ -d "$d" ]] && extra_ld="${extra_ld:+$extra_ld:}$d"
 done
 # Last: the wheels' NCCL/cuBLAS (the ones PyTorch uses) for whatever the toolkit folders lack.
-wheel_dirs="$(py_nvidia_libdirs 'libnccl.so*' 'libcublas.so*' 'libcublasLt.so*' 'libcudart.so*')"
+wheel_dirs="$(py_nvidia_libdirs 'libnccl.so*' 'libcublas.so*' 'libcublasLt.so*' 'libcudart.so*' 'libcupti.so*')"
 [[ -n "$wheel_dirs" ]] && extra_ld="${extra_ld:+$extra_ld:}$wheel_dirs"
 export LD_LIBRARY_PATH="${extra_ld}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
@@ -119,7 +127,7 @@ fi
 
 # 4. The checks (a hard limit keeps a hung rank from eating the machine).
 rc=0
-if ((!only_workloads)); then
+if ((!only_workloads && !only_plugin)); then
   timeout --signal=TERM --kill-after=30 900 \
     python3 "$here/check.py" --build-dir "$build" --overlapprof "$build/overlapprof" --sample "$sample" "$@" || rc=$?
 fi
@@ -127,7 +135,8 @@ fi
 if ((plugin)); then
   prc=0
   timeout --signal=TERM --kill-after=30 1200 \
-    python3 "$here/plugin_check.py" --build-dir "$build" --overlapprof "$build/overlapprof" --sample "$sample" || prc=$?
+    python3 "$here/plugin_check.py" --build-dir "$build" --overlapprof "$build/overlapprof" --sample "$sample" \
+      ${plugin_args[@]+"${plugin_args[@]}"} || prc=$?
   if [[ $rc -eq 1 || $prc -eq 1 ]]; then rc=1; elif [[ $rc -ne 0 ]]; then :; else rc=$prc; fi
 fi
 # 5. The reference workloads, each good/bad pair under overlapprof run (samples/check_expectations.py).
