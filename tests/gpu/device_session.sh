@@ -68,9 +68,17 @@ PY
   } > "$out/env.txt"
   cat "$out/env.txt"
 fi
-[[ "$parts" == *,plugin,* ]] && part plugin "${PLUGIN_S:-170}" "$here/run.sh" "$bundle" --only-plugin --reps "${PLUGIN_REPS:-3}" --iters 40
-[[ "$parts" == *,recorder,* ]] && part recorder "${RECORDER_S:-240}" "$here/run.sh" "$bundle" --quick
-[[ "$parts" == *,workloads,* ]] && part workloads "${WORKLOADS_S:-240}" "$here/run.sh" "$bundle" --only-workloads ${PAIRS:+--pairs "$PAIRS"}
+# The parts in the order given (what matters most first: a part cut by TOTAL_S writes no results).
+IFS=, read -r -a order <<<"${parts//,,/,}"
+for p in "${order[@]}"; do
+  case "$p" in
+    probe|"") ;;
+    plugin) part plugin "${PLUGIN_S:-170}" "$here/run.sh" "$bundle" --only-plugin --reps "${PLUGIN_REPS:-3}" --iters 40 ;;
+    recorder) part recorder "${RECORDER_S:-240}" "$here/run.sh" "$bundle" --quick ;;
+    workloads) part workloads "${WORKLOADS_S:-240}" "$here/run.sh" "$bundle" --only-workloads ${PAIRS:+--pairs "$PAIRS"} ;;
+    *) echo "=== $p: unknown part (probe, plugin, recorder, workloads)"; summary+=("$p: unknown"); rc=2 ;;
+  esac
+done
 
 # What comes back: results, logs and the small stores (overhead stores are deleted by the checks).
 ( cd "$here/out" 2>/dev/null &&
