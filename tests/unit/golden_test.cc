@@ -16,6 +16,7 @@
 #include "reports/report.h"
 #include "src/cli/pipeline.h"
 #include "src/trace/classify.h"
+#include "golden_util.h"
 #include "test_util.h"
 
 namespace overlapprof {
@@ -156,31 +157,12 @@ TEST(GoldenRealTraces, OldTraceFormatHasItsIterations) {
   EXPECT_EQ(s.ranks[0].whole.kernels, 8772);
 }
 
-nlohmann::ordered_json Normalized(const Summary& s) {
-  nlohmann::ordered_json j = SummaryToJson(s);
-  for (auto& r : j["ranks"]) r["source"] = std::filesystem::path(r["source"].get<std::string>()).filename().string();
-  j["tool"]["version"] = "(any)";
-  return j;
-}
-
 TEST(GoldenRealTraces, JsonSummaryMatchesGoldenFiles) {
-  const bool update = std::getenv("OVERLAPPROF_UPDATE_GOLDEN") != nullptr;
   for (const char* name : {"a100_2rank_rank0", "a100_16rank_rank0", "v100_1rank_no_nccl", "mi250_1rank_rocm",
                            "a100_no_distributed_info", "cpu_only_ops",
                            "b200_vllm_tp8_symm_mem_rank0", "v100_resnet50_2021_format"}) {
     SCOPED_TRACE(name);
-    Summary s = Analyze(testing::DataFile(std::string("kineto/") + name + ".json.gz"));
-    std::string got = Normalized(s).dump(2) + "\n";
-    std::string golden_path = std::string(OVERLAPPROF_GOLDEN_DIR) + "/" + name + ".summary.json";
-    if (update) {
-      std::ofstream(golden_path) << got;
-      continue;
-    }
-    std::ifstream f(golden_path);
-    ASSERT_TRUE(f.good()) << "missing " << golden_path << " (run with OVERLAPPROF_UPDATE_GOLDEN=1)";
-    std::string want((std::istreambuf_iterator<char>(f)), {});
-    EXPECT_EQ(nlohmann::ordered_json::parse(got), nlohmann::ordered_json::parse(want))
-        << "summary differs from " << golden_path;
+    testing::ExpectGoldenSummary(Analyze(testing::DataFile(std::string("kineto/") + name + ".json.gz")), name);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "src/cli/pipeline.h"
 #include "src/importers/importer.h"
 #include "src/store/plugin_join.h"
+#include "golden_util.h"
 #include "test_util.h"
 
 namespace overlapprof {
@@ -90,23 +91,9 @@ Summary AnalyzeDir(const std::string& dir, bool kernel_timing_only = false) {
 }
 
 TEST(GpuFixtures, JsonSummaryMatchesGoldenFiles) {
-  const bool update = std::getenv("OVERLAPPROF_UPDATE_GOLDEN") != nullptr;
   for (const char* name : {"h100_ddp_plugin", "h100_gemm_grouped_plugin", "h100_gemm_overlapped_1rank"}) {
     SCOPED_TRACE(name);
-    nlohmann::ordered_json j = SummaryToJson(AnalyzeDir(name));
-    for (auto& r : j["ranks"]) r["source"] = fs::path(r["source"].get<std::string>()).filename().string();
-    j["tool"]["version"] = "(any)";
-    const std::string got = j.dump(2) + "\n";
-    const std::string golden_path = std::string(OVERLAPPROF_GOLDEN_DIR) + "/" + name + ".summary.json";
-    if (update) {
-      std::ofstream(golden_path) << got;
-      continue;
-    }
-    std::ifstream f(golden_path);
-    ASSERT_TRUE(f.good()) << "missing " << golden_path << " (run with OVERLAPPROF_UPDATE_GOLDEN=1)";
-    std::string want((std::istreambuf_iterator<char>(f)), {});
-    EXPECT_EQ(nlohmann::ordered_json::parse(got), nlohmann::ordered_json::parse(want))
-        << "summary differs from " << golden_path;
+    testing::ExpectGoldenSummary(AnalyzeDir(name), name);
   }
 }
 

@@ -19,6 +19,7 @@
 #include "src/cli/registry.h"
 #include "src/importers/importer.h"
 #include "src/store/writer.h"
+#include "golden_util.h"
 #include "test_util.h"
 
 namespace overlapprof {
@@ -530,27 +531,13 @@ TEST(GoldenNsysExports, PerGpuFiguresEqualTheReadme) {
 }
 
 TEST(GoldenNsysExports, JsonSummaryMatchesGoldenFiles) {
-  const bool update = std::getenv("OVERLAPPROF_UPDATE_GOLDEN") != nullptr;
   for (const char* name : {"mfu_2gpu_before", "mfu_2gpu_after"}) {
     SCOPED_TRACE(name);
     StatusOr<std::vector<std::string>> inputs = ExpandInputs({testing::DataFile(std::string("nsys/") + name + ".sqlite")});
     ASSERT_TRUE(inputs.ok());
     StatusOr<Summary> s = AnalyzeFiles(*inputs, {}, {});
     ASSERT_TRUE(s.ok()) << s.status().message();
-    nlohmann::ordered_json j = SummaryToJson(*s);
-    for (auto& r : j["ranks"]) r["source"] = fs::path(r["source"].get<std::string>()).filename().string();
-    j["tool"]["version"] = "(any)";
-    std::string got = j.dump(2) + "\n";
-    std::string golden_path = std::string(OVERLAPPROF_GOLDEN_DIR) + "/nsys_" + name + ".summary.json";
-    if (update) {
-      std::ofstream(golden_path) << got;
-      continue;
-    }
-    std::ifstream f(golden_path);
-    ASSERT_TRUE(f.good()) << "missing " << golden_path << " (run with OVERLAPPROF_UPDATE_GOLDEN=1)";
-    std::string want((std::istreambuf_iterator<char>(f)), {});
-    EXPECT_EQ(nlohmann::ordered_json::parse(got), nlohmann::ordered_json::parse(want))
-        << "summary differs from " << golden_path;
+    testing::ExpectGoldenSummary(*s, std::string("nsys_") + name);
   }
 }
 
