@@ -71,7 +71,7 @@ enum class Fn : size_t {
   ncclCommInitRankConfig, ncclCommInitRankScalable, ncclCommInitAll, ncclCommSplit, ncclCommShrink,
   ncclCommDestroy, ncclCommAbort, ncclCommCuDevice, ncclCommUserRank, ncclCommCount, ncclGroupSimulateEnd,
   ncclCommFinalize, ncclCommRevoke, ncclCommGetAsyncError, ncclCommRegister, ncclCommDeregister,
-  ncclCommWindowRegister, ncclCommWindowDeregister, kCount
+  ncclCommWindowRegister, ncclCommWindowDeregister, ncclGetVersion, kCount
 };
 static_assert(static_cast<size_t>(Fn::kCount) <= NcclFunctions::kMax);
 
@@ -230,6 +230,10 @@ void RecordInit(CommInitCall call, ncclComm_t c, uint64_t id, uint64_t parent, i
   r.device = device;
   r.seq = parent;
   r.flags = static_cast<uint8_t>((nonblocking ? kFlagNonblocking : 0) | (pending ? kFlagPending : 0));
+  // The loaded NCCL's version (meta nccl_version): a plain getter, and NCCL is loaded by now.
+  int version = 0;
+  if (auto fv = OVERLAPPROF_REAL(ncclGetVersion); fv && fv(&version) == ncclSuccess && version > 0)
+    r.count = static_cast<uint64_t>(version);
   Push(r);
 }
 

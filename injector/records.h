@@ -73,7 +73,7 @@ struct HookRecord {
   int32_t device = -1;
   int32_t root_peer = -1;  // root of rooted collectives, peer of send/recv; -1 otherwise
   uint64_t seq = 0;        // per-communicator sequence number (kCommOp); parent id (kCommInit)
-  uint64_t count = 0;      // elements
+  uint64_t count = 0;      // elements (kCommOp); NCCL's version code, 0 unknown (kCommInit)
   uint64_t stream = 0;     // cudaStream_t value (kCommOp); NVTX range id (kRangeStart/End)
   uint64_t launch_id = 0;  // external correlation id pushed around the launching call
   int32_t result = 0;      // ncclResult_t the real call returned

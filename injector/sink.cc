@@ -76,6 +76,19 @@ std::string Hex(uint64_t v) {
   return b;
 }
 
+// NCCL's version code as NCCL writes it: 22809 -> "2.28.9" (codes from 2.9 on: major*10000 +
+// minor*100 + patch), 2708 -> "2.7.8" (before: major*1000 + minor*100 + patch).
+std::string NcclVersionText(uint64_t code) {
+  char b[32];
+  if (code >= 10000)
+    std::snprintf(b, sizeof b, "%llu.%llu.%llu", static_cast<unsigned long long>(code / 10000),
+                  static_cast<unsigned long long>(code % 10000 / 100), static_cast<unsigned long long>(code % 100));
+  else
+    std::snprintf(b, sizeof b, "%llu.%llu.%llu", static_cast<unsigned long long>(code / 1000),
+                  static_cast<unsigned long long>(code % 1000 / 100), static_cast<unsigned long long>(code % 100));
+  return b;
+}
+
 // "ProfilerStep#12" -> 12, else -1.
 int64_t StepNumber(std::string_view name) {
   static constexpr std::string_view kPrefix = "ProfilerStep#";
@@ -246,6 +259,7 @@ void Sink::Take(const HookRecord& r) {
     case RecKind::kCommInit: {
       bool pending = (r.flags & kFlagPending) != 0;
       comms_.push_back({r.comm_id, r.seq, r.comm_rank, r.comm_nranks, r.device, r.op, r.t_exit, 0, pending});
+      if (r.count > 0 && trace_.meta.nccl_version.empty()) trace_.meta.nccl_version = NcclVersionText(r.count);
       if (!pending) ConsiderRank(r.comm_rank, r.comm_nranks, r.op, r.seq);
       meta_dirty_ = true;
       break;

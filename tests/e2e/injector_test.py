@@ -125,6 +125,8 @@ class InjectorTest(unittest.TestCase):
         self.assertEqual((s.meta("rank"), s.meta("world_size"), s.meta("local_rank")), (2, 4, 2))
         self.assertEqual(s.meta("source_format"), "overlapprof")
         self.assertEqual(s.meta("clock_source"), "CLOCK_REALTIME")
+        # The loaded NCCL's ncclGetVersion, as NCCL writes it (the double answers NCCL_VERSION_CODE).
+        self.assertRegex(s.meta("nccl_version"), r"^2\.\d+\.\d+$")
         ops = s.ops()
         # (op, datatype, count, bytes, root/peer, stream) in the order nccl_driver.cc issues them.
         expected = [
