@@ -111,6 +111,7 @@ struct Config {
   int timeout_s = 300;  // watchdog
   bool nvtx = true;     // ProfilerStep#N NVTX range per iteration
   bool group = false;   // the iteration's collectives in one ncclGroupStart/End: one NCCL kernel
+  int lead_us = 1000;   // GPU wait before each iteration's reference event (lead_spin); 0: none
   bool quiet = false;
   std::string json;
 };
@@ -124,6 +125,9 @@ void usage(int code) {
       "  --m M --n N --k K                  GEMM size (default 8192 8192 8192)\n"
       "  --gemms G                          GEMMs per iteration (default 8)\n"
       "  --chunks C                         collectives per iteration, C <= G (default 4)\n"
+      "  --lead-us U                        GPU wait ahead of each iteration while the host enqueues it,\n"
+      "                                     so that events fire when the GPU reaches them (default\n"
+      "                                     1000; 0: none)\n"
       "  --group                            serial/overlapped: the C collectives in one NCCL group\n"
       "                                     (one kernel runs them all: only NCCL's profiler plugin\n"
       "                                     times each)\n"
@@ -202,6 +206,7 @@ Config parse_args(int argc, char** argv) {
     else if (a == "--timeout") c.timeout_s = parse_int(val(), "--timeout", 0);
     else if (a == "--no-nvtx") c.nvtx = false;
     else if (a == "--group") c.group = true;
+    else if (a == "--lead-us") c.lead_us = parse_int(val(), "--lead-us", 0);
     else if (a == "--quiet") c.quiet = true;
     else { std::fprintf(stderr, "gemm_allreduce: unknown option %s\n", a.c_str()); usage(2); }
   }
@@ -426,6 +431,18 @@ int launch_ranks(const Config& cfg, int argc, char** argv) {
   return worst;
 }
 
+// One thread that waits `ns` of GPU time (%globaltimer) and does nothing else: launched ahead of an
+// iteration, it keeps the streams busy while the host enqueues the iteration, so that each event
+// fires when its stream reaches it, not when the host enqueues it (--lead-us). It waits on nothing
+// the host does: it cannot hang, even under lazy module loading.
+__global__ void lead_spin(uint64_t ns) {
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
 __global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint32_t seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     uint32_t h = uint32_t(i) * 2654435761u ^ seed;
@@ -613,6 +630,10 @@ int main(int argc, char** argv) {
     std::string range = "ProfilerStep#" + std::to_string(it);
     if (cfg.nvtx) nvtxRangePushA(range.c_str());
     const auto t0 = std::chrono::steady_clock::now();
+    if (cfg.lead_us > 0) {  // before the reference event: in no interval of the ground truth
+      lead_spin<<<1, 1, 0, s_comp>>>(uint64_t(cfg.lead_us) * 1000u);
+      CUDA_CHECK(cudaGetLastError());
+    }
     CUDA_CHECK(cudaEventRecord(ev_ref, s_comp));
     CUDA_CHECK(cudaStreamWaitEvent(s_comm, ev_ref, 0));
     auto launch_coll = [&](int c) {
@@ -725,7 +746,7 @@ int main(int argc, char** argv) {
     std::ostringstream conf, rank;
     conf << "{\"mode\": \"" << mode_name(cfg.mode) << "\", \"op\": \"" << op_name(cfg.op) << "\", \"m\": " << cfg.m
          << ", \"n\": " << cfg.n << ", \"k\": " << cfg.k << ", \"dtype\": \"" << (cfg.fp32 ? "fp32" : "bf16")
-         << "\", \"gemms\": " << G << ", \"chunks\": " << K << ", \"group\": " << (cfg.group ? "true" : "false")
+         << "\", \"gemms\": " << G << ", \"chunks\": " << K << ", \"group\": " << (cfg.group ? "true" : "false") << ", \"lead_us\": " << cfg.lead_us
          << ", \"bytes\": " << comm_elems * sizeof(float)
          << ", \"iters\": " << cfg.iters << ", \"warmup\": " << cfg.warmup << ", \"world_size\": " << re.world
          << ", \"sm_reserve\": " << cfg.sm_reserve << ", \"sm_count_target\": " << sm_target
