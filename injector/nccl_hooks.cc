@@ -330,7 +330,7 @@ using namespace overlapprof::inject;
   OVERLAPPROF_EXPORT ncclResult_t NAME PARAMS {                                          \
     auto fn = OVERLAPPROF_REAL(NAME);                                                    \
     if (!fn) return Missing();                                                           \
-    if (t_thread.op_depth > 0 || !Recording()) return fn ARGS;                           \
+    if (!Recording() || t_thread.op_depth > 0) return fn ARGS;                           \
     OpScope scope(CommOpCode::CODE, COMM, COUNT, DTYPE, ROOT, STREAM);                   \
     ++t_thread.op_depth;                                                                 \
     ncclResult_t res = fn ARGS;                                                          \
@@ -393,16 +393,16 @@ OVERLAPPROF_OP_HOOK(ncclRecv, kRecv,
 OVERLAPPROF_EXPORT ncclResult_t ncclGroupStart() {
   auto fn = OVERLAPPROF_REAL(ncclGroupStart);
   if (!fn) return Missing();
-  // Inside a recorded op (NCCL building it from a group of its own): the op's launch id stays.
-  if (t_thread.op_depth > 0) return fn();
-  if (Recording() && t_thread.group_depth++ == 0) t_thread.group_launch_id = g_recorder.NextLaunchId();
+  // Inside a recorded op (NCCL building it from a group of its own) the op's launch id stays.
+  if (Recording() && t_thread.op_depth == 0 && t_thread.group_depth++ == 0)
+    t_thread.group_launch_id = g_recorder.NextLaunchId();
   return fn();
 }
 
 OVERLAPPROF_EXPORT ncclResult_t ncclGroupEnd() {
   auto fn = OVERLAPPROF_REAL(ncclGroupEnd);
   if (!fn) return Missing();
-  if (t_thread.op_depth > 0 || t_thread.group_depth <= 0 || !Recording()) return fn();
+  if (t_thread.group_depth <= 0 || !Recording() || t_thread.op_depth > 0) return fn();
   if (t_thread.group_depth > 1) {
     --t_thread.group_depth;
     return fn();

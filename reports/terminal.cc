@@ -49,15 +49,18 @@ class TerminalReport : public ReportWriter {
                          r.iteration_count, file_col(r.source_path));
     }
     // Ranks with NCCL profiler plugin data: what their communication was timed by.
-    for (const RankResult& r : s.ranks)
-      if (!r.timing_source.empty() && r.nccl_profiler_ops == 0)
-        out << fmt::format("rank {}: communication timed by its kernels (no NCCL profiler plugin operation in the "
-                           "trace)\n", RankLabel(r.rank));
-      else if (!r.timing_source.empty())
+    // None read: a 1-rank communicator (NCCL reports none), or --comm-timing kernels.
+    for (const RankResult& r : s.ranks) {
+      if (r.timing_source.empty()) continue;
+      if (r.nccl_profiler_ops == 0)
+        out << fmt::format("rank {}: communication timed by its kernels (no NCCL profiler plugin operation used)\n",
+                           RankLabel(r.rank));
+      else
         out << fmt::format("rank {}: communication timed by {} ({} of {} NCCL profiler ops used)\n", RankLabel(r.rank),
                            r.timing_source == "nccl_profiler" ? "NCCL's profiler plugin, per operation"
                                                               : "its kernels",
                            r.nccl_profiler_timed_ops, r.nccl_profiler_ops);
+    }
     // Where the step time goes: one line per rank and the run (the step_breakdown analyzer).
     if (s.step_breakdown && !s.step_breakdown->ranks.empty()) {
       const StepBreakdown& b = *s.step_breakdown;

@@ -282,6 +282,31 @@ class CliTest(unittest.TestCase):
         self.assertIn("--color: sometimes not in {auto,always,never}", err)
         self.assertEqual(out, "")
 
+    def test_comm_timing_kernels_on_a_real_plugin_recording(self):
+        # H100 stores with NCCL's profiler plugin on (tests/data/gpu): by default the plugin times each
+        # of the 100 ops of a rank; --comm-timing kernels times them by their kernels, which are longer.
+        grouped = os.path.join(DATA, "gpu", "h100_gemm_grouped_plugin")
+        rc, out, err = run("analyze", grouped, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        auto = json.loads(out)
+        rc, text, err = run("analyze", grouped)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("rank 0: communication timed by NCCL's profiler plugin, per operation (100 of 100 NCCL "
+                      "profiler ops used)", text)
+        rc, out, err = run("analyze", grouped, "--comm-timing", "kernels", "--json", "-")
+        self.assertEqual(rc, 0, err)
+        kernels = json.loads(out)
+        for a, k in zip(auto["ranks"], kernels["ranks"]):
+            self.assertEqual(a["timing_source"], "nccl_profiler")
+            self.assertEqual(k["timing_source"], "kernels")
+            self.assertLess(a["comm_ns"], k["comm_ns"])
+        rc, text, err = run("analyze", grouped, "--comm-timing", "kernels")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("rank 1: communication timed by its kernels (no NCCL profiler plugin operation used)", text)
+        rc, out, err = run("analyze", grouped, "--comm-timing", "plugin")
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("--comm-timing: plugin not in {auto,kernels}", err)
+
     def test_help_shows_the_real_usage_and_ranges_in_words(self):
         usage = {"analyze": "analyze [OPTIONS] TRACE...", "import": "import [OPTIONS] INPUT... -o OUTPUT",
                  "run": "run [OPTIONS] -- CMD [ARGS...]", "compare": "compare [OPTIONS] BASE NEW",
