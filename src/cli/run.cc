@@ -250,30 +250,6 @@ void GiveTerminal(int tty, pid_t pgid) {
 
 enum class Settled { kOk, kUnrecorded, kEmpty };
 
-// True when a settled, finished store holds no record at all: no GPU activity, host call, range,
-// NCCL call, communicator or plugin op, and every counter zero. A process that initialized CUDA
-// and did nothing else leaves one (torchrun's agent, a data-loader worker, a launcher): it is not
-// a rank, and would show as an empty "rank ?" in every report. False when unsure (a query fails).
-bool RecordedNothing(const fs::path& file) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    sqlite3_close(db);
-    return false;
-  }
-  static const char* const kSql =
-      "SELECT (SELECT count(*) FROM activity_chunk) + (SELECT count(*) FROM host_call_chunk) + "
-      "(SELECT count(*) FROM comm_op_chunk) + (SELECT count(*) FROM comm_op) + "
-      "(SELECT count(*) FROM trace_range_chunk) + (SELECT count(*) FROM trace_range) + "
-      "(SELECT count(*) FROM nccl_profiler_op) + (SELECT count(*) FROM stats WHERE value <> 0) + "
-      "(SELECT count(*) FROM meta WHERE key = 'communicators' AND value NOT IN ('', '[]'))";
-  sqlite3_stmt* st = nullptr;
-  bool empty = sqlite3_prepare_v2(db, kSql, -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
-               sqlite3_column_int64(st, 0) == 0;
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return empty;
-}
-
 // After its process is gone: a process killed without its last flush leaves a -wal file beside
 // its store. Checkpoint it into the store (SQLite recovers committed transactions), switch the
 // file to a self-contained journal mode, and mark files whose recording did not finish.
@@ -361,7 +337,8 @@ Settled Settle(const fs::path& file) {
     sqlite3_free(err);
   }
   sqlite3_close(db);
-  if (!unfinished && RecordedNothing(file)) {
+  // A launcher's or helper's store (src/store/writer.h); kept when unsure (the check failed).
+  if (auto nothing = StoreRecordsNothing(file.string()); !unfinished && nothing.ok() && *nothing) {
     std::error_code rm;
     fs::remove(file, rm);
     if (!rm) {

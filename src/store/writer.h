@@ -109,6 +109,12 @@ Status InsertStats(Stmt& q, const StatCounters& stats, const std::vector<ExtraSt
 // it after the job. A no-op when the rows are already there or the store has row copies.
 Status MaterializeCommOpRows(const std::string& path);
 
+// True when a store holds no record at all: no GPU activity, host call, range, NCCL call,
+// communicator or plugin op, and every counter zero. A process that initialized CUDA with the
+// injector in it and did nothing else leaves one (torchrun's agent, a launcher): `overlapprof
+// run` removes it rather than show an empty rank.
+StatusOr<bool> StoreRecordsNothing(const std::string& path);
+
 // Convenience: import-style write of a whole trace to `path` (kBulk).
 Status WriteStore(const RankTrace& trace, const std::string& path, bool overwrite);
 

@@ -57,6 +57,21 @@ Status StoreWriter::MarkWriteFailed(const StatCounters& stats, const std::vector
   return st;
 }
 
+StatusOr<bool> StoreRecordsNothing(const std::string& path) {
+  Db db;
+  OVERLAPPROF_RETURN_IF_ERROR(db.Open(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX));
+  static constexpr char kSql[] =
+      "SELECT (SELECT count(*) FROM activity_chunk) + (SELECT count(*) FROM host_call_chunk) + "
+      "(SELECT count(*) FROM comm_op_chunk) + (SELECT count(*) FROM comm_op) + "
+      "(SELECT count(*) FROM trace_range_chunk) + (SELECT count(*) FROM trace_range) + "
+      "(SELECT count(*) FROM nccl_profiler_op) + (SELECT count(*) FROM stats WHERE value <> 0) + "
+      "(SELECT count(*) FROM meta WHERE key = 'communicators' AND value NOT IN ('', '[]'))";
+  Stmt s;
+  OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db.get(), kSql));
+  OVERLAPPROF_ASSIGN_OR_RETURN(bool row, s.Step("count the store's records"));
+  return row && s.Int(0) == 0;
+}
+
 Status MaterializeCommOpRows(const std::string& path) {
   Db db;
   OVERLAPPROF_RETURN_IF_ERROR(db.Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX));
