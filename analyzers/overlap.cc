@@ -315,7 +315,10 @@ class OverlapAnalyzer : public Analyzer {
     r.spread_exposed_comm_ns = SpreadOf(std::move(exposed));
     r.spread_wall_ns = SpreadOf(std::move(walls));
     if (t.meta.rank == kUnknown)
-      r.notices.push_back("the trace does not say its rank (no distributedInfo): rank shown as unknown");
+      r.notices.push_back(t.meta.source_format == "nsys"
+                              ? "the export does not say its rank (no RANK in the environment nsys started in: "
+                                "one nsys per rank under the launcher records it; docs/nsys.md): rank shown as unknown"
+                              : "the trace does not say its rank (no distributedInfo): rank shown as unknown");
     if (!sets.any_activity) r.notices.push_back("no GPU activity (kernels, memcpy, memset) in this trace");
     if (it.windows.empty())
       r.notices.push_back(!it.notice.empty() ? it.notice

@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "injector/injector.h"
+#include "src/common/rank_env.h"
 #include "injector/ring.h"
 #include "injector/sink.h"
 #include "overlapprof/version.h"
@@ -300,19 +301,15 @@ void Recorder::WriterFinished() noexcept {
 bool Recorder::DoActivate() {
   const char* dir = std::getenv("OVERLAPPROF_OUTPUT_DIR");
   if (!dir || !*dir) return false;
-  static const char* const kRank[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", nullptr};
-  static const char* const kWorld[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", nullptr};
-  static const char* const kLocal[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                       "SLURM_LOCALID", nullptr};
   static const char* const kRestart[] = {"TORCHELASTIC_RESTART_COUNT", nullptr};
   static const char* const kFlush[] = {"OVERLAPPROF_FLUSH_MS", nullptr};
   static const char* const kRingSize[] = {"OVERLAPPROF_RING_RECORDS", nullptr};
 
   auto* cfg = new SinkConfig();
-  cfg->meta.rank = EnvInt(kRank, kUnknown);
+  cfg->meta.rank = EnvInt(kRankEnv, kUnknown);
   cfg->rank_from_env = cfg->meta.rank != kUnknown;
-  cfg->meta.world_size = EnvInt(kWorld, kUnknown);
-  cfg->meta.local_rank = EnvInt(kLocal, kUnknown);
+  cfg->meta.world_size = EnvInt(kWorldSizeEnv, kUnknown);
+  cfg->meta.local_rank = EnvInt(kLocalRankEnv, kUnknown);
   cfg->meta.pid = ::getpid();
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);

@@ -30,7 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "src/common/rank_env.h"
 #include "src/importers/importer.h"
+#include "src/importers/nvtx_payload.h"
 #include "src/importers/row_spill.h"
 #include "src/importers/sqlite_table_scan.h"
 #include "src/io/input_file.h"
@@ -50,6 +52,8 @@ constexpr const char* kMemset = "CUPTI_ACTIVITY_KIND_MEMSET";
 constexpr const char* kSync = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
 constexpr const char* kRuntime = "CUPTI_ACTIVITY_KIND_RUNTIME";
 constexpr const char* kNvtx = "NVTX_EVENTS";
+constexpr const char* kPayloadSchemas = "NVTX_PAYLOAD_SCHEMAS";
+constexpr const char* kPayloadEntries = "NVTX_PAYLOAD_SCHEMA_ENTRIES";
 constexpr const char* kStrings = "StringIds";
 constexpr const char* kSession = "TARGET_INFO_SESSION_START_TIME";
 constexpr const char* kGpuInfo = "TARGET_INFO_GPU";
@@ -228,22 +232,25 @@ struct GpuTable {
 };
 
 // An NCCL API range (NCCL's NVTX domain) on a host thread: what kind of call it was.
-enum class NcclApi : uint8_t { kOther, kGroupEnd, kSend, kRecv, kCollective };
+enum class NcclApi : uint8_t { kOther, kGroupStart, kGroupEnd, kSend, kRecv, kCollective };
 struct NcclRange {
   int64_t tid;
   int64_t start_ns, end_ns;
   NcclApi api;
   std::string op;  // kCollective: the normalized collective (NormalizeCollectiveName)
+  std::optional<NcclPayload> payload;  // NCCL's NVTX payload, when the export holds it (nvtx_payload.h)
 };
 
-// "ncclAllReduce" -> a collective "allreduce"; ncclSend/ncclRecv; ncclGroupEnd; the rest
-// (ncclGroupStart, ncclCommCount, communicator calls) are kOther.
+// "ncclAllReduce" -> a collective "allreduce"; ncclSend/ncclRecv; ncclGroupStart/End; the rest
+// (ncclCommCount, communicator calls such as ncclCommInitRank*) are kOther.
 NcclRange NcclApiOf(std::string_view name) {
   NcclRange r{};
   static constexpr std::string_view kCollectives[] = {"allreduce", "broadcast", "reduce", "allgather",
                                                       "reducescatter", "alltoall", "gather", "scatter"};
   if (name == "ncclGroupEnd") {
     r.api = NcclApi::kGroupEnd;
+  } else if (name == "ncclGroupStart") {
+    r.api = NcclApi::kGroupStart;
   } else if (name == "ncclSend") {
     r.api = NcclApi::kSend;
   } else if (name == "ncclRecv") {
@@ -447,7 +454,8 @@ class Export {
     t_.meta.source_format = "nsys";
     t_.meta.pid = unit_.pid;
     t_.meta.clock_source = clock_source_;
-    t_.stats.Set(Stat::rank_unknown, 1);  // nsys does not record RANK (docs/nsys.md)
+    OVERLAPPROF_RETURN_IF_ERROR(ReadRankFromEnvironment());
+    if (t_.meta.rank == kUnknown) t_.stats.Set(Stat::rank_unknown, 1);
     for (Stream& s : t_.streams) s.name = fmt::format("stream {}", s.native_id);
     t_.Finalize();
     return std::move(t_);
@@ -801,11 +809,14 @@ class Export {
     for (const char* c : {"start", "end", "eventType"})
       if (!cols.count(c)) return OkStatus();
     const bool tid = cols.count("globalTid") > 0;
+    const bool blobs = cols.count("binaryData") > 0;
+    if (blobs) OVERLAPPROF_RETURN_IF_ERROR(ReadPayloadSchemas());
     Stmt s;
-    OVERLAPPROF_RETURN_IF_ERROR(Prep(s, fmt::format("SELECT start, end, {}, {}, {}, {} FROM {} WHERE eventType IN ({}, {}) AND {} = ?1",
+    OVERLAPPROF_RETURN_IF_ERROR(Prep(s, fmt::format("SELECT start, end, {}, {}, {}, {}, {} FROM {} WHERE eventType IN ({}, {}) AND {} = ?1",
                                cols.count("text") ? "text" : "NULL", cols.count("textId") ? "textId" : "NULL",
                                tid ? "globalTid & 16777215" : "NULL", cols.count("domainId") ? "domainId" : "NULL",
-                               kNvtx, kNvtxPushPop, kNvtxStartEnd, tid ? kPidOfGlobalTid : "-1")));
+                               blobs ? "binaryData" : "NULL", kNvtx, kNvtxPushPop, kNvtxStartEnd,
+                               tid ? kPidOfGlobalTid : "-1")));
     s.Bind(1, unit_.pid);
     sqlite3_stmt* st = s.get();
     constexpr std::string_view kStep = "ProfilerStep#";
@@ -837,10 +848,16 @@ class Export {
         n.tid = sqlite3_column_int64(st, 4);
         n.start_ns = r.start_ns;
         n.end_ns = r.end_ns;
-        // Its payload (message size, communicator, rank) is not decoded: say that the ops' bytes
-        // and communicators are unknown rather than leave them silently empty.
-        if (n.api == NcclApi::kCollective || n.api == NcclApi::kSend || n.api == NcclApi::kRecv)
-          t_.stats.Add(Stat::nsys_nccl_payloads_unread);
+        if (sqlite3_column_type(st, 6) == SQLITE_BLOB && !payload_schemas_.empty()) {
+          const auto* b = static_cast<const uint8_t*>(sqlite3_column_blob(st, 6));
+          n.payload = payload_schemas_.DecodeNccl(sqlite3_column_int64(st, 5),
+                                                  {b, static_cast<size_t>(sqlite3_column_bytes(st, 6))});
+        }
+        if (n.api == NcclApi::kCollective || n.api == NcclApi::kSend || n.api == NcclApi::kRecv) {
+          // Without its payload, the ops' bytes and communicators are unknown: said, not left
+          // silently empty.
+          t_.stats.Add(n.payload ? Stat::nsys_nccl_payloads_decoded : Stat::nsys_nccl_payloads_unread);
+        }
       }
       const bool is_step = text.substr(0, kStep.size()) == kStep;
       if (is_step) {
@@ -872,11 +889,18 @@ class Export {
   // ncclGroupEnd of a group, whose calls are the NCCL ranges of that thread since the previous
   // ncclGroupEnd. The op is named from them when they agree: one collective type, or sends
   // and receives only (send, recv, sendrecv). Otherwise it keeps the kernel's name.
+  // With their payloads (PayloadOfCalls), the op also gets its bytes, communicator, the rank's
+  // place in it (from the communicator's ncclCommInitRank* payload) and its root or peer.
   void NameOpsFromNcclRanges() {
     if (nccl_ranges_.empty()) return;
     std::sort(nccl_ranges_.begin(), nccl_ranges_.end(), [](const NcclRange& a, const NcclRange& b) {
       return std::tie(a.tid, a.start_ns, a.end_ns) < std::tie(b.tid, b.start_ns, b.end_ns);
     });
+    // This process's rank and size in each communicator it initialized.
+    std::map<uint64_t, std::pair<int64_t, int64_t>> members;
+    for (const NcclRange& r : nccl_ranges_)
+      if (r.payload && r.payload->communicator && r.payload->rank && r.payload->nranks)
+        members[*r.payload->communicator] = {*r.payload->rank, *r.payload->nranks};
     for (CommOp& op : t_.comm_ops) {
       if (op.host_tid == kUnknown || op.host_enter_ns == kUnknown) continue;
       const int64_t t = op.host_enter_ns;
@@ -898,10 +922,26 @@ class Export {
       }
       if (inner == last) continue;
       std::string name;
+      auto calls_begin = inner, calls_end = std::next(inner);  // the calls behind the op
       if (inner->api == NcclApi::kGroupEnd) {
-        // The group's calls: since the previous ncclGroupEnd of this thread.
+        // The group's calls: since its ncclGroupStart (groups nest: the launch is in the
+        // outermost ncclGroupEnd), else, without ncclGroupStart ranges, since the previous
+        // ncclGroupEnd of this thread.
         auto begin = inner;
-        while (begin != first && std::prev(begin)->api != NcclApi::kGroupEnd) --begin;
+        int depth = 0;
+        bool started = false;
+        for (auto it = inner; it != first;) {
+          --it;
+          if (it->api == NcclApi::kGroupEnd) {
+            ++depth;
+          } else if (it->api == NcclApi::kGroupStart && depth-- == 0) {
+            begin = std::next(it);
+            started = true;
+            break;
+          }
+        }
+        if (!started)
+          while (begin != first && std::prev(begin)->api != NcclApi::kGroupEnd) --begin;
         bool sends = false, recvs = false, other = false;
         std::string coll;
         for (auto it = begin; it != inner; ++it) {
@@ -913,6 +953,8 @@ class Export {
           }
         }
         if (other || (!coll.empty() && (sends || recvs))) continue;  // a mixed group: the kernel's name stays
+        calls_begin = begin;
+        calls_end = inner;
         if (!coll.empty()) name = coll;
         else if (sends && recvs) name = "sendrecv";
         else if (sends) name = "send";
@@ -927,8 +969,86 @@ class Export {
       if (name.empty()) continue;
       op.op = std::move(name);
       t_.stats.Add(Stat::nsys_ops_named_from_nccl_ranges);
+      ApplyPayloads(op, calls_begin, calls_end, members);
     }
     std::vector<NcclRange>().swap(nccl_ranges_);
+  }
+
+  // The payloads of the calls [begin, end) behind one op (its collective, send or receive, or the
+  // calls of its group): every call must have one, all of one communicator; the op's bytes are
+  // their sum (a group's calls run in the op's one kernel) when each says its size; the root or
+  // peer only for a single call. Anything short of that leaves the op as it was.
+  template <typename It>
+  static void ApplyPayloads(CommOp& op, It begin, It end,
+                            const std::map<uint64_t, std::pair<int64_t, int64_t>>& members) {
+    std::optional<uint64_t> comm;
+    int64_t bytes = 0, calls = 0;
+    bool all_bytes = true;
+    for (It it = begin; it != end; ++it) {
+      if (it->api != NcclApi::kCollective && it->api != NcclApi::kSend && it->api != NcclApi::kRecv) continue;
+      if (!it->payload || !it->payload->communicator) return;
+      if (comm && *comm != *it->payload->communicator) return;
+      comm = it->payload->communicator;
+      ++calls;
+      if (it->payload->bytes && *it->payload->bytes <= (int64_t{1} << 50) - bytes) bytes += *it->payload->bytes;
+      else all_bytes = false;
+    }
+    if (!comm || calls == 0) return;
+    op.communicator = fmt::format("{:016x}", *comm);  // as the injector names NCCL communicators
+    if (all_bytes) op.bytes = bytes;
+    if (auto m = members.find(*comm); m != members.end()) {
+      op.comm_rank = m->second.first;
+      op.comm_nranks = m->second.second;
+    }
+    if (calls == 1) {
+      const NcclPayload& p = *std::find_if(begin, end, [](const NcclRange& r) {
+        return r.api == NcclApi::kCollective || r.api == NcclApi::kSend || r.api == NcclApi::kRecv;
+      })->payload;
+      if (p.peer) op.root_peer = *p.peer;
+      else if (p.root) op.root_peer = *p.root;
+    }
+  }
+
+  // NCCL's payload schemas (nvtx_payload.h), read once per export: small tables.
+  Status ReadPayloadSchemas() {
+    if (payload_schemas_read_) return OkStatus();
+    payload_schemas_read_ = true;
+    if (!Has(kPayloadSchemas) || !Has(kPayloadEntries)) return OkStatus();
+    OVERLAPPROF_ASSIGN_OR_RETURN(auto sc, Columns(kPayloadSchemas));
+    OVERLAPPROF_ASSIGN_OR_RETURN(auto ec, Columns(kPayloadEntries));
+    for (const char* c : {"schemaId", "payloadSize"})
+      if (!sc.count(c)) return OkStatus();
+    for (const char* c : {"schemaId", "idx", "type", "name"})
+      if (!ec.count(c)) return OkStatus();
+    const char* domain_s = sc.count("domainId") ? "domainId" : "0";
+    const char* domain_e = ec.count("domainId") ? "domainId" : "0";
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(Prep(s, fmt::format("SELECT {}, schemaId, payloadSize FROM {}", domain_s, kPayloadSchemas)));
+    while (true) {
+      StatusOr<bool> row = s.Step(kPayloadSchemas);
+      if (!row.ok()) return Damaged(row.status());
+      if (!*row) break;
+      if (sqlite3_column_type(s.get(), 1) != SQLITE_INTEGER || sqlite3_column_type(s.get(), 2) != SQLITE_INTEGER) continue;
+      payload_schemas_.AddSchema(s.Int(0), s.Int(1), s.Int(2));
+    }
+    Stmt e;
+    OVERLAPPROF_RETURN_IF_ERROR(Prep(e, fmt::format("SELECT {}, schemaId, idx, type, name, {} FROM {}", domain_e,
+                                                    ec.count("offset") ? "\"offset\"" : "NULL", kPayloadEntries)));
+    while (true) {
+      StatusOr<bool> row = e.Step(kPayloadEntries);
+      if (!row.ok()) return Damaged(row.status());
+      if (!*row) break;
+      sqlite3_stmt* st = e.get();
+      if (sqlite3_column_type(st, 1) != SQLITE_INTEGER || sqlite3_column_type(st, 2) != SQLITE_INTEGER ||
+          sqlite3_column_type(st, 3) != SQLITE_INTEGER)
+        continue;
+      // A NULL offset is the first entry's 0 (as exported); any other non-integer: not decodable.
+      int64_t offset = 0;
+      if (sqlite3_column_type(st, 5) == SQLITE_INTEGER) offset = e.Int(5);
+      else if (sqlite3_column_type(st, 5) != SQLITE_NULL) offset = -1;
+      payload_schemas_.AddEntry(e.Int(0), e.Int(1), e.Int(2), e.Int(3), e.Text(4), offset);
+    }
+    return OkStatus();
   }
 
   // The rank's GPU (TARGET_INFO_GPU when present) and the host name.
@@ -955,18 +1075,85 @@ class Export {
       }
     }
     t_.devices.push_back(std::move(d));
-    if (Has(kSystemEnv)) {
-      OVERLAPPROF_ASSIGN_OR_RETURN(auto cols, Columns(kSystemEnv));
-      if (cols.count("name") && cols.count("value")) {
-        Stmt s;
-        OVERLAPPROF_RETURN_IF_ERROR(
-            Prep(s, "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1"));
-        StatusOr<bool> row = s.Step("TARGET_INFO_SYSTEM_ENV");
-        if (!row.ok()) return Damaged(row.status());
-        if (*row) t_.meta.host = std::string(s.Text(0));
+    OVERLAPPROF_ASSIGN_OR_RETURN(std::optional<std::string> host, SystemEnv("Hostname"));
+    if (host) t_.meta.host = std::move(*host);
+    return OkStatus();
+  }
+
+  // TARGET_INFO_SYSTEM_ENV's value for `name` (the first target's), nullopt when absent.
+  StatusOr<std::optional<std::string>> SystemEnv(std::string_view name) {
+    if (!Has(kSystemEnv)) return std::optional<std::string>();
+    OVERLAPPROF_ASSIGN_OR_RETURN(auto cols, Columns(kSystemEnv));
+    if (!cols.count("name") || !cols.count("value")) return std::optional<std::string>();
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(Prep(s, "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = ?1 LIMIT 1"));
+    s.Bind(1, name);
+    StatusOr<bool> row = s.Step("TARGET_INFO_SYSTEM_ENV");
+    if (!row.ok()) return Damaged(row.status());
+    if (!*row) return std::optional<std::string>();
+    return std::optional<std::string>(std::string(s.Text(0)));
+  }
+
+  // nsys records the environment it was started in (TARGET_INFO_SYSTEM_ENV DeviceEnvironment,
+  // "NAME=VALUE;NAME=VALUE;..."), not the profiled processes'. One nsys per rank under the
+  // launcher (`torchrun ... --no-python nsys profile ... python train.py`, `srun nsys profile
+  // ...`) starts in the rank's environment: RANK, WORLD_SIZE, LOCAL_RANK (or MPI's, Slurm's;
+  // src/common/rank_env.h) are that rank's, and the export holds that one rank. An nsys around
+  // the launcher starts before any rank exists: no RANK there, and an export of several ranks
+  // is never given one from it (docs/nsys.md, "Ranks").
+  Status ReadRankFromEnvironment() {
+    OVERLAPPROF_ASSIGN_OR_RETURN(std::optional<std::string> env, SystemEnv("DeviceEnvironment"));
+    if (!env) return OkStatus();
+    const int64_t rank = EnvIntIn(*env, kRankEnv);
+    if (rank == kUnknown) return OkStatus();
+    OVERLAPPROF_ASSIGN_OR_RETURN(size_t units, UnitsInFile());
+    if (units != 1) return OkStatus();
+    t_.meta.rank = rank;
+    t_.meta.world_size = EnvIntIn(*env, kWorldSizeEnv);
+    t_.meta.local_rank = EnvIntIn(*env, kLocalRankEnv);
+    return OkStatus();
+  }
+
+  // The first of `names` set to a non-negative integer in `env` ("NAME=VALUE;..."), else kUnknown.
+  static int64_t EnvIntIn(std::string_view env, const char* const* names) {
+    for (const char* const* n = names; *n; ++n) {
+      const std::string_view name = *n;
+      for (size_t pos = 0; pos <= env.size();) {
+        size_t end = env.find(';', pos);
+        if (end == std::string_view::npos) end = env.size();
+        const std::string_view item = env.substr(pos, end - pos);
+        if (item.size() > name.size() && item.substr(0, name.size()) == name && item[name.size()] == '=') {
+          int64_t v;
+          if (ParseInt(item.substr(name.size() + 1), &v) && v >= 0) return v;
+        }
+        pos = end + 1;
       }
     }
-    return OkStatus();
+    return kUnknown;
+  }
+
+  // How many ranks ((process, GPU) pairs) this export holds: ListUnits' count when this
+  // process listed the file, else counted here (a file#pidN.gpuN named without a listing).
+  StatusOr<size_t> UnitsInFile() {
+    if (std::optional<FileId> id = Id()) {
+      std::lock_guard<std::mutex> lock(CheckedMutex());
+      auto it = RowHints().find(*id);
+      if (it != RowHints().end()) return it->second.size();
+    }
+    std::string sql;
+    for (const char* table : {kKernel, kMemcpy, kMemset}) {
+      if (!Has(table)) continue;
+      OVERLAPPROF_ASSIGN_OR_RETURN(auto cols, Columns(table));
+      if (!cols.count("deviceId")) continue;
+      sql += fmt::format("{}SELECT DISTINCT {}, deviceId FROM {} WHERE typeof(deviceId) = 'integer'", sql.empty() ? "" : " UNION ",
+                         cols.count("globalPid") ? kPidOfGlobalPid : "-1", table);
+    }
+    if (sql.empty()) return size_t{0};
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(Prep(s, fmt::format("SELECT COUNT(*) FROM ({})", sql)));
+    StatusOr<bool> row = s.Step("units");
+    if (!row.ok()) return Damaged(row.status());
+    return *row ? static_cast<size_t>(s.Int(0)) : size_t{0};
   }
 
   // The ranks of one export are read one after another, each opening the file again:
@@ -1383,6 +1570,8 @@ class Export {
   size_t runtime_hint_ = 0;
   std::vector<uint8_t> linked_;
   std::vector<NcclRange> nccl_ranges_;  // NCCL's API ranges of this process (ReadNvtx), ns on the trace clock
+  NvtxPayloadSchemas payload_schemas_;   // NCCL's payload schemas (ReadPayloadSchemas)
+  bool payload_schemas_read_ = false;
 };
 
 class NsysImporter : public Importer {

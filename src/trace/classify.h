@@ -38,6 +38,10 @@ inline constexpr CommKernelFamily kCommKernelFamilies[] = {
     // Collective libraries: NVIDIA NCCL (ncclKernel_*, ncclDevKernel_*), AMD RCCL,
     // Microsoft MSCCL / MSCCL++, Huawei HCCL, Intel oneCCL.
     {"nccl", "nccl", "", ""},
+    // NCCL's kernel for a reduction on a 1-rank communicator (onerank.cu: oneRankReduce<...>,
+    // "oneRankReduce" as Nsight Systems' short name), launched by the collective in place of a
+    // ncclDevKernel_*: seen on an H100 with NCCL 2.28 (tests/data/nsys/h100_gemm1.sqlite).
+    {"nccl", "onerankreduce", "", ""},
     {"rccl", "rccl", "", ""},
     {"msccl", "msccl", "", ""},
     {"hccl", "hccl", "", ""},

@@ -67,7 +67,45 @@ def write(name, rows_per_rank, pids, devices):
     c.close()
 
 
+def write_payloads(name):
+    """One rank whose NCCL ranges carry NVTX payloads (binaryData, src/importers/nvtx_payload.h),
+    with NCCL's schemas as a real export lists them (tests/data/nsys/h100_ddp2.sqlite)."""
+    import struct
+    path = os.path.join(OUT, name)
+    if os.path.exists(path):
+        os.remove(path)
+    c = sqlite3.connect(path)
+    c.executescript(SCHEMA.replace("text TEXT, globalTid INTEGER, textId INTEGER);",
+                                   "text TEXT, globalTid INTEGER, textId INTEGER, domainId INTEGER, binaryData BLOB);"))
+    c.executescript("""
+CREATE TABLE NVTX_PAYLOAD_SCHEMAS(domainId INTEGER, schemaId INTEGER, name TEXT, type INTEGER, flags INTEGER,
+  numEntries INTEGER, payloadSize INTEGER, alignTo INTEGER);
+INSERT INTO NVTX_PAYLOAD_SCHEMAS VALUES (1,16777218,NULL,1,NULL,4,24,NULL),(1,16777221,NULL,1,NULL,3,24,NULL);
+CREATE TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES(domainId INTEGER NOT NULL, schemaId INTEGER NOT NULL, idx INTEGER NOT NULL,
+  flags INTEGER, type INTEGER, name TEXT, description TEXT, arrayOrUnionDetail INTEGER, offset INTEGER);
+INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES (1,16777218,0,NULL,18,'NCCL communicator ID',NULL,NULL,NULL),
+  (1,16777218,1,NULL,5,'No. of ranks',NULL,NULL,8),(1,16777218,2,NULL,5,'Rank',NULL,NULL,12),
+  (1,16777218,3,NULL,5,'CUDA device',NULL,NULL,16),(1,16777221,0,NULL,18,'NCCL communicator ID',NULL,NULL,NULL),
+  (1,16777221,1,NULL,22,'Message size [bytes]',NULL,NULL,8),(1,16777221,2,NULL,16777236,'Reduction operation',NULL,NULL,16);
+INSERT INTO StringIds VALUES (10,'ncclAllReduce'),(11,'ncclCommInitRankConfig');
+""")
+    blob = lambda schema, payload: struct.pack('<QQQQ', 1, schema, 24, 56) + payload
+    t = 28254349605 + 1000
+    pid = 144
+    c.execute("INSERT INTO NVTX_EVENTS VALUES (?,?,59,NULL,NULL,?,11,1,?)",
+              (t - 900, t - 800, G(pid) | 9, blob(16777218, struct.pack('<Qiii', 0xabc, 2, 1, 0) + bytes(4))))
+    for i in range(3):
+        c.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,0,1,20,?,?,2,2)", (t, t + 500, i + 1, G(pid)))
+        c.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,0,?,?,3,0)", (t - 100, t - 50, G(pid) | 9, i + 1))
+        c.execute("INSERT INTO NVTX_EVENTS VALUES (?,?,59,NULL,NULL,?,10,1,?)",
+                  (t - 150, t - 40, G(pid) | 9, blob(16777221, struct.pack('<QQi', 0xabc, 4096 << i, 0) + bytes(4))))
+        t += 1000
+    c.commit()
+    c.close()
+
+
 if __name__ == "__main__":
     write("nsys_one_rank.sqlite", 6, [144], [0])
     write("nsys_two_gpus_two_procs.sqlite", 4, [144, 145], [0, 1])
+    write_payloads("nsys_nccl_payloads.sqlite")
     print("nsys seeds written to", OUT)

@@ -63,6 +63,9 @@ PY
     ls -l /usr/local/cuda/lib64/ 2>/dev/null | grep -E 'libnccl|libcupti|libcublas\.' || echo "no NCCL/CUPTI/cuBLAS in /usr/local/cuda/lib64"
     ls -l /usr/local/cuda/extras/CUPTI/lib64/libcupti.so* 2>/dev/null || echo "no /usr/local/cuda/extras/CUPTI"
     echo "nsys: $(command -v nsys || echo 'not on PATH')"
+    # Issue 13 needs a real export with NCCL's NVTX payloads: where could one come from on this machine?
+    timeout 20 find / -xdev \( -name 'nsys' -o -name 'QdstrmImporter*' -o -name 'libToolsInjection*.so' \) \
+      -not -path '/proc/*' 2>/dev/null | head -20 | sed 's/^/nsys part: /'
     ulimit -a | grep -E 'open files|locked'
     echo "cpus: $(nproc)  /dev/shm: $(df -h /dev/shm | awk 'NR==2{print $2}')"
   } > "$out/env.txt"

@@ -38,6 +38,12 @@ std::string FamilyOf(std::string_view name) {
 TEST(ClassifyFamilies, CollectiveLibraries) {
   EXPECT_EQ(FamilyOf("ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"), "nccl");
   EXPECT_EQ(FamilyOf("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"), "nccl");
+  // NCCL's 1-rank reduction, as CUPTI names it (mangled) and as Nsight Systems shortens it (H100, NCCL 2.28).
+  EXPECT_EQ(FamilyOf("__nv_static_32__b4148644_10_onerank_cu_fdf47990__ZN43_GLOBAL__N__b4148644_10_onerank_cu_"
+                     "fdf4799013oneRankReduceI13FuncPreMulSumIfEEEvPvS3_mmb"),
+            "nccl");
+  EXPECT_EQ(FamilyOf("oneRankReduce"), "nccl");
+  EXPECT_EQ(FamilyOf("oneRankCopy"), "");  // no such NCCL kernel: the family is the reduction only
   EXPECT_EQ(FamilyOf("void rccl_kernel_something<float>()"), "rccl");
   EXPECT_EQ(FamilyOf("mscclKernel_Sum_float_LL"), "msccl");
   EXPECT_EQ(FamilyOf("void mscclpp::allreduce6<__nv_bfloat16>(...)"), "msccl");

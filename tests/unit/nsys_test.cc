@@ -10,9 +10,13 @@
 #include <sqlite3.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "reports/report.h"
 #include "src/cli/pipeline.h"
@@ -407,6 +411,181 @@ TEST(NsysImporter, OpsNamedFromNcclsOwnRanges) {
   EXPECT_EQ(t->stats.Get(Stat::nsys_nccl_payloads_unread), 9);
 }
 
+// NCCL's NVTX payloads in binaryData (src/importers/nvtx_payload.h), with the schemas of a real
+// export (NCCL 2.28.9) plus a send schema with NCCL's "Peer rank" entry. Payload blobs are made
+// here (the real exports at hand hold none); `Hex` is SQLite's blob literal of the header + payload.
+std::string PayloadBlob(int64_t schema, const std::vector<std::pair<int, uint64_t>>& fields, int size = 24) {
+  std::vector<uint8_t> b(32 + size, 0);
+  auto put = [&](size_t at, uint64_t v, int width) {
+    for (int i = 0; i < width; ++i) b[at + i] = static_cast<uint8_t>(v >> (8 * i));
+  };
+  put(0, 1, 8);
+  put(8, static_cast<uint64_t>(schema), 8);
+  put(16, static_cast<uint64_t>(size), 8);
+  put(24, static_cast<uint64_t>(32 + size), 8);
+  for (const auto& [offset, v] : fields) put(32 + offset, v, offset % 8 == 0 ? 8 : 4);
+  std::string hex = "x'";
+  for (uint8_t c : b) hex += fmt::format("{:02x}", c);
+  return hex + "'";
+}
+
+std::string PayloadExport(const std::string& name) {
+  const uint64_t comm = 0xabc, other = 0xdef;
+  const std::string init = PayloadBlob(16777218, {{0, comm}, {8, 4}, {12, 2}});
+  const std::string init2 = PayloadBlob(16777218, {{0, other}, {8, 2}, {12, 1}});
+  auto ar = [&](uint64_t c, uint64_t bytes) { return PayloadBlob(16777221, {{0, c}, {8, bytes}}); };
+  const std::string send = PayloadBlob(16777225, {{0, other}, {8, 512}, {20, 0}});
+  return MakeDb(name, fmt::format(R"(
+CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO StringIds VALUES (1, 'ncclDevKernel_AllReduce_Sum_f32_RING_LL'), (2, 'ncclDevKernel_SendRecv'),
+  (3, 'cudaLaunchKernel'), (10, 'ncclCommInitRankConfig'), (11, 'ncclAllReduce'), (12, 'ncclGroupStart'),
+  (13, 'ncclGroupEnd'), (14, 'ncclSend');
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+  streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, shortName INTEGER);
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (10000, 10100, 0, 9, 1, {p}, 1), (20000, 20100, 0, 9, 2, {p}, 1),
+  (30000, 30100, 0, 9, 3, {p}, 1), (40000, 40100, 0, 9, 4, {p}, 2), (50000, 50100, 0, 9, 5, {p}, 1);
+CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INTEGER NOT NULL, end INTEGER NOT NULL, globalTid INTEGER,
+  correlationId INTEGER, nameId INTEGER NOT NULL);
+INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (1500, 1510, {t}, 1, 3), (2500, 2510, {t}, 2, 3),
+  (3500, 3510, {t}, 3, 3), (4500, 4510, {t}, 4, 3), (5500, 5510, {t}, 5, 3);
+CREATE TABLE NVTX_EVENTS(start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, text TEXT,
+  globalTid INTEGER, textId INTEGER, domainId INTEGER, binaryData BLOB);
+INSERT INTO NVTX_EVENTS VALUES
+  (100, 200, 59, NULL, {t}, 10, 1, {init}), (300, 400, 59, NULL, {t}, 10, 1, {init2}),
+  -- 1: one all-reduce of 1 MiB on the 4-rank communicator
+  (1400, 1600, 59, NULL, {t}, 11, 1, {ar1}),
+  -- 2: a group of two all-reduces (one kernel): 2 KiB + 6 KiB
+  (2000, 2010, 59, NULL, {t}, 12, 1, NULL), (2020, 2030, 59, NULL, {t}, 11, 1, {ar2a}),
+  (2040, 2050, 59, NULL, {t}, 11, 1, {ar2b}), (2400, 2600, 59, NULL, {t}, 13, 1, NULL),
+  -- 3: a group whose two all-reduces are on two communicators: no communicator, no bytes
+  (3000, 3010, 59, NULL, {t}, 12, 1, NULL), (3020, 3030, 59, NULL, {t}, 11, 1, {ar3a}),
+  (3040, 3050, 59, NULL, {t}, 11, 1, {ar3b}), (3400, 3600, 59, NULL, {t}, 13, 1, NULL),
+  -- 4: a send of 512 B to rank 0 of the 2-rank communicator
+  (4400, 4600, 59, NULL, {t}, 14, 1, {send}),
+  -- 5: an all-reduce whose blob does not check out (cut short)
+  (5400, 5600, 59, NULL, {t}, 11, 1, x'0100000000000000');
+CREATE TABLE NVTX_PAYLOAD_SCHEMAS(domainId INTEGER, schemaId INTEGER, name TEXT, type INTEGER, flags INTEGER,
+  numEntries INTEGER, payloadSize INTEGER, alignTo INTEGER);
+INSERT INTO NVTX_PAYLOAD_SCHEMAS VALUES (1, 16777218, NULL, 1, NULL, 4, 24, NULL),
+  (1, 16777221, NULL, 1, NULL, 3, 24, NULL), (1, 16777225, NULL, 1, NULL, 3, 24, NULL),
+  (1, 16777218, NULL, 1, NULL, 4, 24, NULL);
+CREATE TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES(domainId INTEGER NOT NULL, schemaId INTEGER NOT NULL, idx INTEGER NOT NULL,
+  flags INTEGER, type INTEGER, name TEXT, description TEXT, arrayOrUnionDetail INTEGER, offset INTEGER);
+INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES
+  (1, 16777218, 0, NULL, 18, 'NCCL communicator ID', NULL, NULL, NULL), (1, 16777218, 1, NULL, 5, 'No. of ranks', NULL, NULL, 8),
+  (1, 16777218, 2, NULL, 5, 'Rank', NULL, NULL, 12), (1, 16777218, 3, NULL, 5, 'CUDA device', NULL, NULL, 16),
+  (1, 16777221, 0, NULL, 18, 'NCCL communicator ID', NULL, NULL, NULL),
+  (1, 16777221, 1, NULL, 22, 'Message size [bytes]', NULL, NULL, 8),
+  (1, 16777221, 2, NULL, 16777236, 'Reduction operation', NULL, NULL, 16),
+  (1, 16777225, 0, NULL, 18, 'NCCL communicator ID', NULL, NULL, NULL),
+  (1, 16777225, 1, NULL, 22, 'Message size [bytes]', NULL, NULL, 8), (1, 16777225, 2, NULL, 5, 'Peer rank', NULL, NULL, 20);
+)",
+                                  fmt::arg("p", Gpid(100)), fmt::arg("t", Gtid(100, 5)), fmt::arg("init", init),
+                                  fmt::arg("init2", init2), fmt::arg("ar1", ar(comm, 1 << 20)),
+                                  fmt::arg("ar2a", ar(comm, 2048)), fmt::arg("ar2b", ar(comm, 6144)),
+                                  fmt::arg("ar3a", ar(comm, 100)), fmt::arg("ar3b", ar(other, 100)),
+                                  fmt::arg("send", send)));
+}
+
+TEST(NsysImporter, NcclPayloadsGiveBytesCommunicatorAndRank) {
+  StatusOr<RankTrace> t = ImportFile(PayloadExport("payloads.sqlite"), {});
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->comm_ops.size(), 5u);
+  std::vector<const CommOp*> ops;  // in launch order
+  for (const Activity& a : t->activities)
+    if (a.comm_op != kNoIndex) ops.push_back(&t->comm_ops[a.comm_op]);
+  ASSERT_EQ(ops.size(), 5u);
+  EXPECT_EQ(ops[0]->op, "allreduce");
+  EXPECT_EQ(ops[0]->bytes, 1 << 20);
+  EXPECT_EQ(ops[0]->communicator, "0000000000000abc");
+  EXPECT_EQ(ops[0]->comm_rank, 2);  // from that communicator's ncclCommInitRankConfig
+  EXPECT_EQ(ops[0]->comm_nranks, 4);
+  EXPECT_EQ(ops[1]->bytes, 8192);  // the group's two calls, one kernel
+  EXPECT_EQ(ops[1]->communicator, "0000000000000abc");
+  EXPECT_EQ(ops[2]->op, "allreduce");  // named, but two communicators: nothing more taken
+  EXPECT_EQ(ops[2]->bytes, kUnknown);
+  EXPECT_EQ(ops[2]->communicator, "unknown");
+  EXPECT_EQ(ops[3]->op, "send");
+  EXPECT_EQ(ops[3]->bytes, 512);
+  EXPECT_EQ(ops[3]->root_peer, 0);
+  EXPECT_EQ(ops[3]->communicator, "0000000000000def");
+  EXPECT_EQ(ops[3]->comm_rank, 1);
+  EXPECT_EQ(ops[3]->comm_nranks, 2);
+  EXPECT_EQ(ops[4]->bytes, kUnknown);  // its blob does not check out
+  EXPECT_EQ(ops[4]->communicator, "unknown");
+  EXPECT_EQ(t->stats.Get(Stat::nsys_nccl_payloads_decoded), 6);
+  EXPECT_EQ(t->stats.Get(Stat::nsys_nccl_payloads_unread), 1);
+  // The communicator's rank is not taken for the job's rank: nothing says which one is the world.
+  EXPECT_EQ(t->meta.rank, kUnknown);
+}
+
+// One (process, GPU) pair with `env` as nsys' DeviceEnvironment; `second_gpu`: the process
+// also drives GPU 1 (two ranks in the export).
+std::string EnvExport(const std::string& name, const std::string& env, bool second_gpu = false) {
+  return MakeDb(name, fmt::format(R"(
+CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO StringIds VALUES (1, 'gemm_kernel');
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+  streamId INTEGER NOT NULL, globalPid INTEGER, shortName INTEGER);
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1000, 2000, 0, 7, {p}, 1), (3000, 4000, {gpu}, 7, {p}, 1);
+CREATE TABLE TARGET_INFO_SYSTEM_ENV(globalVid INTEGER, devStateName TEXT, name TEXT, nameEnum INTEGER, value TEXT);
+INSERT INTO TARGET_INFO_SYSTEM_ENV VALUES (1, 'Local (CLI)', 'Hostname', 619, 'node7'),
+  (1, 'Local (CLI)', 'DeviceEnvironment', 610, '{env}');
+)",
+                                  fmt::arg("p", Gpid(100)), fmt::arg("gpu", second_gpu ? 1 : 0), fmt::arg("env", env)));
+}
+
+TEST(NsysImporter, RankFromTheEnvironmentOfAnNsysStartedPerRank) {
+  struct Case {
+    std::string env;
+    int64_t rank, world, local;
+  } cases[] = {
+      {"PATH=/bin;RANK=3;WORLD_SIZE=8;LOCAL_RANK=3;MASTER_ADDR=n0", 3, 8, 3},
+      {"OMPI_COMM_WORLD_RANK=5;OMPI_COMM_WORLD_SIZE=16;OMPI_COMM_WORLD_LOCAL_RANK=1", 5, 16, 1},
+      {"SLURM_PROCID=2;SLURM_NTASKS=4", 2, 4, kUnknown},
+      {"RANK=0", 0, kUnknown, kUnknown},
+      // torchrun's RANK wins over Slurm's task id (one task per node running torchrun)
+      {"SLURM_PROCID=1;RANK=9;WORLD_SIZE=16", 9, 16, kUnknown},
+      // not a rank: no such variable, a name that only ends in RANK, a value that is no number
+      {"PATH=/bin;HOME=/root", kUnknown, kUnknown, kUnknown},
+      {"GROUP_RANK=1;ROLE_RANK=1", kUnknown, kUnknown, kUnknown},
+      {"RANK=abc;RANK2=1;RANK=-1;RANK=", kUnknown, kUnknown, kUnknown},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.env);
+    StatusOr<RankTrace> t = ImportFile(EnvExport("env.sqlite", c.env), {});
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    EXPECT_EQ(t->meta.rank, c.rank);
+    EXPECT_EQ(t->meta.world_size, c.world);
+    EXPECT_EQ(t->meta.local_rank, c.local);
+    EXPECT_EQ(t->meta.host, "node7");
+    EXPECT_EQ(t->stats.Get(Stat::rank_unknown), c.rank == kUnknown ? 1 : 0);
+  }
+  // An export of two ranks (here one process on two GPUs) is never given the one RANK its
+  // environment holds: which of them it is, nothing says. Listed first (a directory, the CLI),
+  // or named as FILE#KEY with no listing (the ranks are counted then).
+  const std::string two = EnvExport("env_two.sqlite", "RANK=3;WORLD_SIZE=8", /*second_gpu=*/true);
+  StatusOr<std::vector<std::string>> inputs = ExpandInputs({two});
+  ASSERT_TRUE(inputs.ok()) << inputs.status().message();
+  ASSERT_EQ(inputs->size(), 2u);
+  std::vector<std::string> named = *inputs;
+  const std::string unlisted = EnvExport("env_two_unlisted.sqlite", "RANK=3;WORLD_SIZE=8", /*second_gpu=*/true);
+  named.push_back(unlisted + "#pid100.gpu0");
+  named.push_back(unlisted + "#pid100.gpu1");
+  for (const std::string& in : named) {
+    SCOPED_TRACE(in);
+    StatusOr<RankTrace> t = ImportFile(in, {});
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    EXPECT_EQ(t->meta.rank, kUnknown);
+    EXPECT_EQ(t->stats.Get(Stat::rank_unknown), 1);
+  }
+  // One GPU of that process alone, named with no listing: one rank, so the RANK is its.
+  const std::string one = EnvExport("env_one_unlisted.sqlite", "RANK=3;WORLD_SIZE=8");
+  StatusOr<RankTrace> t = ImportFile(one + "#pid100.gpu0", {});
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->meta.rank, 3);
+}
+
 TEST(NsysImporter, WithoutSessionStartTimesStayOnTheExportClock) {
   std::string path = MakeDb("no_session.sqlite", R"(
 CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
@@ -538,6 +717,91 @@ TEST(GoldenNsysExports, JsonSummaryMatchesGoldenFiles) {
     StatusOr<Summary> s = AnalyzeFiles(*inputs, {}, {});
     ASSERT_TRUE(s.ok()) << s.status().message();
     testing::ExpectGoldenSummary(*s, std::string("nsys_") + name);
+  }
+}
+
+
+// Exports recorded on an H100 (tests/data/nsys/README.md): Nsight Systems 2025.3, NCCL 2.28.9.
+StatusOr<Summary> AnalyzeData(const std::string& rel) {
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> inputs, ExpandInputs({testing::DataFile("nsys/" + rel)}));
+  return AnalyzeFiles(inputs, {}, {});
+}
+
+// The gemm sample (1 rank, 4 all-reduces under 8 GEMMs per iteration) profiled by nsys: its
+// all-reduces run NCCL's 1-rank kernel (oneRankReduce), named from NCCL's own NVTX ranges, and the
+// overlap over the timed iterations agrees with the sample's CUDA-event ground truth of that run
+// within the 2 pp that tests/gpu/check.py allows overlapprof's own recorder.
+TEST(RealH100Exports, GemmSampleAgreesWithItsGroundTruth) {
+  StatusOr<Summary> s = AnalyzeData("h100_gemm1.sqlite");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  ASSERT_EQ(s->ranks.size(), 1u);
+  const RankResult& r = s->ranks[0];
+  EXPECT_EQ(r.whole.comm_kernels, 52);  // 13 iterations x 4
+  std::ifstream f(testing::DataFile("nsys/h100_gemm1.truth.json"));
+  const nlohmann::json truth = nlohmann::json::parse(f);
+  const int64_t warmup = truth["config"]["warmup"].get<int64_t>();
+  const nlohmann::json& timed = truth["ranks"][0]["timed"];
+  int64_t iters = 0, comm = 0, overlap = 0;
+  for (const IterationResult& it : s->iterations) {
+    if (it.step == kUnknown || it.step < warmup) continue;
+    ++iters;
+    comm += it.figures.comm_ns;
+    overlap += it.figures.overlap_ns;
+  }
+  EXPECT_EQ(iters, timed["iterations"].get<int64_t>());
+  ASSERT_GT(comm, 0);
+  const double ours = static_cast<double>(overlap) / comm, events = timed["overlap_ratio"].get<double>();
+  EXPECT_NEAR(ours, events, 0.02) << "overlapprof " << ours << " vs events " << events;
+  // Kernel time against event time of the same all-reduces: within 2 %.
+  EXPECT_NEAR(static_cast<double>(comm), timed["comm_ns"].get<double>(), 0.02 * timed["comm_ns"].get<double>());
+  ASSERT_TRUE(s->op_types.has_value());
+  for (const OpTypeRow& row : *s->op_types) EXPECT_EQ(row.op, "allreduce");
+}
+
+// torchrun with one nsys per rank (`--no-python nsys profile ...`): one export per rank, whose
+// environment gives the rank; the cross-rank views then have their ranks. The same job under one
+// nsys around torchrun: two ranks in one export, their ranks unknown (and said so).
+TEST(RealH100Exports, OneNsysPerRankGivesTheRanks) {
+  StatusOr<Summary> per_rank = AnalyzeData("h100_ddp2_per_rank");
+  ASSERT_TRUE(per_rank.ok()) << per_rank.status().message();
+  ASSERT_EQ(per_rank->ranks.size(), 2u);
+  for (int64_t i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    const RankResult& r = per_rank->ranks[static_cast<size_t>(i)];
+    EXPECT_EQ(r.rank, i);
+    EXPECT_NE(r.source_path.find(fmt::format("rank{}.sqlite", i)), std::string::npos) << r.source_path;
+    for (const std::string& n : r.notices) EXPECT_EQ(n.find("rank shown as unknown"), std::string::npos) << n;
+  }
+  for (const RankResult& r : per_rank->ranks) EXPECT_EQ(r.world_size, 2);
+  StatusOr<Summary> one = AnalyzeData("h100_ddp2.sqlite");
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  ASSERT_EQ(one->ranks.size(), 2u);
+  for (const RankResult& r : one->ranks) {
+    EXPECT_EQ(r.rank, kUnknown);
+    EXPECT_TRUE(std::any_of(r.notices.begin(), r.notices.end(), [](const std::string& n) {
+      return n.find("no RANK in the environment nsys started in") != std::string::npos;
+    }));
+  }
+  // Both: every NCCL call of DDP's start-up and its bucket all-reduces, named from NCCL's ranges.
+  for (const Summary* s : {&*per_rank, &*one}) {
+    ASSERT_TRUE(s->op_types.has_value());
+    std::map<std::string, int64_t> ops;
+    for (const OpTypeRow& row : *s->op_types) ops[row.op] += row.count;
+    EXPECT_EQ(ops.count("unknown"), 0u);
+    EXPECT_EQ(ops["broadcast"], 8);  // 4 per rank
+    EXPECT_EQ(ops["allgather"], 2);
+    EXPECT_GT(ops["allreduce"], 0);
+  }
+}
+
+TEST(RealH100Exports, JsonSummaryMatchesGoldenFiles) {
+  for (const auto& [rel, golden] : {std::pair{"h100_gemm1.sqlite", "nsys_h100_gemm1"},
+                                    std::pair{"h100_ddp2.sqlite", "nsys_h100_ddp2"},
+                                    std::pair{"h100_ddp2_per_rank", "nsys_h100_ddp2_per_rank"}}) {
+    SCOPED_TRACE(rel);
+    StatusOr<Summary> s = AnalyzeData(rel);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    testing::ExpectGoldenSummary(*s, golden);
   }
 }
 

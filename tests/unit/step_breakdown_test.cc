@@ -18,19 +18,20 @@ void ExpectExact(const StepSplit& s, const std::string& where) {
     EXPECT_GE(v, 0) << where;
 }
 
-// Every real trace (kineto and nsys; the 2-rank nsys runs as one run each): the parts add up to the
-// wall time to the nanosecond for every iteration, rank and the run, and agree with the overlap figures.
+// Every real trace (kineto and nsys; the 2-rank nsys runs as one run each, a directory of per-rank
+// exports as one run): the parts add up to the wall time to the nanosecond for every iteration,
+// rank and the run, and agree with the overlap figures.
 TEST(StepBreakdown, ExactOnEveryRealTrace) {
   std::vector<std::vector<std::string>> runs;
   for (const char* dir : {"kineto", "nsys"})
     for (const auto& e : std::filesystem::directory_iterator(testing::DataFile(dir))) {
       const std::string p = e.path().string();
-      if (!p.ends_with(".json.gz") && !p.ends_with(".sqlite")) continue;
+      if (!p.ends_with(".json.gz") && !p.ends_with(".sqlite") && !e.is_directory()) continue;
       StatusOr<std::vector<std::string>> inputs = ExpandInputs({p});  // an nsys export's ranks
       ASSERT_TRUE(inputs.ok()) << inputs.status().message();
       runs.push_back(*inputs);
     }
-  ASSERT_EQ(runs.size(), 11u);  // 9 kineto traces, 2 nsys exports
+  ASSERT_EQ(runs.size(), 14u);  // 9 kineto traces, 4 nsys exports, 1 directory of per-rank nsys exports
   for (const auto& files : runs) {
     SCOPED_TRACE(files[0]);
     StatusOr<Summary> r = AnalyzeFiles(files, {}, {});
