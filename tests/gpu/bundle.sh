@@ -4,7 +4,8 @@
 #   tests/gpu/bundle.sh [BUILD_DIR] [BUNDLE_DIR]      (defaults: build, BUILD_DIR/gpu-bundle)
 # BUNDLE_DIR keeps BUILD_DIR's layout for overlapprof, the injector's shared libraries and the sample
 # (stripped of debug info), plus gpu-libs/ with the shared libraries they need that are neither glibc
-# nor CUDA/NCCL (those come from the GPU machine). Then, there: tests/gpu/run.sh BUNDLE_DIR.
+# nor CUDA/NCCL (those come from the GPU machine), and nsys-libs/ (below). Then, there:
+# tests/gpu/run.sh BUNDLE_DIR, tests/gpu/nsys_capture.sh.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -41,5 +42,14 @@ ldd "${bins[@]}" 2>/dev/null | awk '/=> \// {print $1, $3}' | sort -u | while re
   [[ "$name" =~ $skip ]] && continue
   cp -L "$path" "$bundle/gpu-libs/$name"
 done
+# Nsight Systems' importer as Nsight Compute ships it on the GPU machine needs elfutils' libdw and
+# libelf, which that machine lacks (tests/gpu/nsys_capture.sh): Debian's, best effort.
+mkdir -p "$bundle/nsys-libs"
+if ! ( tmp="$(mktemp -d)" && trap 'rm -rf "$tmp"' EXIT && cd "$tmp" &&
+       apt-get download libdw1 libelf1 >/dev/null 2>&1 && for d in ./*.deb; do dpkg -x "$d" x; done &&
+       cp -a x/usr/lib/*/libdw*.so* x/usr/lib/*/libelf*.so* "$bundle/nsys-libs/" ); then
+  echo "tests/gpu/bundle.sh: note: no libdw/libelf for nsys-libs/ (apt-get download libdw1 libelf1 failed):" \
+       "tests/gpu/nsys_capture.sh will not make reports there" >&2
+fi
 du -sh "$bundle" | awk '{print "tests/gpu/bundle.sh: " $2 ": " $1}'
 ls "$bundle/gpu-libs"

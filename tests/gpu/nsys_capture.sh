@@ -92,8 +92,10 @@ try:
 except Exception as e:
     print("nvtx query:", e)
 PY
-  overlapprof="$here/../../gpu-bundle/overlapprof"
-  [[ -x "$overlapprof" ]] && timeout 60 "$overlapprof" analyze "$work/$name.sqlite"
+  local bundle="$here/../../gpu-bundle"
+  [[ -x "$bundle/overlapprof" ]] &&
+    LD_LIBRARY_PATH="$bundle/gpu-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 60 "$bundle/overlapprof" \
+      analyze "$work/$name.sqlite"
   xz -T0 -6 -c "$work/$name.sqlite" > "$out/$name.sqlite.xz"
   ls -la "$out"
 }
