@@ -886,16 +886,35 @@ class Export {
   // NCCL annotates its API calls with NVTX ranges (domain "NCCL"; exports without the payload
   // still have the names). A communication kernel's launch (its runtime call, LinkLaunches)
   // lies inside the call that launched it: the collective's own range (ncclAllReduce), or the
-  // ncclGroupEnd of a group, whose calls are the NCCL ranges of that thread since the previous
-  // ncclGroupEnd. The op is named from them when they agree: one collective type, or sends
-  // and receives only (send, recv, sendrecv). Otherwise it keeps the kernel's name.
-  // With their payloads (PayloadOfCalls), the op also gets its bytes, communicator, the rank's
-  // place in it (from the communicator's ncclCommInitRank* payload) and its root or peer.
+  // ncclGroupEnd of a group, whose calls are the NCCL ranges of that thread since its
+  // ncclGroupStart (else since the previous ncclGroupEnd). The op is named from them when they
+  // agree: one collective type, or sends and receives only (send, recv, sendrecv). Otherwise it
+  // keeps the kernel's name. With their payloads (ApplyPayloads), the op also gets its bytes,
+  // communicator, the rank's place in it (from the communicator's ncclCommInitRank* payload) and
+  // its root or peer. Linear in the ranges plus, per op, a binary search and its group's calls.
   void NameOpsFromNcclRanges() {
     if (nccl_ranges_.empty()) return;
     std::sort(nccl_ranges_.begin(), nccl_ranges_.end(), [](const NcclRange& a, const NcclRange& b) {
       return std::tie(a.tid, a.start_ns, a.end_ns) < std::tie(b.tid, b.start_ns, b.end_ns);
     });
+    // Each ncclGroupEnd's ncclGroupStart, matched per thread in call order (groups nest; -1: none),
+    // and the latest end of a thread's ranges up to each (the search below stops where it is
+    // before the launch: no earlier range holds it).
+    std::vector<int64_t> group_start(nccl_ranges_.size(), -1), max_end(nccl_ranges_.size());
+    {
+      std::vector<int64_t> open;
+      for (size_t i = 0; i < nccl_ranges_.size(); ++i) {
+        const bool new_thread = i == 0 || nccl_ranges_[i].tid != nccl_ranges_[i - 1].tid;
+        if (new_thread) open.clear();
+        max_end[i] = new_thread ? nccl_ranges_[i].end_ns : std::max(max_end[i - 1], nccl_ranges_[i].end_ns);
+        if (nccl_ranges_[i].api == NcclApi::kGroupStart) {
+          open.push_back(static_cast<int64_t>(i));
+        } else if (nccl_ranges_[i].api == NcclApi::kGroupEnd && !open.empty()) {
+          group_start[i] = open.back();
+          open.pop_back();
+        }
+      }
+    }
     // This process's rank and size in each communicator it initialized.
     std::map<uint64_t, std::pair<int64_t, int64_t>> members;
     for (const NcclRange& r : nccl_ranges_)
@@ -912,9 +931,14 @@ class Export {
                                    [](const std::pair<int64_t, int64_t>& k, const NcclRange& r) {
                                      return std::tie(k.first, k.second) < std::tie(r.tid, r.start_ns);
                                    });
+      // Bounded: NCCL's ranges do not nest (but for groups), so the one holding a launch is among
+      // the last few; a file whose ranges all overlap costs at most kMaxBack steps per op.
+      constexpr int kMaxBack = 4096;
       auto inner = last;
-      for (auto it = last; it != first;) {
+      int steps = 0;
+      for (auto it = last; it != first && steps < kMaxBack; ++steps) {
         --it;
+        if (max_end[static_cast<size_t>(it - nccl_ranges_.begin())] < t) break;
         if (it->end_ns >= t) {
           inner = it;
           break;
@@ -928,20 +952,12 @@ class Export {
         // outermost ncclGroupEnd), else, without ncclGroupStart ranges, since the previous
         // ncclGroupEnd of this thread.
         auto begin = inner;
-        int depth = 0;
-        bool started = false;
-        for (auto it = inner; it != first;) {
-          --it;
-          if (it->api == NcclApi::kGroupEnd) {
-            ++depth;
-          } else if (it->api == NcclApi::kGroupStart && depth-- == 0) {
-            begin = std::next(it);
-            started = true;
-            break;
-          }
-        }
-        if (!started)
+        const int64_t start = group_start[static_cast<size_t>(inner - nccl_ranges_.begin())];
+        if (start >= first - nccl_ranges_.begin()) {
+          begin = nccl_ranges_.begin() + start + 1;
+        } else {
           while (begin != first && std::prev(begin)->api != NcclApi::kGroupEnd) --begin;
+        }
         bool sends = false, recvs = false, other = false;
         std::string coll;
         for (auto it = begin; it != inner; ++it) {

@@ -519,6 +519,43 @@ TEST(NsysImporter, NcclPayloadsGiveBytesCommunicatorAndRank) {
   EXPECT_EQ(t->meta.rank, kUnknown);
 }
 
+// Groups nest: the calls of a launch in the outer ncclGroupEnd are all those since the outer
+// ncclGroupStart, the inner group's too; a group without its ncclGroupStart range (an export
+// that lacks them) takes the calls since the thread's previous ncclGroupEnd.
+TEST(NsysImporter, NestedGroupsAndGroupsWithoutTheirStart) {
+  const std::string path = MakeDb("nested.sqlite", fmt::format(R"(
+CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO StringIds VALUES (1, 'ncclDevKernel_SendRecv'), (3, 'cudaLaunchKernel'), (10, 'ncclGroupStart'),
+  (11, 'ncclGroupEnd'), (12, 'ncclSend'), (13, 'ncclRecv'), (14, 'ncclAllReduce');
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+  streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, shortName INTEGER);
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (10000, 10100, 0, 9, 1, {p}, 1), (20000, 20100, 0, 9, 2, {p}, 1),
+  (30000, 30100, 0, 9, 3, {p}, 1);
+CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INTEGER NOT NULL, end INTEGER NOT NULL, globalTid INTEGER,
+  correlationId INTEGER, nameId INTEGER NOT NULL);
+INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (1500, 1510, {t}, 1, 3), (2500, 2510, {t}, 2, 3), (3500, 3510, {t}, 3, 3);
+CREATE TABLE NVTX_EVENTS(start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, text TEXT,
+  globalTid INTEGER, textId INTEGER, domainId INTEGER);
+INSERT INTO NVTX_EVENTS VALUES
+  -- 1: a lone all-reduce before, then a group holding a group: send + recv -> sendrecv
+  (500, 600, 59, NULL, {t}, 14, 1),
+  (1000, 1005, 59, NULL, {t}, 10, 1), (1010, 1015, 59, NULL, {t}, 10, 1), (1020, 1025, 59, NULL, {t}, 12, 1),
+  (1030, 1040, 59, NULL, {t}, 11, 1), (1050, 1055, 59, NULL, {t}, 13, 1), (1400, 1600, 59, NULL, {t}, 11, 1),
+  -- 2: two sends in a group whose ncclGroupStart is missing: since the previous ncclGroupEnd -> send
+  (2020, 2025, 59, NULL, {t}, 12, 1), (2030, 2035, 59, NULL, {t}, 12, 1), (2400, 2600, 59, NULL, {t}, 11, 1),
+  -- 3: a launch inside no NCCL range (the kernel keeps its name)
+  (3600, 3700, 59, NULL, {t}, 14, 1);
+)",
+                                                              fmt::arg("p", Gpid(100)), fmt::arg("t", Gtid(100, 5))));
+  StatusOr<RankTrace> t = ImportFile(path, {});
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  std::vector<std::string> ops;
+  for (const Activity& a : t->activities)
+    if (a.comm_op != kNoIndex) ops.push_back(t->comm_ops[a.comm_op].op);
+  EXPECT_EQ(ops, (std::vector<std::string>{"sendrecv", "send", "sendrecv"}));
+  EXPECT_EQ(t->stats.Get(Stat::nsys_ops_named_from_nccl_ranges), 2);
+}
+
 // One (process, GPU) pair with `env` as nsys' DeviceEnvironment; `second_gpu`: the process
 // also drives GPU 1 (two ranks in the export).
 std::string EnvExport(const std::string& name, const std::string& env, bool second_gpu = false) {
