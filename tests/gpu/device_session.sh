@@ -5,6 +5,8 @@
 #     plugin     tests/gpu/run.sh BUNDLE --only-plugin   (NCCL's profiler plugin, issue 15)
 #     recorder   tests/gpu/run.sh BUNDLE --quick          (recorder vs ground truth, overhead, DDP)
 #     workloads  tests/gpu/run.sh BUNDLE --only-workloads (the reference good/bad pairs)
+#     nsys       tests/gpu/nsys_capture.sh (Nsight Systems exports for the nsys importer, issue 13;
+#                NSYS_PER_RANK=1: one nsys per rank); its files go straight to $OUT
 # BUNDLE: made here by `tests/gpu/bundle.sh build BUNDLE` (the GPU machine lacks the build deps).
 # Each part has its own time limit (PLUGIN_S, RECORDER_S, WORKLOADS_S seconds), cut to what is left of
 # TOTAL_S (default 450) for the whole session, and every command inside one at most CMD_S
@@ -79,7 +81,8 @@ for p in "${order[@]}"; do
     plugin) part plugin "${PLUGIN_S:-170}" "$here/run.sh" "$bundle" --only-plugin --reps "${PLUGIN_REPS:-3}" --iters 40 ;;
     recorder) part recorder "${RECORDER_S:-240}" "$here/run.sh" "$bundle" --quick ;;
     workloads) part workloads "${WORKLOADS_S:-240}" "$here/run.sh" "$bundle" --only-workloads ${PAIRS:+--pairs "$PAIRS"} ;;
-    *) echo "=== $p: unknown part (probe, plugin, recorder, workloads)"; summary+=("$p: unknown"); rc=2 ;;
+    nsys) part nsys "${NSYS_S:-240}" "$here/nsys_capture.sh" "${NSYS_ITERS:-4}" ;;
+    *) echo "=== $p: unknown part (probe, plugin, recorder, workloads, nsys)"; summary+=("$p: unknown"); rc=2 ;;
   esac
 done
 
