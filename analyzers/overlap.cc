@@ -317,7 +317,8 @@ class OverlapAnalyzer : public Analyzer {
     if (t.meta.rank == kUnknown)
       r.notices.push_back(t.meta.source_format == "nsys"
                               ? "the export does not say its rank (no RANK in the environment nsys started in: "
-                                "one nsys per rank under the launcher records it; docs/nsys.md): rank shown as unknown"
+                                "one nsys per rank under the launcher records it; on one node, --rank-by-gpu numbers ranks by "
+                                "GPU; docs/nsys.md): rank shown as unknown"
                               : "the trace does not say its rank (no distributedInfo): rank shown as unknown");
     if (!sets.any_activity) r.notices.push_back("no GPU activity (kernels, memcpy, memset) in this trace");
     if (it.windows.empty())

@@ -61,6 +61,9 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
   io.store_quick_check = !a.no_verify;
   OVERLAPPROF_ASSIGN_OR_RETURN(io.comm_patterns, MakeCommPatterns(a.comm_kernel, a.not_comm));
   io.kernel_timing_only = a.comm_timing == "kernels";
+  if (a.rank_by_gpu) {
+    OVERLAPPROF_ASSIGN_OR_RETURN(io.rank_by_gpu_world, CheckRanksByGpu(files));
+  }
   AnalysisOptions ao;
   ao.step_range = a.step_range;
   // `run`: the HTML page and the Chrome trace take their data from this same pass.

@@ -77,6 +77,13 @@ void AddCommTimingOption(CLI::App* app, std::string& comm_timing) {
       ->type_name("SOURCE");
 }
 
+// --rank-by-gpu (docs/nsys.md, "Ranks").
+void AddRankByGpuOption(CLI::App* app, bool& rank_by_gpu) {
+  app->add_flag("--rank-by-gpu", rank_by_gpu,
+                "Nsight Systems exports that do not say their ranks (one nsys around torchrun): number each "
+                "rank by its CUDA device, as LOCAL_RANK does on one node with one GPU per rank");
+}
+
 // The subcommands and their options.
 void DefineCommands(CLI::App& app, Commands& c) {
   AnalyzeArgs& aa = c.aa;
@@ -109,6 +116,7 @@ void DefineCommands(CLI::App& app, Commands& c) {
   analyze->add_option("--cache-dir", aa.cache_dir, kCacheDirHelp)->type_name("DIR");
   AddCommPatternOptions(analyze, aa.comm_kernel, aa.not_comm);
   AddCommTimingOption(analyze, aa.comm_timing);
+  AddRankByGpuOption(analyze, aa.rank_by_gpu);
 
   CLI::App* import = app.add_subcommand("import", "Convert PyTorch-profiler JSON traces and Nsight Systems exports into overlapprof stores");
   import->add_option("INPUT", ia.inputs, "trace files or directories")->required();
@@ -116,6 +124,7 @@ void DefineCommands(CLI::App& app, Commands& c) {
   import->add_flag("--force", ia.force, "replace existing output files");
   import->add_option("--ts-unit", ia.ts_unit, "unit of Chrome-trace ts/dur: us (default) or ns");
   import->add_option("--cache-dir", ia.cache_dir, kCacheDirHelp)->type_name("DIR");
+  AddRankByGpuOption(import, ia.rank_by_gpu);
 
   CLI::App* run = app.add_subcommand(
       "run", "Run a training command with the injector and record every rank (overlapprof run -- CMD ARGS...)");
@@ -158,6 +167,7 @@ void DefineCommands(CLI::App& app, Commands& c) {
   report->add_option("--cache-dir", pa.cache_dir, kCacheDirHelp)->type_name("DIR");
   AddCommPatternOptions(report, pa.comm_kernel, pa.not_comm);
   AddCommTimingOption(report, pa.comm_timing);
+  AddRankByGpuOption(report, pa.rank_by_gpu);
 
   CLI::App* compare = app.add_subcommand("compare", "Compare two runs (traces, or JSON summaries): per metric, verdict");
   compare->add_option("BASE", ca.base, "baseline: a JSON summary, a trace, or a directory of traces")->required();

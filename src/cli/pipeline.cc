@@ -1,9 +1,11 @@
 #include "src/cli/pipeline.h"
 
 #include <algorithm>
+#include <charconv>
 #include <deque>
 #include <future>
 #include <filesystem>
+#include <map>
 #include <numeric>
 #include <system_error>
 #include <thread>
@@ -138,7 +140,38 @@ StatusOr<RankTrace> ImportFile(const std::string& input, const ImportOptions& op
     t->nccl_plugin_ops.clear();
     t->nccl_plugin_ops.shrink_to_fit();
   }
+  if (options.rank_by_gpu_world > 0 && t->meta.source_format == "nsys" && t->meta.rank == kUnknown &&
+      !t->devices.empty() && t->devices[0].id >= 0) {
+    t->meta.rank = t->meta.local_rank = t->devices[0].id;
+    t->meta.world_size = options.rank_by_gpu_world;
+    t->stats.Set(Stat::rank_unknown, 0);
+    t->stats.Set(Stat::nsys_rank_from_gpu, 1);
+  }
   return t;
+}
+
+StatusOr<int64_t> CheckRanksByGpu(const std::vector<std::string>& inputs) {
+  std::map<int64_t, std::string> by_gpu;
+  for (const std::string& in : inputs) {
+    const size_t hash = in.rfind('#');
+    if (hash == std::string::npos) continue;
+    const std::string_view key = std::string_view(in).substr(hash + 1);
+    const size_t dot = key.find(".gpu");
+    if (key.substr(0, 3) != "pid" || dot == std::string_view::npos) continue;
+    int64_t gpu = 0;
+    const std::string_view digits = key.substr(dot + 4);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), gpu);
+    if (ec != std::errc() || end != digits.data() + digits.size()) continue;
+    auto [it, inserted] = by_gpu.emplace(gpu, in);
+    if (!inserted)
+      return MakeError(StatusCode::kInvalidInput,
+                       "--rank-by-gpu: GPU {} holds two ranks ({} and {}): ranks cannot be numbered by GPU (ranks "
+                       "sharing a GPU, or exports of several nodes; docs/nsys.md, \"Ranks\")",
+                       gpu, it->second, in);
+  }
+  if (by_gpu.empty())
+    return MakeError(StatusCode::kInvalidInput, "--rank-by-gpu: no input is a rank of an Nsight Systems export");
+  return static_cast<int64_t>(by_gpu.size());
 }
 
 int DefaultJobs() {

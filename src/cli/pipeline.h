@@ -38,6 +38,13 @@ std::pair<std::string, std::string> SplitUnit(const std::string& input);
 // the input.
 StatusOr<RankTrace> ImportFile(const std::string& path, const ImportOptions& options);
 
+// --rank-by-gpu (docs/nsys.md, "Ranks"): the ranks of Nsight Systems exports among `inputs`
+// (ExpandInputs' "PATH#pidN.gpuM") numbered by their CUDA device, as torchrun's LOCAL_RANK picks
+// it on one node. Returns the world size (the number of such ranks) for
+// ImportOptions::rank_by_gpu_world; an error (kInvalidInput, one line) when a GPU holds two of
+// them (ranks sharing a GPU, or exports of several nodes) or no input is such a rank.
+StatusOr<int64_t> CheckRanksByGpu(const std::vector<std::string>& inputs);
+
 // The default number of ranks imported at once: the CPUs this process may run on
 // (sched_getaffinity: `taskset -c 0` gives 1), at most 256.
 int DefaultJobs();

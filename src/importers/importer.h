@@ -54,6 +54,10 @@ struct ImportOptions {
   // --comm-timing kernels: drop NCCL profiler plugin ops after import (ImportFile), so that
   // communication is timed by its kernels as without the plugin (docs/nccl-profiler.md).
   bool kernel_timing_only = false;
+  // --rank-by-gpu: a rank of an Nsight Systems export that does not say its rank gets its CUDA
+  // device as rank and local rank, and this world size (ImportFile; the inputs were checked by
+  // CheckRanksByGpu). 0: off.
+  int64_t rank_by_gpu_world = 0;
 };
 
 class Importer {

@@ -460,6 +460,42 @@ class CliTest(unittest.TestCase):
                           "mfu_2gpu_before.sqlite#pid144.gpu0", "mfu_2gpu_before.sqlite#pid145.gpu1"])
 
 
+    # The ranks of Nsight Systems exports: from the environment of one nsys per rank (real H100
+    # exports); numbered by GPU when asked (--rank-by-gpu), refused with one line when a GPU holds
+    # two ranks (both DDP ranks of the one-nsys H100 export share the GPU) or the exports of two
+    # runs repeat their GPUs.
+    def test_nsys_ranks(self):
+        rc, out, err = run("analyze", os.path.join(NSYS, "h100_ddp2_per_rank"), "--json", "-")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([(r["rank"], r["world_size"]) for r in json.loads(out)["ranks"]], [(0, 2), (1, 2)])
+        before = os.path.join(NSYS, "mfu_2gpu_before.sqlite")
+        rc, out, err = run("analyze", before, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([r["rank"] for r in json.loads(out)["ranks"]], [None, None])
+        for cmd in (["analyze", before, "--rank-by-gpu", "--json", "-"],
+                    ["report", before, "--rank-by-gpu", "--json", "-"]):
+            rc, out, err = run(*cmd)
+            self.assertEqual(rc, 0, err)
+            ranks = json.loads(out)["ranks"]
+            self.assertEqual([(r["rank"], r["world_size"]) for r in ranks], [(0, 2), (1, 2)])
+            self.assertIn("nsys_rank_from_gpu", [q["counter"] for q in ranks[0]["data_quality"]])
+        stores = os.path.join(self.tmp, "ranked")
+        rc, out, err = run("import", before, "--rank-by-gpu", "-o", stores + "/")
+        self.assertEqual(rc, 0, err)
+        rc, out, err = run("analyze", stores, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([r["rank"] for r in json.loads(out)["ranks"]], [0, 1])
+        after = os.path.join(NSYS, "mfu_2gpu_after.sqlite")
+        for args, what in (([os.path.join(NSYS, "h100_ddp2.sqlite")], "GPU 0 holds two ranks"),
+                           ([before, after], "GPU 0 holds two ranks"),
+                           ([os.path.join(DATA, "kineto", "a100_2rank_rank0.json.gz")],
+                            "no input is a rank of an Nsight Systems export")):
+            rc, out, err = run("analyze", *args, "--rank-by-gpu")
+            self.assertEqual(rc, 2, err)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertIn(what, err)
+
+
     # A .nsys-rep: without nsys on PATH, one line with the command to run; with nsys (a
     # stand-in script here), exported into the cache and analyzed, the second time from the cache.
     def test_nsys_report_is_exported_or_explained(self):
