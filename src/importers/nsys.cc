@@ -1025,8 +1025,11 @@ class Export {
     }
   }
 
-  // NCCL's payload schemas (nvtx_payload.h), read once per export: small tables.
+  // NCCL's payload schemas (nvtx_payload.h), read once per export: small tables (NCCL 2.28
+  // registers 6 schemas of 34 entries). A file listing more than kMaxRows in either is not
+  // NCCL's: nothing is decoded from it rather than memory spent on it.
   Status ReadPayloadSchemas() {
+    constexpr int64_t kMaxRows = 65536;
     if (payload_schemas_read_) return OkStatus();
     payload_schemas_read_ = true;
     if (!Has(kPayloadSchemas) || !Has(kPayloadEntries)) return OkStatus();
@@ -1039,14 +1042,20 @@ class Export {
     const char* domain_s = sc.count("domainId") ? "domainId" : "0";
     const char* domain_e = ec.count("domainId") ? "domainId" : "0";
     Stmt s;
+    int64_t rows = 0;
     OVERLAPPROF_RETURN_IF_ERROR(Prep(s, fmt::format("SELECT {}, schemaId, payloadSize FROM {}", domain_s, kPayloadSchemas)));
     while (true) {
       StatusOr<bool> row = s.Step(kPayloadSchemas);
       if (!row.ok()) return Damaged(row.status());
       if (!*row) break;
+      if (++rows > kMaxRows) {
+        payload_schemas_ = NvtxPayloadSchemas();
+        return OkStatus();
+      }
       if (sqlite3_column_type(s.get(), 1) != SQLITE_INTEGER || sqlite3_column_type(s.get(), 2) != SQLITE_INTEGER) continue;
       payload_schemas_.AddSchema(s.Int(0), s.Int(1), s.Int(2));
     }
+    rows = 0;
     Stmt e;
     OVERLAPPROF_RETURN_IF_ERROR(Prep(e, fmt::format("SELECT {}, schemaId, idx, type, name, {} FROM {}", domain_e,
                                                     ec.count("offset") ? "\"offset\"" : "NULL", kPayloadEntries)));
@@ -1054,6 +1063,10 @@ class Export {
       StatusOr<bool> row = e.Step(kPayloadEntries);
       if (!row.ok()) return Damaged(row.status());
       if (!*row) break;
+      if (++rows > kMaxRows) {
+        payload_schemas_ = NvtxPayloadSchemas();
+        return OkStatus();
+      }
       sqlite3_stmt* st = e.get();
       if (sqlite3_column_type(st, 1) != SQLITE_INTEGER || sqlite3_column_type(st, 2) != SQLITE_INTEGER ||
           sqlite3_column_type(st, 3) != SQLITE_INTEGER)
