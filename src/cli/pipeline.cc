@@ -1,7 +1,6 @@
 #include "src/cli/pipeline.h"
 
 #include <algorithm>
-#include <charconv>
 #include <deque>
 #include <future>
 #include <filesystem>
@@ -153,21 +152,15 @@ StatusOr<RankTrace> ImportFile(const std::string& input, const ImportOptions& op
 StatusOr<int64_t> CheckRanksByGpu(const std::vector<std::string>& inputs) {
   std::map<int64_t, std::string> by_gpu;
   for (const std::string& in : inputs) {
-    const size_t hash = in.rfind('#');
-    if (hash == std::string::npos) continue;
-    const std::string_view key = std::string_view(in).substr(hash + 1);
-    const size_t dot = key.find(".gpu");
-    if (key.substr(0, 3) != "pid" || dot == std::string_view::npos) continue;
-    int64_t gpu = 0;
-    const std::string_view digits = key.substr(dot + 4);
-    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), gpu);
-    if (ec != std::errc() || end != digits.data() + digits.size()) continue;
-    auto [it, inserted] = by_gpu.emplace(gpu, in);
+    const auto [path, unit] = SplitUnit(in);
+    const std::optional<int64_t> gpu = NsysUnitDevice(unit);
+    if (!gpu) continue;
+    auto [it, inserted] = by_gpu.emplace(*gpu, in);
     if (!inserted)
       return MakeError(StatusCode::kInvalidInput,
                        "--rank-by-gpu: GPU {} holds two ranks ({} and {}): ranks cannot be numbered by GPU (ranks "
                        "sharing a GPU, or exports of several nodes; docs/nsys.md, \"Ranks\")",
-                       gpu, it->second, in);
+                       *gpu, it->second, in);
   }
   if (by_gpu.empty())
     return MakeError(StatusCode::kInvalidInput, "--rank-by-gpu: no input is a rank of an Nsight Systems export");

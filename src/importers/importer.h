@@ -4,6 +4,7 @@
 // GPU), lists them (Units) and turns one of them (ImportOptions::unit) into a RankTrace.
 // To add one: a file in src/importers/ with a factory, and one line in src/cli/registry.inc.
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,6 +87,10 @@ StatusOr<std::string> ExportNsysReport(const std::string& path, const std::strin
 // Ranks of Nsight Systems exports built while they were listed (Importer::Units) and not yet
 // imported: how the tests and the bench see which way an export was read (src/importers/nsys.cc).
 size_t NsysRanksBuiltWhileListing();
+
+// The CUDA device of an Nsight Systems rank key (Importer::Units: "pid<PID>.gpu<DEVICE>"), or
+// nullopt when `key` is not one.
+std::optional<int64_t> NsysUnitDevice(std::string_view key);
 
 // Kineto parsing of a JSON document held in memory (also used by the fuzzer and the
 // benchmark): streamed from the buffer, as a file is (ParseKinetoStream). `capacity` is unused

@@ -1029,7 +1029,6 @@ class Export {
   // registers 6 schemas of 34 entries). A file listing more than kMaxRows in either is not
   // NCCL's: nothing is decoded from it rather than memory spent on it.
   Status ReadPayloadSchemas() {
-    constexpr int64_t kMaxRows = 65536;
     if (payload_schemas_read_) return OkStatus();
     payload_schemas_read_ = true;
     if (!Has(kPayloadSchemas) || !Has(kPayloadEntries)) return OkStatus();
@@ -1039,44 +1038,41 @@ class Export {
       if (!sc.count(c)) return OkStatus();
     for (const char* c : {"schemaId", "idx", "type", "name"})
       if (!ec.count(c)) return OkStatus();
-    const char* domain_s = sc.count("domainId") ? "domainId" : "0";
-    const char* domain_e = ec.count("domainId") ? "domainId" : "0";
-    Stmt s;
-    int64_t rows = 0;
-    OVERLAPPROF_RETURN_IF_ERROR(Prep(s, fmt::format("SELECT {}, schemaId, payloadSize FROM {}", domain_s, kPayloadSchemas)));
-    while (true) {
-      StatusOr<bool> row = s.Step(kPayloadSchemas);
-      if (!row.ok()) return Damaged(row.status());
-      if (!*row) break;
-      if (++rows > kMaxRows) {
-        payload_schemas_ = NvtxPayloadSchemas();
-        return OkStatus();
+    // Each row of `sql` to `row`; false when the table has more than kMaxRows.
+    auto each = [&](const char* table, const std::string& sql, auto&& row) -> StatusOr<bool> {
+      constexpr int64_t kMaxRows = 65536;
+      Stmt s;
+      OVERLAPPROF_RETURN_IF_ERROR(Prep(s, sql));
+      for (int64_t n = 0;; ++n) {
+        StatusOr<bool> more = s.Step(table);
+        if (!more.ok()) return Damaged(more.status());
+        if (!*more) return true;
+        if (n == kMaxRows) return false;
+        row(s, SqlRow{s.get()});
       }
-      if (sqlite3_column_type(s.get(), 1) != SQLITE_INTEGER || sqlite3_column_type(s.get(), 2) != SQLITE_INTEGER) continue;
-      payload_schemas_.AddSchema(s.Int(0), s.Int(1), s.Int(2));
+    };
+    OVERLAPPROF_ASSIGN_OR_RETURN(
+        bool fits, each(kPayloadSchemas,
+                        fmt::format("SELECT {}, schemaId, payloadSize FROM {}", sc.count("domainId") ? "domainId" : "0",
+                                    kPayloadSchemas),
+                        [&](Stmt&, SqlRow r) {
+                          if (r.IsInt(1) && r.IsInt(2)) payload_schemas_.AddSchema(r.Int(0), r.Int(1), r.Int(2));
+                        }));
+    if (fits) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(
+          fits, each(kPayloadEntries,
+                     fmt::format("SELECT {}, schemaId, idx, type, name, {} FROM {}",
+                                 ec.count("domainId") ? "domainId" : "0", ec.count("offset") ? "\"offset\"" : "NULL",
+                                 kPayloadEntries),
+                     [&](Stmt& s, SqlRow r) {
+                       if (!r.IsInt(1) || !r.IsInt(2) || !r.IsInt(3)) return;
+                       // A NULL offset is the first entry's 0 (as exported); any other non-integer: not decodable.
+                       const int64_t offset =
+                           r.IsInt(5) ? r.Int(5) : sqlite3_column_type(r.st, 5) == SQLITE_NULL ? 0 : -1;
+                       payload_schemas_.AddEntry(r.Int(0), r.Int(1), r.Int(2), r.Int(3), s.Text(4), offset);
+                     }));
     }
-    rows = 0;
-    Stmt e;
-    OVERLAPPROF_RETURN_IF_ERROR(Prep(e, fmt::format("SELECT {}, schemaId, idx, type, name, {} FROM {}", domain_e,
-                                                    ec.count("offset") ? "\"offset\"" : "NULL", kPayloadEntries)));
-    while (true) {
-      StatusOr<bool> row = e.Step(kPayloadEntries);
-      if (!row.ok()) return Damaged(row.status());
-      if (!*row) break;
-      if (++rows > kMaxRows) {
-        payload_schemas_ = NvtxPayloadSchemas();
-        return OkStatus();
-      }
-      sqlite3_stmt* st = e.get();
-      if (sqlite3_column_type(st, 1) != SQLITE_INTEGER || sqlite3_column_type(st, 2) != SQLITE_INTEGER ||
-          sqlite3_column_type(st, 3) != SQLITE_INTEGER)
-        continue;
-      // A NULL offset is the first entry's 0 (as exported); any other non-integer: not decodable.
-      int64_t offset = 0;
-      if (sqlite3_column_type(st, 5) == SQLITE_INTEGER) offset = e.Int(5);
-      else if (sqlite3_column_type(st, 5) != SQLITE_NULL) offset = -1;
-      payload_schemas_.AddEntry(e.Int(0), e.Int(1), e.Int(2), e.Int(3), e.Text(4), offset);
-    }
+    if (!fits) payload_schemas_ = NvtxPayloadSchemas();
     return OkStatus();
   }
 
@@ -1713,6 +1709,12 @@ StatusOr<std::string> ExportNsysReport(const std::string& path, const std::strin
 }
 
 size_t NsysRanksBuiltWhileListing() { return Export::BuiltRanks(); }
+
+std::optional<int64_t> NsysUnitDevice(std::string_view key) {
+  UnitKey k;
+  if (!ParseKey(key, &k)) return std::nullopt;
+  return k.device;
+}
 
 std::unique_ptr<Importer> MakeNsysImporter() { return std::make_unique<NsysImporter>(); }
 

@@ -1,13 +1,12 @@
 #include "src/importers/nvtx_payload.h"
 
-#include <cstring>
-
 namespace overlapprof {
 namespace {
 
-uint64_t LoadU64(const uint8_t* p) {  // little-endian, as the export stores it (x86-64, aarch64)
+// `width` bytes little-endian, as the export stores them (x86-64, aarch64).
+uint64_t LoadLe(const uint8_t* p, int width) {
   uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  for (int i = width - 1; i >= 0; --i) v = (v << 8) | p[i];
   return v;
 }
 
@@ -50,8 +49,8 @@ const NvtxPayloadSchemas::Schema* NvtxPayloadSchemas::Find(int64_t domain, int64
 
 std::optional<NcclPayload> NvtxPayloadSchemas::DecodeNccl(int64_t event_domain, std::span<const uint8_t> blob) const {
   if (blob.size() < kHeaderBytes) return std::nullopt;
-  const uint64_t domain = LoadU64(blob.data()), schema_id = LoadU64(blob.data() + 8);
-  const uint64_t payload_size = LoadU64(blob.data() + 16), total = LoadU64(blob.data() + 24);
+  const uint64_t domain = LoadLe(blob.data(), 8), schema_id = LoadLe(blob.data() + 8, 8);
+  const uint64_t payload_size = LoadLe(blob.data() + 16, 8), total = LoadLe(blob.data() + 24, 8);
   if (schema_id > static_cast<uint64_t>(INT64_MAX) || domain > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
   // The header's domain, else the event's (the two numberings are not known to be the same).
   const Schema* s = Find(static_cast<int64_t>(domain), static_cast<int64_t>(schema_id));
@@ -67,8 +66,7 @@ std::optional<NcclPayload> NvtxPayloadSchemas::DecodeNccl(int64_t event_domain, 
     bool is_signed = false;
     const int width = TypeSize(e.type, &is_signed);
     if (width == 0 || e.offset < 0 || static_cast<uint64_t>(e.offset) + width > size) continue;
-    uint64_t raw = 0;
-    for (int i = width - 1; i >= 0; --i) raw = (raw << 8) | payload[e.offset + i];
+    const uint64_t raw = LoadLe(payload + e.offset, width);
     int64_t value;
     if (is_signed && width < 8 && (raw >> (8 * width - 1)) & 1) {
       value = static_cast<int64_t>(raw | (~uint64_t{0} << (8 * width)));  // sign-extend

@@ -519,6 +519,25 @@ TEST(NsysImporter, NcclPayloadsGiveBytesCommunicatorAndRank) {
   EXPECT_EQ(t->meta.rank, kUnknown);
 }
 
+// Payload schema tables longer than NCCL's could ever be (over 65,536 rows) are not read at all:
+// the same export with padding rows in NVTX_PAYLOAD_SCHEMA_ENTRIES decodes nothing.
+TEST(NsysImporter, PayloadSchemaTablesOverTheBoundAreNotRead) {
+  const std::string path = PayloadExport("payloads_padded.sqlite");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 65535) "
+                         "INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES SELECT 1, 16777300, i, NULL, 5, 'Rank', NULL, NULL, 0 FROM n",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  StatusOr<RankTrace> t = ImportFile(path, {});
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->stats.Get(Stat::nsys_nccl_payloads_decoded), 0);
+  EXPECT_EQ(t->stats.Get(Stat::nsys_nccl_payloads_unread), 7);
+  for (const CommOp& op : t->comm_ops) EXPECT_EQ(op.bytes, kUnknown);
+}
+
 // Groups nest: the calls of a launch in the outer ncclGroupEnd are all those since the outer
 // ncclGroupStart, the inner group's too; a group without its ncclGroupStart range (an export
 // that lacks them) takes the calls since the thread's previous ncclGroupEnd.
