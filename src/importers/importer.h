@@ -42,6 +42,10 @@ struct ImportOptions {
   // The Kineto builder on a thread of its own, fed by the walker: -1 for large inputs (a gzip
   // stream, inflated on a thread; a file of 32 MiB or more), 0 never, 1 always (tests).
   int kineto_build_thread = -1;
+  // The walker over simdjson's structural index of each region of the window (stage 1, the
+  // fast path: src/importers/kineto.cc, IndexWalker) before the walker over the bytes: -1 where
+  // simdjson has a SIMD implementation for this CPU, 0 never, 1 always (tests).
+  int kineto_index_walk = -1;
   bool store_quick_check = true;
   // What to read from stores beyond activities, comm ops and step ranges. Analysis asks
   // only for what its analyzers need (Analyzer::needs); `import` keeps everything.
@@ -102,6 +106,10 @@ StatusOr<RankTrace> ParseKinetoJson(const char* buffer, size_t size, size_t capa
 // file's stream. `skip_bom`: a UTF-8 byte order mark at the start is skipped. Memory does not
 // grow with the JSON text (src/importers/kineto.cc).
 StatusOr<RankTrace> ParseKinetoStream(ByteStream& in, const ImportOptions& options, bool skip_bom = true);
+
+// Events of traceEvents that the Kineto importer's index walker (ImportOptions::
+// kineto_index_walk) has read in this process, all threads: for tests that it is used.
+uint64_t KinetoIndexWalkedEvents();
 
 // Exact decimal number token -> round(value * 10^exp10) as int64 (round half away from
 // zero). Lenient beyond JSON (accepts "01", ".5"); false for anything that is not a

@@ -12,11 +12,14 @@
 // Streaming (issue 16): the file is read as a stream (src/io/input_stream.h: gzip inflated on a
 // second thread) into a bounded window of bytes (16 MiB by default). Each time the window is
 // full, its whole elements of traceEvents are read in place, their events handed to the builder,
-// and their text dropped. A walker over the bytes (WalkTables, WalkWindow) reads the elements,
-// each field as simdjson On-Demand would, and stops at the element the window cuts (or at one it
-// does not read exactly as On-Demand would: it "bails"). From there a scanner tracks strings,
-// escapes and bracket depth (64 bytes at a time, with bit masks: ScanEvents) to find the last
-// comma between elements in the window; what the walker left before it is parsed in place,
+// and their text dropped. Two walkers read the elements, each field as simdjson On-Demand would:
+// first the index walker (WalkIndexed), over simdjson's stage 1 (the index of every token) of
+// regions of up to 256 KiB that end between two elements, then the walker over the bytes
+// (WalkTables, WalkWindow), from where the first stopped; each stops at the element the window
+// (or region) cuts, or at one it does not read exactly as On-Demand would: it "bails". From
+// there a scanner tracks strings, escapes and bracket depth (64 bytes at a time, with bit masks:
+// ScanEvents) to find the last comma between elements in the window; what the walkers left
+// before it is parsed in place,
 // wrapped as "[...]", with simdjson On-Demand (ParseEvents), which reports every error as it
 // would have over the whole batch. One element larger than the window grows it, up to
 // kMaxEventBytes (256 MiB); past that, the file is refused. Whitespace between elements is
@@ -28,7 +31,8 @@
 // change the result.
 //
 // Memory: the window, simdjson's index of one batch when On-Demand parses one (about 2.5x the
-// window when resident; a file the walker reads whole never allocates it), the inflate queue
+// window when resident; a file the walkers read whole never allocates it), the index walker's
+// (4 bytes per byte of its longest region: 1 MiB), the inflate queue
 // (16 MiB), and the RankTrace being built (docs/performance.md, issue 16); nothing grows with the
 // size of the JSON text itself. Strings are interned from their raw (escaped) bytes, so
 // simdjson's string buffer is never filled.
@@ -46,9 +50,11 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstddef>
 #include <condition_variable>
 #include <cstring>
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <functional>
 #include <map>
@@ -56,6 +62,7 @@
 #include <set>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -267,6 +274,9 @@ constexpr OutsideTable kOutside;
 // zeros (the batch's padding), which stop every scan.
 constexpr int kWalkMaxDepth = 512;
 
+// KinetoIndexWalkedEvents(): added once per region.
+std::atomic<uint64_t> g_index_walked_events{0};
+
 struct WalkTables {
   bool ws[256] = {};
   bool scalar[256] = {};     // bytes of a scalar token
@@ -475,10 +485,27 @@ inline WalkValue WalkReadValue(const char* p) {
   return v;
 }
 
+// A value as the index walker reads it: from its first token to the next token (simdjson's
+// raw_json_token, which the walker over the bytes gives too: WalkValue).
+struct IxValue {
+  const char* begin = nullptr;
+  const char* next = nullptr;  // the token after the value's first one
+  std::string_view Token() const { return {begin, static_cast<size_t>(next - begin)}; }
+  // RawString's: the token without what follows its closing quote, then without its quotes.
+  bool Str(std::string_view* out) const {
+    if (*begin != '"') return false;
+    const char* e = next;
+    while (e > begin && e[-1] != '"') --e;
+    if (e - begin < 2) return false;
+    *out = std::string_view(begin + 1, static_cast<size_t>(e - begin - 2));
+    return true;
+  }
+};
+
 // An event as the walker reads it, in a slot that is used again and again (a batch's, or the
-// reader's own): only the fields the last reading set (seen, args_seen: the bits of
-// WalkEvent's and WalkArgs's keys) are put back to a fresh RawEvent's values (Clear), not all
-// 300-odd bytes.
+// reader's own): Clear puts back a fresh RawEvent's values where the last reading set any (seen,
+// args_seen: the bits of EventField's and ArgsField's keys): the top-level fields one by one,
+// the args (every field from "device" on) in one copy.
 constexpr RawEvent kFreshEvent{};
 
 struct WalkSlot {
@@ -497,31 +524,11 @@ struct WalkSlot {
       ev.name = kFresh.name;
       ev.has_name = kFresh.has_name;
     }
-    for (uint32_t a = args_seen; a; a &= a - 1) {
-      switch (__builtin_ctz(a)) {
-        case 0: case 1: case 18: ev.seq = kFresh.seq; break;
-        case 2: ev.arg_name = kFresh.arg_name; break;
-        case 3: ev.bytes = kFresh.bytes; break;
-        case 4: ev.dtype = kFresh.dtype; break;
-        case 5: ev.device = kFresh.device; break;
-        case 6: ev.stream = kFresh.stream; break;
-        case 7: ev.arg_labels = kFresh.arg_labels; break;
-        case 8: ev.src_rank = kFresh.src_rank; break;
-        case 9: ev.dst_rank = kFresh.dst_rank; break;
-        case 10: ev.group_size = kFresh.group_size; break;
-        case 11: ev.correlation = kFresh.correlation; break;
-        case 12: ev.external_id = kFresh.external_id; break;
-        case 13: ev.in_nelems = kFresh.in_nelems; break;
-        case 14: ev.out_nelems = kFresh.out_nelems; break;
-        case 15: ev.coll_name = kFresh.coll_name; break;
-        case 16: ev.pg_name = kFresh.pg_name; break;
-        case 17: ev.pg_ranks = kFresh.pg_ranks; break;
-        case 19: ev.pg_desc = kFresh.pg_desc; break;
-        case 20: ev.to_device = kFresh.to_device; break;
-        case 21: ev.in_device = kFresh.in_device; break;
-        case 22: ev.from_device = kFresh.from_device; break;
-        default: ev = kFresh; break;  // a bit no key has: everything
-      }
+    if (args_seen) {  // every field of args at once (they follow "device"): one copy, no branch per field
+      static_assert(std::is_trivially_copyable_v<RawEvent> && std::is_standard_layout_v<RawEvent>);
+      constexpr size_t kArgs = offsetof(RawEvent, device);
+      std::memcpy(reinterpret_cast<char*>(&ev) + kArgs, reinterpret_cast<const char*>(&kFresh) + kArgs,
+                  sizeof(RawEvent) - kArgs);
     }
     dups = 0;
     seen = args_seen = 0;
@@ -690,7 +697,8 @@ class KinetoReader {
         skip_bom_(skip_bom),
         max_event_(std::max(o.kineto_max_event_bytes ? o.kineto_max_event_bytes : kMaxEventBytes, kMinWindowBytes)),
         max_top_(std::min(max_event_, kMaxTopLevelValueBytes)),
-        walk_(!o.kineto_on_demand_only) {
+        walk_(!o.kineto_on_demand_only),
+        ix_mode_(o.kineto_index_walk) {
     size_t window = std::min(std::max(o.kineto_window_bytes ? o.kineto_window_bytes : kDefaultWindowBytes, kMinWindowBytes),
                              max_event_);
     // No larger than the whole text when its length is known (a small plain file or buffer: the
@@ -1328,7 +1336,7 @@ class KinetoReader {
     if (!(lent_ && lent_utf8_) && !simdjson::validate_utf8(d_ + bs, valid - bs)) return;
     d_[len_] = '\0';  // stops every scan of the walker (the window has padding after cap_)
     const char* const end = d_ + len_;
-    const char* p = d_ + bs;
+    const char* p = d_ + (IndexWalker() ? WalkIndexed(bs, walked, walked_sep) : bs);
     for (;;) {
       const char* q = WalkSpace(p);
       if (*q == ']' && q < end && first && *walked_sep == npos_) {  // an empty array
@@ -1348,6 +1356,83 @@ class KinetoReader {
       *walked_sep = static_cast<size_t>(r - d_);
       p = r + 1;
       *walked = static_cast<size_t>(p - d_);
+    }
+  }
+
+  // Regions of the window for the index walker: at most kIxRegion bytes, ending just past a ','
+  // that follows a '}' and comes before a '{' (whitespace between them): the end of an element
+  // nearly always. Where it is not (such a ',' inside a string), the region's stage 1 fails on
+  // the string it leaves open, or the last element's tokens end in it, and the walker over the
+  // bytes goes on from there.
+  static constexpr size_t kIxRegion = size_t{256} << 10;
+
+  // Creates the index walker's stage 1 on first use; null where it is off (ImportOptions::
+  // kineto_index_walk) or simdjson could not make one. Its capacity (the longest region) follows
+  // the window's, up to kIxRegion (a small window does not need 1 MiB of index). The stage 1 is
+  // the one On-Demand runs (the implementation simdjson picked for this CPU), through simdjson's
+  // implementation interface (public, documented for internal use: simdjson 3's
+  // create_dom_parser_implementation, stage1, structural_indexes). A simdjson that changed it
+  // fails to compile here; one that changed what its index holds fails the tests that compare
+  // this walker with On-Demand (kineto_stream_test, kineto_stream_fuzzer).
+  simdjson::internal::dom_parser_implementation* IndexWalker() {
+    if (!ix_tried_) {
+      ix_tried_ = true;
+      const simdjson::implementation* impl = simdjson::get_active_implementation();
+      const bool on = ix_mode_ > 0 || (ix_mode_ < 0 && impl->name() != "fallback");
+      if (on && impl->create_dom_parser_implementation(0, simdjson::DEFAULT_MAX_DEPTH, ix_) != simdjson::SUCCESS)
+        ix_.reset();
+    }
+    const size_t want = std::min(kIxRegion, cap_);
+    if (ix_ && ix_cap_ < want) {
+      if (ix_->set_capacity(want) != simdjson::SUCCESS) ix_.reset();
+      ix_cap_ = want;
+    }
+    return ix_.get();
+  }
+
+  // Just past the last region edge (see kIxRegion) in d_[from, to), or 0.
+  size_t IxCut(size_t from, size_t to) const {
+    while (to > from + 1) {
+      const void* c = memrchr(d_ + from + 1, ',', to - from - 1);
+      if (!c) return 0;
+      const size_t i = static_cast<size_t>(static_cast<const char*>(c) - d_);
+      size_t b = i, a = i + 1;
+      while (b > from && IsJsonSpace(static_cast<unsigned char>(d_[b - 1]))) --b;
+      while (a < len_ && IsJsonSpace(static_cast<unsigned char>(d_[a]))) ++a;
+      if (b > from && d_[b - 1] == '}' && a < len_ && d_[a] == '{') return i + 1;
+      to = i;
+    }
+    return 0;
+  }
+
+  // WalkWindow's index walker, from d_[bs]: region by region, each indexed by simdjson's stage
+  // 1 and its elements read by IxEvent; returns where the walker over the bytes goes on (after
+  // the separator before the first element not taken, or bs). *walked, *walked_sep as
+  // WalkWindow's.
+  size_t WalkIndexed(size_t bs, size_t* walked, size_t* walked_sep) {
+    for (size_t pos = bs;; pos = *walked) {
+      const size_t cut = IxCut(pos, std::min(pos + ix_cap_, len_));
+      if (cut == 0 ||
+          ix_->stage1(reinterpret_cast<const uint8_t*>(d_ + pos), cut - pos, simdjson::stage1_mode::regular) !=
+              simdjson::SUCCESS)
+        return *walked;
+      const IxTokens x{d_ + pos, ix_->structural_indexes.get(), ix_->n_structural_indexes};
+      uint32_t k = 0;
+      uint64_t taken = 0;
+      bool whole = true;  // every element of the region taken
+      while (k < x.n) {
+        if (!x.Is(k, '{') || !IxEvent(x, k, NextSlot()) || k >= x.n || !x.Is(k, ',')) {
+          whole = false;
+          break;
+        }
+        CommitSlot();
+        ++taken;
+        *walked_sep = pos + x.ix[k];
+        *walked = *walked_sep + 1;
+        ++k;
+      }
+      g_index_walked_events.fetch_add(taken, std::memory_order_relaxed);
+      if (!whole || taken == 0) return *walked;  // (taken == 0: no element, which no edge allows)
     }
   }
 
@@ -1725,6 +1810,65 @@ class KinetoReader {
     return false;
   }
 
+  // One field of args, as ParseArgs reads it, from a value of either walker (V: Token(), the
+  // raw JSON token as simdjson gives it; Str(), the raw contents of a string).
+  template <class V>
+  static void ArgsField(std::string_view key, const V& v, RawEvent& ev, int& dups, uint32_t& seen) {
+    switch (key.size()) {
+      case 3:
+        if ((KeyIs(key, "Seq") && WalkFirst(seen, 0, dups)) || (KeyIs(key, "seq") && WalkFirst(seen, 1, dups)))
+          AnyIntToken(v.Token(), &ev.seq);
+        break;
+      case 4:
+        if (KeyIs(key, "name") && WalkFirst(seen, 2, dups)) v.Str(&ev.arg_name);
+        break;
+      case 5:
+        if (KeyIs(key, "bytes") && WalkFirst(seen, 3, dups)) AnyIntToken(v.Token(), &ev.bytes);
+        else if (KeyIs(key, "dtype") && WalkFirst(seen, 4, dups)) v.Str(&ev.dtype);
+        break;
+      case 6:
+        if (KeyIs(key, "device") && WalkFirst(seen, 5, dups)) AnyIntToken(v.Token(), &ev.device);
+        else if (KeyIs(key, "stream") && WalkFirst(seen, 6, dups)) AnyIntToken(v.Token(), &ev.stream);
+        else if (KeyIs(key, "labels") && WalkFirst(seen, 7, dups)) v.Str(&ev.arg_labels);
+        break;
+      case 8:
+        if (KeyIs(key, "Src Rank") && WalkFirst(seen, 8, dups)) AnyIntToken(v.Token(), &ev.src_rank);
+        else if (KeyIs(key, "Dst Rank") && WalkFirst(seen, 9, dups)) AnyIntToken(v.Token(), &ev.dst_rank);
+        else if (KeyIs(key, "toDevice") && WalkFirst(seen, 20, dups)) AnyIntToken(v.Token(), &ev.to_device);
+        else if (KeyIs(key, "inDevice") && WalkFirst(seen, 21, dups)) AnyIntToken(v.Token(), &ev.in_device);
+        break;
+      case 10:
+        if (KeyIs(key, "Group size") && WalkFirst(seen, 10, dups)) AnyIntToken(v.Token(), &ev.group_size);
+        else if (KeyIs(key, "fromDevice") && WalkFirst(seen, 22, dups)) AnyIntToken(v.Token(), &ev.from_device);
+        break;
+      case 11:
+        if (KeyIs(key, "correlation") && WalkFirst(seen, 11, dups)) AnyIntToken(v.Token(), &ev.correlation);
+        else if (KeyIs(key, "External id") && WalkFirst(seen, 12, dups)) ev.external_id = v.Token();
+        break;
+      case 13:
+        if (KeyIs(key, "In msg nelems") && WalkFirst(seen, 13, dups)) AnyIntToken(v.Token(), &ev.in_nelems);
+        break;
+      case 14:
+        if (KeyIs(key, "Out msg nelems") && WalkFirst(seen, 14, dups)) AnyIntToken(v.Token(), &ev.out_nelems);
+        break;
+      case 15:
+        if (KeyIs(key, "Collective name") && WalkFirst(seen, 15, dups)) v.Str(&ev.coll_name);
+        break;
+      case 18:
+        if (KeyIs(key, "Process Group Name") && WalkFirst(seen, 16, dups)) v.Str(&ev.pg_name);
+        break;
+      case 19:
+        if (KeyIs(key, "Process Group Ranks") && WalkFirst(seen, 17, dups)) v.Str(&ev.pg_ranks);
+        else if (KeyIs(key, "Sequence number") && WalkFirst(seen, 18, dups)) AnyIntToken(v.Token(), &ev.seq);
+        break;
+      case 25:
+        if (KeyIs(key, "Process Group Description") && WalkFirst(seen, 19, dups)) v.Str(&ev.pg_desc);
+        break;
+      default:
+        break;
+    }
+  }
+
   // args (p at its '{'), as ParseArgs reads them.
   static const char* WalkArgs(const char* p, RawEvent& ev, int& dups, uint32_t& seen) {
     p = WalkSpace(p + 1);
@@ -1734,110 +1878,182 @@ class KinetoReader {
       if (!WalkKey(p, &key)) return nullptr;
       const WalkValue v = WalkReadValue(p);
       if (!v.end) return nullptr;
-      switch (key.size()) {
-        case 3:
-          if ((KeyIs(key, "Seq") && WalkFirst(seen, 0, dups)) || (KeyIs(key, "seq") && WalkFirst(seen, 1, dups)))
-            AnyIntToken(v.Token(), &ev.seq);
-          break;
-        case 4:
-          if (KeyIs(key, "name") && WalkFirst(seen, 2, dups)) v.Str(&ev.arg_name);
-          break;
-        case 5:
-          if (KeyIs(key, "bytes") && WalkFirst(seen, 3, dups)) AnyIntToken(v.Token(), &ev.bytes);
-          else if (KeyIs(key, "dtype") && WalkFirst(seen, 4, dups)) v.Str(&ev.dtype);
-          break;
-        case 6:
-          if (KeyIs(key, "device") && WalkFirst(seen, 5, dups)) AnyIntToken(v.Token(), &ev.device);
-          else if (KeyIs(key, "stream") && WalkFirst(seen, 6, dups)) AnyIntToken(v.Token(), &ev.stream);
-          else if (KeyIs(key, "labels") && WalkFirst(seen, 7, dups)) v.Str(&ev.arg_labels);
-          break;
-        case 8:
-          if (KeyIs(key, "Src Rank") && WalkFirst(seen, 8, dups)) AnyIntToken(v.Token(), &ev.src_rank);
-          else if (KeyIs(key, "Dst Rank") && WalkFirst(seen, 9, dups)) AnyIntToken(v.Token(), &ev.dst_rank);
-          else if (KeyIs(key, "toDevice") && WalkFirst(seen, 20, dups)) AnyIntToken(v.Token(), &ev.to_device);
-          else if (KeyIs(key, "inDevice") && WalkFirst(seen, 21, dups)) AnyIntToken(v.Token(), &ev.in_device);
-          break;
-        case 10:
-          if (KeyIs(key, "Group size") && WalkFirst(seen, 10, dups)) AnyIntToken(v.Token(), &ev.group_size);
-          else if (KeyIs(key, "fromDevice") && WalkFirst(seen, 22, dups)) AnyIntToken(v.Token(), &ev.from_device);
-          break;
-        case 11:
-          if (KeyIs(key, "correlation") && WalkFirst(seen, 11, dups)) AnyIntToken(v.Token(), &ev.correlation);
-          else if (KeyIs(key, "External id") && WalkFirst(seen, 12, dups)) ev.external_id = v.Token();
-          break;
-        case 13:
-          if (KeyIs(key, "In msg nelems") && WalkFirst(seen, 13, dups)) AnyIntToken(v.Token(), &ev.in_nelems);
-          break;
-        case 14:
-          if (KeyIs(key, "Out msg nelems") && WalkFirst(seen, 14, dups)) AnyIntToken(v.Token(), &ev.out_nelems);
-          break;
-        case 15:
-          if (KeyIs(key, "Collective name") && WalkFirst(seen, 15, dups)) v.Str(&ev.coll_name);
-          break;
-        case 18:
-          if (KeyIs(key, "Process Group Name") && WalkFirst(seen, 16, dups)) v.Str(&ev.pg_name);
-          break;
-        case 19:
-          if (KeyIs(key, "Process Group Ranks") && WalkFirst(seen, 17, dups)) v.Str(&ev.pg_ranks);
-          else if (KeyIs(key, "Sequence number") && WalkFirst(seen, 18, dups)) AnyIntToken(v.Token(), &ev.seq);
-          break;
-        case 25:
-          if (KeyIs(key, "Process Group Description") && WalkFirst(seen, 19, dups)) v.Str(&ev.pg_desc);
-          break;
-        default:
-          break;
-      }
+      ArgsField(key, v, ev, dups, seen);
       if (!WalkNext(p, v.end)) return p;
+    }
+  }
+
+  // Whether ParseEvents reads an event's args (its "args" key just read; `object`: the value is
+  // an object). Counts a duplicate "args".
+  static bool ReadsArgs(WalkSlot& slot, bool object) {
+    if (!(WalkFirst(slot.seen, 7, slot.dups) && object)) return false;
+    const RawEvent& ev = slot.ev;
+    const Cat c = DecodeCat(ev.cat);
+    return (c != Cat::kCpuOp && c != Cat::kOther) ||
+           (c == Cat::kCpuOp && ev.has_name && (KeyIs(ev.name, "record_param_comms") || IsCommHostOpName(ev.name)));
+  }
+  // One field of an event other than "args", as ParseEvents reads it (V: as ArgsField's).
+  template <class V>
+  static void EventField(std::string_view key, const V& v, WalkSlot& slot) {
+    RawEvent& ev = slot.ev;
+    int& dups = slot.dups;
+    uint32_t& seen = slot.seen;
+    switch (key.size()) {
+      case 2:
+        if (KeyIs(key, "ph") && WalkFirst(seen, 0, dups)) {
+          std::string_view s;
+          if (v.Str(&s) && !s.empty()) ev.ph = s[0];
+        } else if (KeyIs(key, "ts") && WalkFirst(seen, 1, dups)) {
+          ev.ts = v.Token();
+        }
+        break;
+      case 3:
+        if (KeyIs(key, "cat") && WalkFirst(seen, 2, dups)) v.Str(&ev.cat);
+        else if (KeyIs(key, "pid") && WalkFirst(seen, 3, dups)) AnyIntToken(v.Token(), &ev.pid);
+        else if (KeyIs(key, "tid") && WalkFirst(seen, 4, dups)) AnyIntToken(v.Token(), &ev.tid);
+        else if (KeyIs(key, "dur") && WalkFirst(seen, 5, dups)) ev.dur = v.Token();
+        break;
+      case 4:
+        if (KeyIs(key, "name") && WalkFirst(seen, 6, dups)) ev.has_name = v.Str(&ev.name);
+        break;
+      default:
+        break;
     }
   }
 
   // One event (p at its '{'), as ParseEvents reads it.
   static const char* WalkEvent(const char* p, WalkSlot& slot) {
-    RawEvent& ev = slot.ev;
-    int& dups = slot.dups;
-    uint32_t& seen = slot.seen;
     p = WalkSpace(p + 1);
     if (*p == '}') return p + 1;
     for (;;) {
       std::string_view key;
       if (!WalkKey(p, &key)) return nullptr;
       if (key.size() == 4 && KeyIs(key, "args")) {
-        const char* v_end;
-        bool read = false;
-        if (WalkFirst(seen, 7, dups) && *p == '{') {  // the same choice as ParseEvents
-          const Cat c = DecodeCat(ev.cat);
-          read = (c != Cat::kCpuOp && c != Cat::kOther) ||
-                 (c == Cat::kCpuOp && ev.has_name && (KeyIs(ev.name, "record_param_comms") || IsCommHostOpName(ev.name)));
-        }
-        v_end = read ? WalkArgs(p, ev, dups, slot.args_seen) : WalkReadValue(p).end;
+        const char* const v_end = ReadsArgs(slot, *p == '{') ? WalkArgs(p, slot.ev, slot.dups, slot.args_seen)
+                                                            : WalkReadValue(p).end;
         if (!v_end) return nullptr;
         if (!WalkNext(p, v_end)) return p;
         continue;
       }
       const WalkValue v = WalkReadValue(p);
       if (!v.end) return nullptr;
-      switch (key.size()) {
-        case 2:
-          if (KeyIs(key, "ph") && WalkFirst(seen, 0, dups)) {
-            std::string_view s;
-            if (v.Str(&s) && !s.empty()) ev.ph = s[0];
-          } else if (KeyIs(key, "ts") && WalkFirst(seen, 1, dups)) {
-            ev.ts = v.Token();
-          }
-          break;
-        case 3:
-          if (KeyIs(key, "cat") && WalkFirst(seen, 2, dups)) v.Str(&ev.cat);
-          else if (KeyIs(key, "pid") && WalkFirst(seen, 3, dups)) AnyIntToken(v.Token(), &ev.pid);
-          else if (KeyIs(key, "tid") && WalkFirst(seen, 4, dups)) AnyIntToken(v.Token(), &ev.tid);
-          else if (KeyIs(key, "dur") && WalkFirst(seen, 5, dups)) ev.dur = v.Token();
-          break;
-        case 4:
-          if (KeyIs(key, "name") && WalkFirst(seen, 6, dups)) ev.has_name = v.Str(&ev.name);
-          break;
-        default:
-          break;
-      }
+      EventField(key, v, slot);
       if (!WalkNext(p, v.end)) return p;
+    }
+  }
+
+  // ---- the index walker: the same reading over simdjson's stage 1 of a region of the window,
+  // the index of where every token starts (every '{' '}' '[' ']' ':' ',' outside strings, the
+  // opening quote of every string, the first byte of every other scalar), the index simdjson's
+  // On-Demand itself reads the region with. A value's raw token is the text from its token to
+  // the next one; a nested value is skipped by counting brackets over the tokens, as On-Demand's
+  // skip does; a key ends at the last quote before its ':'. What is not an object of fields
+  // (a key that is not a string, no ':', no ',' or '}' after a value, a missing value), an
+  // event that the region's tokens end in, and nesting deeper than kWalkMaxDepth bail, as the
+  // walker over the bytes does; On-Demand then reads the event. So an event the index walker
+  // takes is read as On-Demand reads it, token by token; the tests and kineto_stream_fuzzer
+  // compare the two. Positions are offsets from t, the region's first byte.
+  //
+  // One difference with the text the rest of the reader sees: a bracket or comma after a
+  // backslash outside strings is a token for simdjson, but escaped for the scanner that finds
+  // element edges where the walkers do not (ScanEvents). The walker over the bytes bails at a
+  // backslash outside strings; this one at a bracket or comma with a backslash before it.
+  struct IxTokens {
+    const char* t;
+    const uint32_t* ix;
+    uint32_t n;  // tokens
+    char At(uint32_t k) const { return t[ix[k]]; }
+    // The byte before token k is a backslash (t[-1] is readable: the byte before the window, or
+    // in it).
+    bool AfterBackslash(uint32_t k) const { return t[static_cast<ptrdiff_t>(ix[k]) - 1] == '\\'; }
+    // Token k is c, not after a backslash.
+    bool Is(uint32_t k, char c) const { return At(k) == c && !AfterBackslash(k); }
+  };
+  // The value at token k (k < n); k then at the token after it.
+  static bool IxReadValue(const IxTokens& x, uint32_t& k, IxValue* v) {
+    const char c = x.At(k);
+    if (c == ':' || c == ',' || c == '}' || c == ']') return false;  // no value
+    if (k + 1 >= x.n) return false;
+    v->begin = x.t + x.ix[k];
+    v->next = x.t + x.ix[k + 1];
+    if (c != '{' && c != '[') {
+      ++k;
+      return true;
+    }
+    if (x.AfterBackslash(k)) return false;
+    int depth = 1;
+    for (uint32_t j = k + 1; j < x.n; ++j) {
+      const char b = x.At(j);
+      int d;
+      if (b == '{' || b == '[') d = 1;
+      else if (b == '}' || b == ']') d = -1;
+      else if (b == ',') d = 0;
+      else continue;
+      if (x.AfterBackslash(j)) return false;
+      depth += d;
+      if (depth > kWalkMaxDepth) return false;
+      if (depth == 0) {
+        k = j + 1;
+        return true;
+      }
+    }
+    return false;
+  }
+  // A key at token k: k then at its value.
+  static bool IxKey(const IxTokens& x, uint32_t& k, std::string_view* key) {
+    if (k + 2 >= x.n || x.At(k) != '"' || x.At(k + 1) != ':') return false;
+    const char* const q = x.t + x.ix[k];
+    const char* e = x.t + x.ix[k + 1];  // back over the whitespace before ':' to the closing quote
+    while (e[-1] != '"') --e;
+    if (e - 1 <= q) return false;
+    *key = std::string_view(q + 1, static_cast<size_t>(e - 1 - (q + 1)));
+    k += 2;
+    return true;
+  }
+  // After a value: k at ','/'}'; 1: another field (k at its key), 0: the object's end (k past
+  // it), -1: bail.
+  static int IxNext(const IxTokens& x, uint32_t& k) {
+    if (k >= x.n || x.AfterBackslash(k)) return -1;
+    const char c = x.At(k++);
+    return c == ',' ? 1 : c == '}' ? 0 : -1;
+  }
+  // args at token k ('{'), as ParseArgs reads them.
+  static bool IxArgs(const IxTokens& x, uint32_t& k, RawEvent& ev, int& dups, uint32_t& seen) {
+    if (x.AfterBackslash(k) || ++k >= x.n) return false;
+    if (x.Is(k, '}')) {
+      ++k;
+      return true;
+    }
+    for (;;) {
+      std::string_view key;
+      IxValue v;
+      if (!IxKey(x, k, &key) || !IxReadValue(x, k, &v)) return false;
+      ArgsField(key, v, ev, dups, seen);
+      const int next = IxNext(x, k);
+      if (next <= 0) return next == 0;
+    }
+  }
+  // One event at token k ('{'), as ParseEvents reads it; k then past its '}'.
+  static bool IxEvent(const IxTokens& x, uint32_t& k, WalkSlot& slot) {
+    if (++k >= x.n) return false;
+    if (x.Is(k, '}')) {
+      ++k;
+      return true;
+    }
+    for (;;) {
+      std::string_view key;
+      if (!IxKey(x, k, &key)) return false;
+      IxValue v;
+      if (key.size() == 4 && KeyIs(key, "args")) {
+        if (ReadsArgs(slot, x.At(k) == '{') ? !IxArgs(x, k, slot.ev, slot.dups, slot.args_seen)
+                                            : !IxReadValue(x, k, &v))
+          return false;
+      } else {
+        if (!IxReadValue(x, k, &v)) return false;
+        EventField(key, v, slot);
+      }
+      const int next = IxNext(x, k);
+      if (next <= 0) return next == 0;
     }
   }
 
@@ -1930,6 +2146,10 @@ class KinetoReader {
   uint64_t cur_offset_ = 0;
   std::string sanitized_;  // a batch with invalid UTF-8 replaced, while it is parsed
   const bool walk_;        // events by the walker (WalkEventsDocument), On-Demand where it bails
+  const int ix_mode_;      // ImportOptions::kineto_index_walk
+  bool ix_tried_ = false;  // IndexWalker() made ix_ (or found it off)
+  size_t ix_cap_ = 0;      // ix_'s capacity: the longest region
+  std::unique_ptr<simdjson::internal::dom_parser_implementation> ix_;  // stage 1 of the index walker
 };
 
 constexpr size_t kTrimAfterRecords = 500000;  // see KinetoImporter::Import
@@ -1975,6 +2195,8 @@ StatusOr<RankTrace> ParseKinetoStream(ByteStream& in, const ImportOptions& optio
   OVERLAPPROF_RETURN_IF_ERROR(p.Parse());
   return p.Take();
 }
+
+uint64_t KinetoIndexWalkedEvents() { return g_index_walked_events.load(std::memory_order_relaxed); }
 
 StatusOr<RankTrace> ParseKinetoJson(const char* buffer, size_t size, size_t /*capacity*/, const ImportOptions& options) {
   if (size == 0) return MakeError(StatusCode::kInvalidInput, "empty file");

@@ -93,7 +93,7 @@ struct RawEvent {
   bool has_name = false;
   int64_t pid = kUnknown, tid = kUnknown;
   std::string_view ts, dur;
-  // args
+  // args: every field from here on (the walker's WalkSlot::Clear resets them in one copy)
   int64_t device = kUnknown, stream = kUnknown, correlation = kUnknown, bytes = kUnknown;
   std::string_view coll_name, dtype, pg_name, pg_desc, pg_ranks, arg_name, arg_labels;
   int64_t in_nelems = kUnknown, out_nelems = kUnknown, group_size = kUnknown, seq = kUnknown;

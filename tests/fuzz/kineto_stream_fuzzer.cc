@@ -10,14 +10,18 @@
 //          stream lends its bytes in blocks (of the read size below, 4096 when unlimited) with the
 //          window's size of room before them, and the window is in those blocks (as with the
 //          threaded gzip stream: src/io/input_stream.h NextBlock), not of its own.
-//  byte 1: the most bytes one read of the stream returns: 1 + (b % 61), or unlimited for b >= 244.
+//  byte 1: the most bytes one read of the stream returns: 1 + (b % 61), or unlimited for b >= 244;
+//          its bit 0 also picks the walker of the streaming parse: set, the index walker
+//          (simdjson's stage 1 of each region of the window) before the walker over the bytes;
+//          clear, the walker over the bytes alone (ImportOptions::kineto_index_walk 1 / 0).
 // Checks: (1) a trace that parses satisfies trace_checks.h and the analyzers run on it;
 // (2) differential: a 1 MiB window (inputs are smaller, inflated ones nearly always: one batch,
 // the whole traceEvents array parsed by simdjson as one document) gives the same result: both
 // fail with the same status code, or both succeed with identical traces (DumpTrace). With the
 // cap (bit 6), the small window may instead refuse an element larger than the cap. (3) The
 // walker (the fast path for events, src/importers/kineto.cc) against simdjson On-Demand reading
-// every event, through the same window and reads: the same trace, or the same error message.
+// every event, through the same window and reads: the same trace, or the same error message
+// (each walker in half the inputs: byte 1).
 // (4) For gzip input, the inflater (ISA-L's igzip when built with it) against zlib: the same.
 //
 // Run: tests/fuzz/run_fuzzers.sh (FUZZ_TARGETS="kineto_stream"); see tests/fuzz/README.md.
@@ -41,11 +45,12 @@ using overlapprof::RankTrace;
 using overlapprof::StatusOr;
 
 StatusOr<RankTrace> Parse(std::string_view doc, size_t window, size_t max_event, size_t max_read, bool lend,
-                          bool on_demand_only = false, bool zlib_only = false) {
+                          bool on_demand_only = false, bool zlib_only = false, int index_walk = -1) {
   ImportOptions o;
   o.kineto_window_bytes = window;
   o.kineto_max_event_bytes = max_event;
   o.kineto_on_demand_only = on_demand_only;
+  o.kineto_index_walk = index_walk;
   std::unique_ptr<overlapprof::ByteStream> in =
       overlapprof::MemoryStream(doc, lend && max_read == SIZE_MAX ? 4096 : max_read, /*gunzip=*/true, UINT64_MAX,
                                 zlib_only, lend ? window : 0);
@@ -73,7 +78,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view doc(reinterpret_cast<const char*>(data) + 2, size - 2);
   if (doc.size() > (size_t{8} << 20)) return 0;  // the reference must fit its window
 
-  StatusOr<RankTrace> small = Parse(doc, window, max_event, max_read, lend);
+  const int index_walk = data[1] & 1;
+  StatusOr<RankTrace> small = Parse(doc, window, max_event, max_read, lend, false, false, index_walk);
   if (small.ok()) {
     overlapprof::fuzz::CheckTrace(*small);
     overlapprof::fuzz::AnalyzeTrace(*small);
@@ -85,7 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (small.ok() && overlapprof::testing::DumpTrace(*small) != overlapprof::testing::DumpTrace(*od))
     Differ("walker and On-Demand: the traces", small, od, window, max_event, max_read);
   if (overlapprof::IsGzip(doc.substr(0, 2))) {  // igzip (when built with ISA-L) against zlib
-    StatusOr<RankTrace> z = Parse(doc, window, max_event, max_read, lend, false, /*zlib_only=*/true);
+    StatusOr<RankTrace> z = Parse(doc, window, max_event, max_read, lend, false, /*zlib_only=*/true, index_walk);
     if (small.ok() != z.ok() ||
         (!small.ok() && (small.status().code() != z.status().code() || small.status().message() != z.status().message())) ||
         (small.ok() && overlapprof::testing::DumpTrace(*small) != overlapprof::testing::DumpTrace(*z)))

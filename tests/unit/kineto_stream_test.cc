@@ -26,14 +26,16 @@ std::string Dump(const RankTrace& t) { return testing::DumpTrace(t); }
 // lend_front > 0: the stream lends its bytes in blocks of max_read bytes with that much room before
 // them, and the window is in those blocks (as with the threaded gzip stream), not of `window` bytes.
 // build_thread: ImportOptions::kineto_build_thread (-1: for large inputs, and lent blocks).
+// index_walk: ImportOptions::kineto_index_walk (-1: where simdjson has SIMD, as by default).
 StatusOr<RankTrace> Stream(const std::string& text, size_t window, size_t max_read = SIZE_MAX,
                            size_t max_event = 0, bool gunzip = false, bool on_demand_only = false,
-                           size_t lend_front = 0, int build_thread = -1) {
+                           size_t lend_front = 0, int build_thread = -1, int index_walk = -1) {
   ImportOptions o;
   o.kineto_window_bytes = window;
   o.kineto_max_event_bytes = max_event;
   o.kineto_on_demand_only = on_demand_only;
   o.kineto_build_thread = build_thread;
+  o.kineto_index_walk = index_walk;
   std::unique_ptr<ByteStream> in = MemoryStream(text, max_read, gunzip, UINT64_MAX, false, lend_front);
   return ParseKinetoStream(*in, o);
 }
@@ -78,9 +80,11 @@ TEST(KinetoStream, BatchEdgesAnywhereGiveTheSameTrace) {
     const std::string shifted = std::string(pad, ' ') + text;
     for (size_t window : {16, 17, 31, 64, 100, 257, 1000, 4096}) {
       for (size_t max_read : {size_t{1}, size_t{3}, size_t{64}, SIZE_MAX}) {
-        StatusOr<RankTrace> t = Stream(shifted, window, max_read);
-        ASSERT_TRUE(t.ok()) << pad << " " << window << " " << max_read << ": " << t.status().message();
-        EXPECT_EQ(Dump(*t), want) << pad << " " << window << " " << max_read;
+        for (int index_walk : {0, 1}) {
+          StatusOr<RankTrace> t = Stream(shifted, window, max_read, 0, false, false, 0, -1, index_walk);
+          ASSERT_TRUE(t.ok()) << pad << " " << window << " " << max_read << ": " << t.status().message();
+          EXPECT_EQ(Dump(*t), want) << pad << " " << window << " " << max_read << " " << index_walk;
+        }
       }
     }
   }
@@ -119,19 +123,23 @@ TEST(KinetoStream, BlockScanAndByteScanAgree) {
   }
 }
 
-// The walker (the fast path for events) against simdjson On-Demand reading every event: the same
+// The walkers (the fast path for events: over simdjson's index of each region, then over the
+// bytes; or over the bytes alone) against simdjson On-Demand reading every event: the same
 // trace, or the same error to the byte, through the same window and reads.
 void ExpectWalkerMatchesOnDemand(const std::string& text, size_t window, size_t max_read, const std::string& what,
                                  size_t lend_front = 0) {
-  StatusOr<RankTrace> walk = Stream(text, window, max_read, 0, false, false, lend_front);
   StatusOr<RankTrace> od = Stream(text, window, max_read, 0, false, true, lend_front);
-  ASSERT_EQ(walk.ok(), od.ok()) << what << ": walker " << (walk.ok() ? "ok" : walk.status().message())
-                                << ", On-Demand " << (od.ok() ? "ok" : od.status().message());
-  if (!walk.ok()) {
-    EXPECT_EQ(walk.status().code(), od.status().code()) << what;
-    EXPECT_EQ(walk.status().message(), od.status().message()) << what;
-  } else {
-    EXPECT_TRUE(Dump(*walk) == Dump(*od)) << what;
+  for (int index_walk : {0, 1}) {
+    StatusOr<RankTrace> walk = Stream(text, window, max_read, 0, false, false, lend_front, -1, index_walk);
+    ASSERT_EQ(walk.ok(), od.ok()) << what << ", index walker " << index_walk << ": walker "
+                                  << (walk.ok() ? "ok" : walk.status().message()) << ", On-Demand "
+                                  << (od.ok() ? "ok" : od.status().message());
+    if (!walk.ok()) {
+      EXPECT_EQ(walk.status().code(), od.status().code()) << what << ", index walker " << index_walk;
+      EXPECT_EQ(walk.status().message(), od.status().message()) << what << ", index walker " << index_walk;
+    } else {
+      EXPECT_TRUE(Dump(*walk) == Dump(*od)) << what << ", index walker " << index_walk;
+    }
   }
 }
 
@@ -185,6 +193,52 @@ TEST(KinetoStream, WalkerMatchesOnDemandOnEveryMutation) {
     }
   }
   EXPECT_GT(n, 10000u);
+}
+
+// The index walker: regions of the window indexed by simdjson's stage 1, each ending at a ','
+// between '}' and '{' (which may be inside a string: stage 1 then refuses the region and the
+// walker over the bytes goes on), read token by token as On-Demand reads them. Names holding
+// "}, {" (a false region edge), a bracket after a backslash outside strings (a token for
+// simdjson, escaped for the scanner), nesting at and past the walkers' depth limit, escapes,
+// and values of every kind, through windows that put the edges everywhere: the same as
+// On-Demand, and most events read by the index walker.
+TEST(KinetoStream, IndexWalkerReadsRegionsAsOnDemandDoes) {
+  std::string events;
+  for (int i = 0; i < 60; ++i) {
+    std::string name = fmt::format("k{}", i);
+    if (i % 7 == 3) name += "}, {\\\"x";  // unescaped: }, {\"x
+    if (i % 11 == 5) name += "\\u00e9";
+    std::string args = fmt::format(R"J("device": 0, "stream": {}, "correlation": {}, "grid": [[{}, 1], {{}}], "e": "]")J", i % 3, i, i);
+    if (i == 20) args += R"J(, "deep": )J" + std::string(512, '[') + std::string(512, ']');  // at the limit: read
+    if (i == 55) args += R"J(, "deeper": )J" + std::string(513, '[') + std::string(513, ']');  // past it: bails
+    events += fmt::format(R"J(  {{"ph": "X", "cat": "{}", "name": "{}", "pid": {}, "tid": "7", "ts": {}.5, "dur": {},
+    "args": {{{}}}}},
+)J",
+                          i % 5 == 0 ? "cuda_runtime" : "kernel", name, i % 2 ? "1" : "\"0x1f\"", i, i % 4, args);
+  }
+  const std::string text = R"J({"traceEvents": [
+)J" + events + R"J(  {"ph": "X", "cat": "kernel", "name": "last", "ts": 1, "dur": 1}
+]})J";
+  // A bracket after a backslash outside strings (the document is then invalid for the scanner or
+  // for simdjson, and the error must be On-Demand's).
+  std::string odd = text;
+  odd.insert(odd.find("\"grid\"", odd.find("k30")), R"J("odd": [1, 2\], 3], )J");
+  for (const std::string* doc : {&text, static_cast<const std::string*>(&odd)}) {
+    for (size_t window : {size_t{200}, size_t{1000}, size_t{4096}, size_t{5000}, size_t{1} << 20})
+      ExpectWalkerMatchesOnDemand(*doc, window, SIZE_MAX, fmt::format("window {}", window));
+    for (size_t block : {size_t{333}, size_t{4096}})
+      ExpectWalkerMatchesOnDemand(*doc, 0, block, fmt::format("lent blocks of {}", block), 2000);
+  }
+  // In one window, one region up to the separator before "last": the index walker reads events 0
+  // to 54 and bails at 55 (nested too deep), which the walker over the bytes and On-Demand read.
+  const uint64_t before = KinetoIndexWalkedEvents();
+  StatusOr<RankTrace> t = Stream(text, size_t{1} << 20, SIZE_MAX, 0, false, false, 0, -1, 1);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(KinetoIndexWalkedEvents() - before, 55u);
+  EXPECT_EQ(t->activities.size(), 49u);  // 61 events, 12 of them runtime calls
+  const uint64_t before_off = KinetoIndexWalkedEvents();
+  ASSERT_TRUE(Stream(text, size_t{1} << 20, SIZE_MAX, 0, false, false, 0, -1, 0).ok());
+  EXPECT_EQ(KinetoIndexWalkedEvents(), before_off);
 }
 
 // The window in blocks the stream lends (the threaded gzip stream's, without a copy): a block's
