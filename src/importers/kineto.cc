@@ -40,9 +40,6 @@
 // Times: "ts" and "dur" are parsed from their decimal text exactly (no double rounding)
 // into integer ns; absolute time = baseTimeNanoseconds (when present) + ts.
 #include <simdjson.h>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -804,6 +801,7 @@ class KinetoReader {
     if (front_ > 0 && len_ < front_ && (lent_ || in_.buffered() == 0)) return TakeBlock();
     if (lent_) Allocate(std::max({len_ + 1, std::min(len_ * 2, max_event_), window_}));  // a tail too large to carry
     if (len_ == cap_) return OkStatus();
+    ExpectMore(base_);
     StatusOr<size_t> r = in_.Read(d_ + len_, cap_ - len_);
     if (!r.ok()) return r.status();
     if (*r == 0) eof_ = true;
@@ -840,7 +838,23 @@ class KinetoReader {
     lent_ = true;
     lent_utf8_ = b->utf8_valid;
     if (build_) block_events_ = build_->added();  // what points into the blocks before this one
+    ExpectMore(base_);
     return OkStatus();
+  }
+  // Once the text read passes 64 MiB, and again each time it has grown four times: the builder
+  // is told how much more to expect (TraceBuilder::ExpectMore), the stream's estimated length
+  // over `read` (the bytes before the window: built, or about to be).
+  void ExpectMore(uint64_t read) {
+    if (read < next_estimate_) return;
+    next_estimate_ = read * 4;
+    const uint64_t total = in_.EstimatedSize();
+    if (total <= read) return;
+    const double factor = static_cast<double>(total) / static_cast<double>(read);
+    if (build_) {
+      build_->Call([&] { builder_.ExpectMore(factor); });
+    } else {
+      builder_.ExpectMore(factor);
+    }
   }
   // Document offset (bytes after the BOM) of d_[i].
   uint64_t At(size_t i) const { return base_ + i - bom_; }
@@ -2147,12 +2161,11 @@ class KinetoReader {
   std::string sanitized_;  // a batch with invalid UTF-8 replaced, while it is parsed
   const bool walk_;        // events by the walker (WalkEventsDocument), On-Demand where it bails
   const int ix_mode_;      // ImportOptions::kineto_index_walk
+  uint64_t next_estimate_ = uint64_t{64} << 20;  // ExpectMore's next checkpoint (bytes read)
   bool ix_tried_ = false;  // IndexWalker() made ix_ (or found it off)
   size_t ix_cap_ = 0;      // ix_'s capacity: the longest region
   std::unique_ptr<simdjson::internal::dom_parser_implementation> ix_;  // stage 1 of the index walker
 };
-
-constexpr size_t kTrimAfterRecords = 500000;  // see KinetoImporter::Import
 
 class KinetoImporter : public Importer {
  public:
@@ -2173,13 +2186,13 @@ class KinetoImporter : public Importer {
       OVERLAPPROF_ASSIGN_OR_RETURN(std::unique_ptr<ByteStream> in, OpenInputStream(path));
       return ParseKinetoStream(*in, options, true);
     }();
-#if defined(__GLIBC__)
-    // After a large rank, what the import freed goes back to the system now: the inflate
-    // thread's blocks, the reader's window, and the builder thread's malloc arena, where growing
-    // the trace's vectors left their old arrays (peak RSS of `analyze` on a 1 GB trace: 267 ->
-    // 192 MB). Smaller ranks keep it for the next rank, as main()'s mallopt intends.
-    if (t.ok() && t->activities.size() + t->host_calls.size() + t->ranges.size() >= kTrimAfterRecords) malloc_trim(0);
-#endif
+    // What the import freed (its blocks and window, its indexes, the host calls no reader asked
+    // for) stays in the heap, where the analyzers' preparation of the rank, and the next rank,
+    // reuse it instead of faulting in fresh memory (main()'s mallopt). It used to be given back
+    // here (malloc_trim) for large ranks: 20 GB trace, `analyze` 12.5-14.2 s with 4.4-5.7 s of
+    // system time, against 10.7-11.7 s and 2.7-3.8 s without, for a peak RSS 12% higher (2.04 ->
+    // 2.29 GB; 1 GB trace: unchanged). The old arrays of the vectors the builder grows are still
+    // given back as they are left (PushBack, kineto_builder.cc). docs/performance.md.
     if (t.ok()) t->meta.source_path = path;
     return t;
   }

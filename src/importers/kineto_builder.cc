@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#include <unistd.h>
 
 #include "src/trace/classify.h"
 
@@ -86,6 +88,36 @@ void PushBack(std::vector<T>& v, Args&&... args) {
 }
 
 }  // namespace
+
+void TraceBuilder::ExpectMore(double factor) {
+  if (!(factor > 1.0)) return;
+  static const uint64_t kMaxBytes = [] {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4 : uint64_t{1} << 30;
+  }();
+  const double scale = factor * 1.25;
+  auto want = [&](size_t n) { return static_cast<size_t>(static_cast<double>(n) * scale); };
+  const size_t a = want(t_.activities.size()), h = want(t_.host_calls.size()), l = want(launched_by_.size());
+  const uint64_t bytes = uint64_t{a} * sizeof(Activity) + uint64_t{h} * sizeof(HostCall) +
+                         uint64_t{l} * sizeof(launched_by_[0]);
+  if (bytes > kMaxBytes) return;
+  try {
+    auto grow = [](auto& v, size_t n) {
+      if (n <= v.capacity()) return;
+      const size_t old = v.capacity();
+      v.reserve(n);
+#if defined(__GLIBC__)
+      if (old * sizeof(v[0]) >= (size_t{16} << 20)) malloc_trim(0);  // the old array, as PushBack
+#else
+      (void)old;
+#endif
+    };
+    grow(t_.activities, a);
+    grow(t_.host_calls, h);
+    grow(launched_by_, l);
+  } catch (const std::bad_alloc&) {  // advice only: the vectors grow as before
+  }
+}
 
 void TraceBuilder::AddEvent(const RawEvent& ev) {
   if (ev.ph == 'M') {

@@ -181,7 +181,11 @@ class Inflater {
     handed_ += r;
     return OkStatus();
   }
+
+ public:
   size_t Consumed() const { return handed_ - avail_in_; }  // compressed bytes consumed
+
+ private:
 
   Status Step(char* out, size_t n, size_t* produced) {
     if (!started_) {
@@ -361,8 +365,9 @@ class GzipStream : public ByteStream {
 // filled belongs to the thread, the block being read (cur_) to the caller.
 class ThreadedGzipStream : public ByteStream {
  public:
-  ThreadedGzipStream(std::unique_ptr<Source> src, uint64_t limit, bool zlib_only)
-      : inflater_(std::move(src), limit, zlib_only) {
+  // file_size: the compressed file's (EstimatedSize).
+  ThreadedGzipStream(std::unique_ptr<Source> src, uint64_t limit, bool zlib_only, uint64_t file_size)
+      : inflater_(std::move(src), limit, zlib_only), file_size_(file_size) {
     compressed_ = true;
     for (size_t i = 0; i < kStreamBlocks; ++i) free_.push_back(nullptr);  // allocated when first filled
   }
@@ -403,12 +408,18 @@ class ThreadedGzipStream : public ByteStream {
     return ByteStream::Block{cur_.data.get() + kStreamBlockFront, cur_.size, cur_.utf8_valid};
   }
   size_t buffered() const override { return cur_.size - cur_pos_; }
+  uint64_t EstimatedSize() const override {
+    if (cur_.in_end == 0) return 0;
+    return static_cast<uint64_t>(static_cast<double>(file_size_) * static_cast<double>(cur_.out_end) /
+                                 static_cast<double>(cur_.in_end));
+  }
 
  private:
   struct Block {
     std::unique_ptr<char[]> data;  // kStreamBlockFront bytes, the block's, kInputPadding + 1
     size_t size = 0;
     bool utf8_valid = false;
+    uint64_t out_end = 0, in_end = 0;  // bytes inflated up to its end, and compressed bytes consumed for them
   };
 
   // Gives a block back to the thread (the current one, or with keep the one before it, the
@@ -451,7 +462,8 @@ class ThreadedGzipStream : public ByteStream {
         cv_.notify_all();
         return;
       }
-      full_.push_back(Block{std::move(buf), *got, utf8});
+      out_total_ += *got;
+      full_.push_back(Block{std::move(buf), *got, utf8, out_total_, inflater_.Consumed()});
       cv_.notify_all();
       if (*got < kStreamBlockBytes) {  // the end of the data
         ended_ = true;
@@ -462,6 +474,8 @@ class ThreadedGzipStream : public ByteStream {
 
   Inflater inflater_;  // used by the thread only
   Utf8Blocks utf8_;    // used by the thread only
+  uint64_t out_total_ = 0;  // bytes inflated (the thread's)
+  const uint64_t file_size_;
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -511,6 +525,7 @@ class LendingStream : public ByteStream {
     return Block{data, size_, utf8};
   }
   size_t buffered() const override { return size_ - pos_; }
+  uint64_t EstimatedSize() const override { return in_->EstimatedSize(); }
 
  private:
   std::unique_ptr<ByteStream> in_;
@@ -539,7 +554,7 @@ StatusOr<std::unique_ptr<ByteStream>> OpenInputStream(const std::string& path, c
   if (!IsGzip(std::string_view(head, static_cast<size_t>(r))))
     return std::unique_ptr<ByteStream>(std::make_unique<PlainStream>(std::move(src), SIZE_MAX, size));
   if (options.threaded) {
-    auto t = std::make_unique<ThreadedGzipStream>(std::move(src), options.inflate_limit, options.zlib_only);
+    auto t = std::make_unique<ThreadedGzipStream>(std::move(src), options.inflate_limit, options.zlib_only, size);
     if (t->Start()) return std::unique_ptr<ByteStream>(std::move(t));
     // No thread: reopen and inflate on the caller's thread.
     OVERLAPPROF_RETURN_IF_ERROR(OpenRegularFile(path, &fd, &size));

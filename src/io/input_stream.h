@@ -52,6 +52,10 @@ class ByteStream {
   // The stream's length in bytes when known before reading (a plain file or memory), else 0.
   // A hint for sizing buffers only: readers must not rely on it.
   uint64_t size_hint() const { return size_hint_; }
+  // The stream's whole length as estimated from what has been read so far, for sizing buffers
+  // only; 0 when unknown. A plain file: its size. The threaded gzip stream: the file's size times
+  // the ratio of bytes inflated to bytes consumed up to the end of the block lent or read last.
+  virtual uint64_t EstimatedSize() const { return size_hint_; }
 
  protected:
   bool compressed_ = false;

@@ -133,3 +133,41 @@ TEST(GzipStream, MembersLargerThanOneRead) {
 
 }  // namespace
 }  // namespace overlapprof
+
+namespace overlapprof {
+namespace {
+
+// EstimatedSize: a plain file's size; for the threaded gzip stream, the file's size times the
+// inflate ratio up to the block lent last: of the right order after the first block of a file
+// several blocks long, exact at its end.
+TEST(InputStream, EstimatedSizeOfFilesPlainAndGzip) {
+  testing::TempDir dir;
+  const std::string text = Text(3 * kStreamBlockBytes + 12345, 7);
+  const std::string plain = dir.Write("t.json", text), gz = dir.Write("t.json.gz", Gzip(text, 1));
+  StatusOr<std::unique_ptr<ByteStream>> p = OpenInputStream(plain, StreamOptions{});
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ((*p)->EstimatedSize(), text.size());
+  StatusOr<std::unique_ptr<ByteStream>> g = OpenInputStream(gz, StreamOptions{});
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ASSERT_GT((*g)->block_front(), 0u);  // the threaded stream
+  EXPECT_EQ((*g)->EstimatedSize(), 0u);  // nothing read yet
+  StatusOr<ByteStream::Block> b = (*g)->NextBlock();
+  ASSERT_TRUE(b.ok() && b->size == kStreamBlockBytes);
+  const double first = static_cast<double>((*g)->EstimatedSize()) / static_cast<double>(text.size());
+  EXPECT_GT(first, 0.8);
+  EXPECT_LT(first, 1.25);
+  uint64_t read = b->size;
+  for (;;) {
+    b = (*g)->NextBlock();
+    ASSERT_TRUE(b.ok());
+    if (b->size == 0) break;
+    read += b->size;
+    if (read == text.size()) {
+      EXPECT_EQ((*g)->EstimatedSize(), text.size());  // the whole file consumed
+    }
+  }
+  EXPECT_EQ(read, text.size());
+}
+
+}  // namespace
+}  // namespace overlapprof

@@ -128,6 +128,49 @@ TEST(KinetoBuilder, LaunchesLinkToTheFirstCallWithTheIdSortedOrNot) {
   }
 }
 
+// ExpectMore (the reader's estimate of the events still to come) reserves room in the vectors
+// that grow with the events, and changes nothing in the trace; too large an estimate (over a
+// quarter of the machine's memory) reserves nothing.
+TEST(KinetoBuilder, ExpectMoreReservesRoomAndChangesNothing) {
+  std::vector<std::string> ts;  // the events' views point into these
+  for (int i = 0; i < 200; ++i) ts.push_back(std::to_string(i));
+  std::vector<RawEvent> ev;
+  for (int i = 0; i < 100; ++i) {
+    RawEvent c = X("cuda_runtime", "cudaLaunchKernel", ts[2 * i], "0.5");
+    c.correlation = i;
+    c.external_id = "7";
+    ev.push_back(c);
+    RawEvent k = X("kernel", "gemm", ts[2 * i + 1], "0.5");
+    k.correlation = i;
+    k.external_id = "7";
+    k.device = 0;
+    k.stream = 7;
+    ev.push_back(k);
+  }
+  const RankTrace want = Build(ev);
+  ASSERT_EQ(want.activities.size(), 100u);
+  for (double factor : {0.5, 10.0, 1e15}) {
+    SCOPED_TRACE(factor);
+    TraceBuilder b({});
+    b.SetRank(0);
+    for (size_t i = 0; i < ev.size(); ++i) {
+      if (i == 20) b.ExpectMore(factor);  // after 10 kernels and 10 runtime calls
+      b.AddEvent(ev[i]);
+    }
+    ASSERT_TRUE(b.Finish().ok());
+    RankTrace t = b.Take();
+    // 10 kernels so far x 10, and a quarter more, where the 100 kernels fit; else grown by
+    // doubling (1, 2, 4, ... 128).
+    EXPECT_EQ(t.activities.capacity(), factor == 10.0 ? 125u : 128u);
+    ASSERT_EQ(t.activities.size(), want.activities.size());
+    for (size_t i = 0; i < t.activities.size(); ++i) {
+      EXPECT_EQ(t.activities[i].start_ns, want.activities[i].start_ns);
+      EXPECT_EQ(t.activities[i].launch_ns, want.activities[i].launch_ns);
+    }
+    EXPECT_EQ(t.stats.Get(Stat::correlations_unmatched), want.stats.Get(Stat::correlations_unmatched));
+  }
+}
+
 TEST(KinetoBuilder, CommKernelByNameOnly) {
   RankTrace t = Build({X("kernel", "ncclKernel_AllGather_RING_LL_Sum_int8_t", "1", "1")});
   ASSERT_EQ(t.comm_ops.size(), 1u);
