@@ -482,21 +482,23 @@ inline WalkValue WalkReadValue(const char* p) {
   return v;
 }
 
+// The raw contents of a string from its raw JSON token (simdjson's raw_json_token: the string
+// and the whitespace after it); false when the token is not a string. On-Demand's reading
+// (KinetoReader::RawString) and the index walker's (IxValue).
+inline bool StringToken(std::string_view tok, std::string_view* out) {
+  while (!tok.empty() && tok.back() != '"') tok.remove_suffix(1);  // trailing whitespace
+  if (tok.size() < 2 || tok.front() != '"') return false;
+  *out = tok.substr(1, tok.size() - 2);
+  return true;
+}
+
 // A value as the index walker reads it: from its first token to the next token (simdjson's
 // raw_json_token, which the walker over the bytes gives too: WalkValue).
 struct IxValue {
   const char* begin = nullptr;
   const char* next = nullptr;  // the token after the value's first one
   std::string_view Token() const { return {begin, static_cast<size_t>(next - begin)}; }
-  // RawString's: the token without what follows its closing quote, then without its quotes.
-  bool Str(std::string_view* out) const {
-    if (*begin != '"') return false;
-    const char* e = next;
-    while (e > begin && e[-1] != '"') --e;
-    if (e - begin < 2) return false;
-    *out = std::string_view(begin + 1, static_cast<size_t>(e - begin - 2));
-    return true;
-  }
+  bool Str(std::string_view* out) const { return *begin == '"' && StringToken(Token(), out); }
 };
 
 // An event as the walker reads it, in a slot that is used again and again (a batch's, or the
@@ -1614,13 +1616,7 @@ class KinetoReader {
   }
 
   // Raw (still escaped) contents of a JSON string value; false if it is not a string.
-  static bool RawString(od::value& v, std::string_view* out) {
-    std::string_view tok = v.raw_json_token();
-    while (!tok.empty() && tok.back() != '"') tok.remove_suffix(1);  // trailing whitespace
-    if (tok.size() < 2 || tok.front() != '"') return false;
-    *out = tok.substr(1, tok.size() - 2);
-    return true;
-  }
+  static bool RawString(od::value& v, std::string_view* out) { return StringToken(v.raw_json_token(), out); }
 
   // An integer from a number, a numeric string, or a hex string ("0x1f").
   static bool AnyInt(od::value& v, int64_t* out) { return AnyIntToken(v.raw_json_token(), out); }

@@ -72,19 +72,26 @@ bool TraceBuilder::Times(const RawEvent& ev, int64_t* start, int64_t* end) {
 
 namespace {
 
-// emplace_back for the builder's large vectors (one entry per event of a kind). When it grows a
-// vector of 16 MiB or more, the old array goes back to the system at once: main() keeps freed
-// memory in the heap for the next rank (M_TRIM_THRESHOLD), so without this the arrays a growing
-// vector left behind (about as many bytes as the vector) would stay resident until the import
-// ends (peak RSS of `analyze` on a 1 GB trace 208 -> 168 MB). About ten calls per vector for the
-// largest traces, each a walk of the free lists.
+// The array one of the builder's large vectors left when it grew (`old_bytes`: its size) goes
+// back to the system at once when it was 8 MiB or more (the vector now 16 MiB or more): main()
+// keeps freed memory in the heap for the next rank (M_TRIM_THRESHOLD), so without this the arrays
+// a growing vector left behind (about as many bytes as the vector) would stay resident until the
+// import ends (peak RSS of `analyze` on a 1 GB trace 208 -> 168 MB). About ten calls per vector
+// for the largest traces, each a walk of the free lists.
+void GiveBackOldArray(size_t old_bytes) {
+#if defined(__GLIBC__)
+  if (old_bytes >= (size_t{8} << 20)) malloc_trim(0);
+#else
+  (void)old_bytes;
+#endif
+}
+
+// emplace_back for the builder's large vectors (one entry per event of a kind).
 template <typename T, typename... Args>
 void PushBack(std::vector<T>& v, Args&&... args) {
-  const bool grows = v.size() == v.capacity();
+  const size_t old = v.capacity();
   v.emplace_back(std::forward<Args>(args)...);
-#if defined(__GLIBC__)
-  if (grows && v.capacity() * sizeof(T) >= (size_t{16} << 20)) malloc_trim(0);
-#endif
+  if (v.capacity() != old) GiveBackOldArray(old * sizeof(T));
 }
 
 }  // namespace
@@ -106,11 +113,7 @@ void TraceBuilder::ExpectMore(double factor) {
       if (n <= v.capacity()) return;
       const size_t old = v.capacity();
       v.reserve(n);
-#if defined(__GLIBC__)
-      if (old * sizeof(v[0]) >= (size_t{16} << 20)) malloc_trim(0);  // the old array, as PushBack
-#else
-      (void)old;
-#endif
+      GiveBackOldArray(old * sizeof(v[0]));
     };
     grow(t_.activities, a);
     grow(t_.host_calls, h);
@@ -340,9 +343,7 @@ void TraceBuilder::MaybeAddHostCommOp(const RawEvent& ev) {
     h.len[i] = static_cast<uint32_t>(strs[i].size());  // a field is at most a window (256 MiB)
     host_text_.append(strs[i]);
   }
-#if defined(__GLIBC__)
-  if (host_text_.capacity() != cap && host_text_.capacity() >= (size_t{16} << 20)) malloc_trim(0);  // as PushBack
-#endif
+  if (host_text_.capacity() != cap) GiveBackOldArray(cap);  // as PushBack
   PushBack(host_comm_ops_, h);
 }
 
