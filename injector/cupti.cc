@@ -251,11 +251,9 @@ void Subscribe(CuptiState& c) {
   OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
   OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
   if (!kernels) return Unavailable("CONCURRENT_KERNEL activity could not be enabled");
-  if (api.FlushPeriod) {
-    const char* f = std::getenv("OVERLAPPROF_FLUSH_MS");
-    int ms = f ? std::atoi(f) : 1000;
-    api.FlushPeriod(static_cast<uint32_t>(ms > 0 ? ms : 1000));
-  }
+  // CUPTI's worker thread delivers buffers at least every flush period too (the writer's
+  // default flush at each commit is the bound that holds without it).
+  if (api.FlushPeriod) api.FlushPeriod(static_cast<uint32_t>(g_recorder.flush_ms()));
   // Publishes the API table to the hooks and the writer thread (they load it with acquire).
   c.active.store(true, std::memory_order_release);
 }
@@ -499,26 +497,6 @@ void CuptiStopActivities() noexcept {
                                CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
                                CUPTI_ACTIVITY_KIND_SYNCHRONIZATION})
     c.api.Disable(k);
-}
-
-int64_t CuptiDiscard() noexcept {
-  CuptiState& c = Cupti();
-  if (!c.api_ready.load(std::memory_order_acquire)) return 0;
-  int64_t n = 0;
-  // One buffer at a time out of the queue (no allocation), counted and recycled without
-  // the lock held across the CUPTI calls.
-  for (;;) {
-    CuptiState::Completed b;
-    {
-      std::lock_guard<std::mutex> lock(c.mu);
-      if (c.n_completed == 0) return n;
-      b = c.completed[--c.n_completed];
-    }
-    CUpti_Activity* rec = nullptr;
-    while (Api().GetNextRecord(b.data, b.valid, &rec) == CUPTI_SUCCESS) ++n;
-    std::lock_guard<std::mutex> lock(c.mu);
-    c.free_buffers[c.n_free++] = b.data;
-  }
 }
 
 void CuptiShutdown() noexcept {

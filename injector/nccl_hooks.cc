@@ -330,7 +330,7 @@ using namespace overlapprof::inject;
   OVERLAPPROF_EXPORT ncclResult_t NAME PARAMS {                                          \
     auto fn = OVERLAPPROF_REAL(NAME);                                                    \
     if (!fn) return Missing();                                                           \
-    if (!Recording() || t_thread.op_depth > 0) return fn ARGS;                           \
+    if (!g_recorder.RecordingOp() || t_thread.op_depth > 0) return fn ARGS;              \
     OpScope scope(CommOpCode::CODE, COMM, COUNT, DTYPE, ROOT, STREAM);                   \
     ++t_thread.op_depth;                                                                 \
     ncclResult_t res = fn ARGS;                                                          \

@@ -12,21 +12,38 @@
 //   kUndecided ── first NCCL call or InitializeInjection (one CAS winner) ──► kActivating
 //   kActivating ── ring, descriptors, writer thread, handlers all set up ──► kActive
 //               └─ any of them failed ─────────────────────────────────────► kInert
-//   kActive ── exit (atexit) or a fatal SIGTERM/SIGINT (default disposition) ─► kFlushing
-//           ├─ SIGTERM/SIGINT the application handles: a flush, stays kActive
-//           └─ the store cannot be created or written (the writer gives up) ─► kFinished
-//              (also from kActivating, when the writer fails before activation returns)
+//   kActive ── exit (atexit) or a terminating signal left at its default disposition
+//           │  (runtime.cc, kFlushSignals: HUP INT QUIT TERM USR1 USR2 ALRM VTALRM PROF XCPU
+//           │  XFSZ PIPE PWR) ─────────────────────────────────────────────────► kFlushing
+//           │  (the handler waits, bounded, for kFinished, then the default action happens)
+//           ├─ SIGTERM/SIGINT the application handles: a flush, stays kActive (other handled
+//           │  signals are never ours: the application's handler is left in place)
+//           └─ the store cannot be created or written: stays kActive. The writer's failed mode
+//              (sink.cc, Fail): hooks go on pushing, the writer drains, counts every record in
+//              records_lost_write_failed and drops it (memory stays flat), CUPTI's activity
+//              kinds are disabled; the counters go into the file when a small transaction
+//              fits, else into one line at exit
 //   kFlushing ── the writer thread committed and closed the file ─────────────► kFinished
-//   fork(): the child of a process that activated starts kInert (pthread_atfork) and never
-//           touches the parent's file or descriptors. A child forked before activation never
-//           saw an activated recorder: it is kUndecided and records on its own. A child
-//           forked while another thread was activating inherits kActivating with no thread
-//           to finish it: the activation is claimed with the activator's pid
+//   kActivating/kActive ── the writer cannot guard the store's descriptors (no SQLite VFS
+//           system-call table to override: nothing is opened) ────────────────► kFinished
+//   fork(): the child of a process that activated becomes kForkedChild (pthread_atfork) and
+//           never touches the parent's file or descriptors; the parent counts the fork
+//           (forked_children_unrecorded) and the child counts its NCCL ops on a page it
+//           shares with the parent (nccl_ops_in_forked_children). A child forked before
+//           activation never saw an activated recorder: it is kUndecided and records on its
+//           own. A child forked while another thread was activating inherits kActivating with
+//           no thread to finish it: the activation is claimed with the activator's pid
 //           (activator_pid_, CAS from 0), so such a child sees a pid not its own and turns
 //           itself kInert instead of waiting.
 //   A descriptor of ours closed or reused by the host (OwnedFd::Owned fails): nothing is
 //           written through it; recorder_descriptor_lost is counted and recording stops
-//           (kActive → kFinished).
+//           (kActive → kFinished); what the writer still holds is counted as lost.
+//   Log lines go only to LogFd(): a private duplicate of fd 2 made at activation while fd 2
+//           was still what it was when the library loaded, else fd 2 while it still is, else
+//           nowhere.
+//   Every commit writes meta last_commit_ns (when it began); the file's meta
+//           flush_interval_ms bounds what a process that never reaches kFinished (_exit,
+//           SIGKILL, a crash) lost after it.
 //
 // Who may do what, by thread:
 //  - Hooks (application threads, CUPTI's threads): Recording(), Push(), stats(), comms(), the
@@ -34,7 +51,8 @@
 //  - The writer thread (sink.cc, started by Activate, never by the constructor): the Sink,
 //    the store file, the writer-side accessors below. Holds no lock a hook waits on.
 //  - Signal handlers and the atexit handler: OnSignal/OnExit; async-signal-safe calls only
-//    (write, poll, sigaction, raise) plus atomics.
+//    (write, poll, fstat, sigaction, raise) plus atomics.
+//  - pthread_atfork: OnForkParent (counts) and OnForkChild (→ kForkedChild).
 // Locks: CommTable::mu_ (inserts/removals of communicators) and CuptiState::mu (the CUPTI
 // buffer pool). Neither is ever held across a call into NCCL or CUPTI.
 //
@@ -71,7 +89,9 @@ enum class State : int {
   kActive = 2,      // recording
   kFlushing = 3,    // the final flush (exit, fatal signal): hooks no longer record
   kFinished = 4,    // the file is closed (or the writer gave up): nothing more is recorded
-  kInert = 5,       // never records in this process (not under run, activation failed, forked child)
+  kInert = 5,       // never records in this process (not under run, activation failed)
+  kForkedChild = 6, // a child forked after activation: never records; its NCCL ops are counted
+                    // in the parent's file (nccl_ops_in_forked_children), through a shared page
 };
 
 // The data-quality counters the hooks, CUPTI callbacks and the writer bump: the store's own
@@ -288,6 +308,22 @@ class Recorder {
   // Slow path of Recording(): decides once per process whether to record, and starts the
   // writer thread if so. Safe from any thread, any number of times; never throws.
   bool Activate() noexcept;
+  // Recording() for a collective or point-to-point call: in a forked child (kForkedChild)
+  // the call is counted for the parent (CountForkedChildOp) before it is passed through.
+  bool RecordingOp() noexcept {
+    int s = state_.load(std::memory_order_relaxed);
+    if (s == static_cast<int>(State::kActive)) return true;
+    if (s < static_cast<int>(State::kActive)) return Activate();
+    if (s == static_cast<int>(State::kForkedChild)) CountForkedChildOp();
+    return false;
+  }
+  void CountForkedChildOp() noexcept;
+  // NCCL ops forked children made so far (the shared page; 0 without one).
+  int64_t ForkedChildOps() const noexcept;
+  // The descriptor our log lines go to, checked now (async-signal-safe): the private
+  // duplicate of fd 2 made at activation while it was still ours, else fd 2 itself while it
+  // is still what it was when the library loaded; -1 (nothing is written) otherwise.
+  int LogFd() const noexcept;
   // Queues a record for the writer thread; counts it as dropped when the ring is full.
   // Out of line on purpose (runtime.cc): inlined into a hook, GCC keeps the record's fields
   // in registers across the NCCL call and rebuilds it on the stack just before the copy into
@@ -310,8 +346,10 @@ class Recorder {
 
   // ---- Process events (runtime.cc) ----------------------------------------------------
   void OnLoad() noexcept;       // the preload constructor: reads the environment only
-  void OnForkChild() noexcept;  // pthread_atfork child handler
+  void OnForkChild() noexcept;   // pthread_atfork child handler
+  void OnForkParent() noexcept;  // pthread_atfork parent handler: counts forked_children
   void OnSignal(int sig, siginfo_t* info, void* ctx) noexcept;
+  using prev_signal_actions_t = struct sigaction[32];
   // atexit: the final flush, left after flush_ms + kExitGraceMs without writer progress
   // (a stall), or kExitCapMs in all.
   void OnExit() noexcept;
@@ -330,7 +368,8 @@ class Recorder {
   void SignalFlushDone() noexcept;
   // The writer took records or committed (OnExit tells a stall from a long final flush).
   void WriterProgress() noexcept { writer_progress_.fetch_add(1, std::memory_order_relaxed); }
-  // The store cannot be written: nothing more is recorded (kActive → kFinished).
+  // A descriptor of ours is lost: nothing more is recorded (kActive → kFinished). (A store
+  // that cannot be written keeps kActive: the writer counts what hooks push, sink.cc.)
   void WriterFailed() noexcept;
   // The writer thread is done with the file: → kFinished (release).
   void WriterFinished() noexcept;
@@ -371,14 +410,22 @@ class Recorder {
   pthread_t thread_{};                            // the writer thread
   std::atomic<bool> writer_started_{false};       // thread_ is joinable (this process)
   std::atomic<bool> atfork_installed_{false};
+  // NCCL ops of forked children: one counter on a MAP_SHARED page made at activation, which
+  // every child forked after it shares (null when the mapping failed).
+  std::atomic<std::atomic<int64_t>*> forked_child_ops_{nullptr};
+  // fd 2 when the library loaded (preload constructor: fstat only), and our private
+  // duplicate of it made at activation (LogFd).
+  std::atomic<bool> stderr_known_{false};
+  std::atomic<uint64_t> stderr_dev_{0}, stderr_ino_{0};
+  OwnedFd log_fd_;
 
   // Requests to the writer thread.
   std::atomic<bool> stop_{false};          // final flush, then close
   std::atomic<int> flush_requests_{0};     // flush now and say so on done_fd_
 
-  // Signal dispositions we replaced and chain to (written before our handler is installed).
-  struct sigaction prev_term_ {};
-  struct sigaction prev_int_ {};
+  // Signal dispositions we replaced and chain to, by signal number (written before our
+  // handler is installed; runtime.cc, InstallSignalHandlers, says which signals).
+  struct sigaction prev_[32] {};
   std::atomic<bool> in_handler_{false};
 
   std::atomic<uint64_t> next_launch_id_{1};

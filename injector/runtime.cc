@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <type_traits>
 
@@ -72,6 +74,7 @@ void Chain(int sig, siginfo_t* info, void* ctx, const struct sigaction& prev) {
 
 // C entry points for pthread/sigaction/atexit: they forward to the recorder.
 void ForkChildTrampoline() { g_recorder.OnForkChild(); }
+void ForkParentTrampoline() { g_recorder.OnForkParent(); }
 void SignalTrampoline(int sig, siginfo_t* info, void* ctx) { g_recorder.OnSignal(sig, info, ctx); }
 void ExitTrampoline() { g_recorder.OnExit(); }
 void* WriterTrampoline(void* rec) {
@@ -137,13 +140,35 @@ bool OwnedFd::Owned() const noexcept {
 void Recorder::DescriptorLost(const char* what) noexcept {
   stats_.Add(Stat::recorder_descriptor_lost);
   if (!descriptor_lost_logged_.exchange(true, std::memory_order_relaxed)) {
-    // Async-signal-safe: a fixed message through write(2).
+    // Async-signal-safe: a fixed message through write(2), to a descriptor checked first.
     static const char kMsg[] = "overlapprof: the process closed or reused a descriptor of the recorder; recording stops here (recorder_descriptor_lost)\n";
-    ssize_t w = ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
-    (void)w;
+    if (int fd = LogFd(); fd >= 0) {
+      ssize_t w = ::write(fd, kMsg, sizeof kMsg - 1);
+      (void)w;
+    }
     (void)what;
   }
   WriterFailed();
+}
+
+int Recorder::LogFd() const noexcept {
+  if (log_fd_.Owned()) return log_fd_.get();
+  if (!stderr_known_.load(std::memory_order_acquire)) return -1;
+  struct stat st;
+  if (::fstat(STDERR_FILENO, &st) == 0 && static_cast<uint64_t>(st.st_dev) == stderr_dev_.load(std::memory_order_relaxed) &&
+      static_cast<uint64_t>(st.st_ino) == stderr_ino_.load(std::memory_order_relaxed))
+    return STDERR_FILENO;
+  return -1;
+}
+
+void Recorder::CountForkedChildOp() noexcept {
+  if (std::atomic<int64_t>* n = forked_child_ops_.load(std::memory_order_acquire))
+    n->fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t Recorder::ForkedChildOps() const noexcept {
+  std::atomic<int64_t>* n = forked_child_ops_.load(std::memory_order_acquire);
+  return n ? n->load(std::memory_order_relaxed) : 0;
 }
 
 int Recorder::CheckedWakeFd() noexcept {
@@ -158,13 +183,31 @@ int Recorder::CheckedWakeFd() noexcept {
 void Recorder::OnLoad() noexcept {
   // Only reads the environment (the contract in injector.h).
   const char* dir = std::getenv("OVERLAPPROF_OUTPUT_DIR");
-  if (!dir || !*dir) state_.store(static_cast<int>(State::kInert), std::memory_order_relaxed);
+  if (!dir || !*dir) {
+    state_.store(static_cast<int>(State::kInert), std::memory_order_relaxed);
+    return;
+  }
+  // What fd 2 is now (fstat only: no descriptor is made): our log lines go only where the
+  // job's stderr was, never into a file the job later opened under number 2 (LogFd).
+  struct stat st;
+  if (::fstat(STDERR_FILENO, &st) == 0) {
+    stderr_dev_.store(static_cast<uint64_t>(st.st_dev), std::memory_order_relaxed);
+    stderr_ino_.store(static_cast<uint64_t>(st.st_ino), std::memory_order_relaxed);
+    stderr_known_.store(true, std::memory_order_release);
+  }
 }
 
 void Recorder::OnForkChild() noexcept {
-  // The child is a copy with one thread: no writer thread, the parent's file. Inert for good.
-  state_.store(static_cast<int>(State::kInert), std::memory_order_relaxed);
+  // The child is a copy with one thread: no writer thread, the parent's file. Never records;
+  // its NCCL ops are counted on the page it shares with the parent (RecordingOp).
+  state_.store(static_cast<int>(State::kForkedChild), std::memory_order_relaxed);
   writer_started_.store(false, std::memory_order_relaxed);
+}
+
+void Recorder::OnForkParent() noexcept {
+  State s = state();
+  if (::getpid() == owner_pid_.load(std::memory_order_relaxed) && (s == State::kActive || s == State::kFlushing))
+    stats_.Add(Stat::forked_children_unrecorded);
 }
 
 void Recorder::WaitForFlush(int timeout_ms) noexcept {
@@ -199,42 +242,72 @@ void Recorder::WaitForFinish(int timeout_ms) noexcept {
 
 void Recorder::OnSignal(int sig, siginfo_t* info, void* ctx) noexcept {
   int saved_errno = errno;
-  const struct sigaction& prev = sig == SIGTERM ? prev_term_ : prev_int_;
-  if (::getpid() == owner_pid_.load(std::memory_order_relaxed) && state() == State::kActive &&
-      !in_handler_.exchange(true)) {
-    // torchrun sends SIGTERM, then SIGKILL 30 s later. When the signal will end the process
-    // (default disposition), finish the file now; when the application handles it and may
-    // go on, flush what we have and keep recording.
-    bool fatal = prev.sa_handler == SIG_DFL;
-    if (fatal)
-      WaitForFinish(10000);
-    else
+  const struct sigaction& prev = prev_[sig];
+  if (::getpid() == owner_pid_.load(std::memory_order_relaxed)) {
+    // When the signal will end the process (default disposition), the file is finished
+    // first (bounded): also while another thread's handler or the exit already began the
+    // final flush, so a second terminating signal (SIGHUP, then the SIGTERM a launcher
+    // sends) cannot end the process in the middle of it. When the application handles the
+    // signal (SIGTERM/SIGINT only: see InstallSignalHandlers) and may go on, what we have
+    // is flushed and recording goes on.
+    if (prev.sa_handler == SIG_DFL) {
+      State s = state();
+      if (s == State::kActive || s == State::kFlushing) WaitForFinish(10000);
+    } else if (state() == State::kActive && !in_handler_.exchange(true)) {
       WaitForFlush(5000);
-    in_handler_.store(false);
+      in_handler_.store(false);
+    }
   }
   Chain(sig, info, ctx, prev);
   errno = saved_errno;
 }
 
-// Our handler takes the previous disposition's flags and mask, so the program's semantics
-// do not change: no SA_RESTART it did not ask for (CPython installs SIGINT without it, and a
-// read must still be interrupted), SA_RESETHAND (the kernel resets to SIG_DFL on delivery;
-// we chain to the program's handler once), SA_ONSTACK, SA_NODEFER and sa_mask as given. An
-// ignored signal stays ignored (and stays ignored across exec): we install nothing.
+// Which signals end the process with the final flush (docs/run.md, "Signals"): every signal
+// whose default action terminates the process and that another process, the terminal or
+// the kernel's limits send to stop a job: SIGHUP (an ssh disconnect, a closed terminal),
+// SIGINT, SIGQUIT, SIGTERM, SIGUSR1/SIGUSR2 (batch schedulers' warning signals), SIGALRM,
+// SIGVTALRM, SIGPROF (timers with nobody handling them), SIGXCPU, SIGXFSZ (resource limits),
+// SIGPIPE (a reader gone: the writing thread is at a system call, its state intact) and
+// SIGPWR. Left alone: the crash signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS,
+// SIGABRT: the process state may be corrupt, e.g. abort() inside malloc, and a flush could
+// hang or write garbage; a crash keeps what the last commit wrote), SIGKILL/SIGSTOP (cannot
+// be caught), SIGIO, SIGSTKFLT and the real-time signals (private channels of libraries,
+// e.g. timers and asynchronous I/O, consumed with sigwaitinfo or their own handlers; not
+// how a job is stopped), and the signals whose default is to ignore, stop or continue.
+constexpr int kFlushSignals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM,
+                                 SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGPIPE, SIGPWR};
+static_assert(sizeof(Recorder::prev_signal_actions_t) / sizeof(struct sigaction) > SIGPWR, "prev_ is indexed by signal number");
+
+// Only a signal with the default disposition gets our handler (its default action then
+// follows the flush: same exit status, same core dump), plus SIGTERM/SIGINT when the
+// application handles them (it is chained to: its handler runs as before, after a flush).
+// Every other handled signal keeps the application's handler untouched (a profiler's
+// SIGPROF at 100 Hz must not wait for our flush), and an ignored signal stays ignored (and
+// stays ignored across exec): we install nothing. A handler the application installs later
+// replaces ours (it then owns the signal; no flush). Our handler takes the previous
+// disposition's flags and mask, so the program's semantics do not change: no SA_RESTART it
+// did not ask for (CPython installs SIGINT without it, and a read must still be
+// interrupted), SA_RESETHAND (the kernel resets to SIG_DFL on delivery; we chain to the
+// program's handler once), SA_ONSTACK, SA_NODEFER and sa_mask as given. Over a default
+// disposition, the other flush signals are added to the mask: a second one waits until the
+// flush is done and the first signal has ended the process.
 void Recorder::InstallSignalHandlers() noexcept {
-  for (int sig : {SIGTERM, SIGINT}) {
-    struct sigaction& prev = sig == SIGTERM ? prev_term_ : prev_int_;
+  for (int sig : kFlushSignals) {
     struct sigaction cur;
     if (::sigaction(sig, nullptr, &cur) != 0) continue;
     if (cur.sa_handler == SIG_IGN) continue;  // (the kernel keeps flags with SIG_IGN/SIG_DFL)
-    prev = cur;  // written before our handler can run (it reads prev)
+    const bool handled = cur.sa_handler != SIG_DFL;
+    if (handled && sig != SIGTERM && sig != SIGINT) continue;
+    prev_[sig] = cur;  // written before our handler can run (it reads prev)
     struct sigaction sa = cur;
     sa.sa_sigaction = SignalTrampoline;
     sa.sa_flags = cur.sa_flags | SA_SIGINFO;
+    if (!handled)
+      for (int other : kFlushSignals) sigaddset(&sa.sa_mask, other);
     struct sigaction replaced;
-    ::sigaction(sig, &sa, &replaced);
-    // Another thread changed it in between to "ignore": put that back.
-    if (replaced.sa_handler == SIG_IGN) ::sigaction(sig, &replaced, nullptr);
+    if (::sigaction(sig, &sa, &replaced) != 0) continue;
+    // Another thread changed it in between: put that back (it wins, as if it came after us).
+    if (replaced.sa_handler != cur.sa_handler) ::sigaction(sig, &replaced, nullptr);
   }
 }
 
@@ -325,6 +398,7 @@ bool Recorder::DoActivate() {
   cfg->meta.source_path = cfg->path;
   flush_ms_ = static_cast<int>(EnvInt(kFlush, 1000));
   if (flush_ms_ < 10) flush_ms_ = 10;
+  cfg->flush_ms = flush_ms_;
   size_t ring_records = static_cast<size_t>(EnvInt(kRingSize, 1 << 17));
   if (ring_records < 64) ring_records = 64;
   if (ring_records > (size_t{1} << 24)) ring_records = size_t{1} << 24;
@@ -340,10 +414,16 @@ bool Recorder::DoActivate() {
     Log("eventfd failed: %s; not recording", std::strerror(errno));
     return false;
   }
+  // Our log lines' descriptor: a private duplicate of fd 2, made only while fd 2 is still
+  // what it was when the library loaded (LogFd).
+  if (LogFd() == STDERR_FILENO) log_fd_.Adopt(::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3));
+  // The counter forked children bump (CountForkedChildOp): a page they share with us.
+  void* page = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page != MAP_FAILED) forked_child_ops_.store(new (page) std::atomic<int64_t>(0), std::memory_order_release);
   cfg_ = cfg;
   ring_.store(ring, std::memory_order_release);
   owner_pid_.store(::getpid(), std::memory_order_relaxed);
-  if (!atfork_installed_.exchange(true)) ::pthread_atfork(nullptr, nullptr, ForkChildTrampoline);
+  if (!atfork_installed_.exchange(true)) ::pthread_atfork(nullptr, ForkParentTrampoline, ForkChildTrampoline);
   // The writer thread gets every signal blocked: signals stay with the application's threads.
   sigset_t all, old;
   sigfillset(&all);
@@ -389,7 +469,8 @@ bool Recorder::Activate() noexcept {
   } catch (...) {
     ok = false;
   }
-  // kActive, unless the writer already gave up (kFinished: it could not create the file).
+  // kActive, unless the writer already gave up (kFinished: it could not guard the store's
+  // descriptors, or one was lost).
   expected = static_cast<int>(State::kActivating);
   state_.compare_exchange_strong(expected, static_cast<int>(ok ? State::kActive : State::kInert),
                                  std::memory_order_acq_rel);
@@ -417,7 +498,9 @@ void Log(const char* fmt, ...) noexcept {
   if (m < 0) return;
   size_t len = std::strlen(buf);
   buf[len++] = '\n';
-  ssize_t w = ::write(STDERR_FILENO, buf, len);
+  int fd = g_recorder.LogFd();
+  if (fd < 0) return;  // fd 2 is no longer the job's stderr we started with: say nothing
+  ssize_t w = ::write(fd, buf, len);
   (void)w;
 }
 

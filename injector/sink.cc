@@ -116,6 +116,9 @@ Status Sink::Open() {
   bool slot_taken = false;  // NCCL_PROFILER_PLUGIN names another plugin (plugin_sink.h)
   OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("nccl_profiler_plugin", PluginSink::SlotState(&slot_taken)));
   if (slot_taken) trace_.stats.Set(Stat::nccl_profiler_slot_taken, 1);
+  // The period that bounds what a process that ends without its final flush (_exit, a
+  // crash, SIGKILL) loses: everything after meta last_commit_ns, up to about this long.
+  OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("flush_interval_ms", int64_t{cfg_.flush_ms}));
   // "finished" once Finish() ran; `overlapprof run` marks files still "recording" after
   // the job as incomplete (the process was killed before its last flush).
   return writer_.PutMeta("recording_state", "recording");
@@ -125,34 +128,67 @@ size_t Sink::DrainRing(Ring<HookRecord>* ring) {
   HookRecord r;
   size_t n = 0;
   while (ring->TryPop(&r)) {
-    if (failed_) g_recorder.stats().Add(Stat::records_lost_write_failed);
-    else Take(r);
-    if ((++n & 4095) == 0) g_recorder.WriterProgress();
+    Take(r);
+    if ((++n & 4095) == 0) {
+      g_recorder.WriterProgress();
+      if (failed_) DiscardBatch();  // memory stays flat while a full ring is counted
+    }
   }
   if (n) g_recorder.WriterProgress();
+  if (failed_) DiscardBatch();
   return n;
 }
 
 void Sink::DrainCupti(bool force) {
   if (!CuptiActive()) return;
   CuptiFlush(force);
-  if (failed_) g_recorder.stats().Add(Stat::records_lost_write_failed, CuptiDiscard());
-  else CuptiDrain(decoder_.get(), &trace_);
+  CuptiDrain(decoder_.get(), &trace_);
+  if (failed_) DiscardBatch();
 }
 
 void Sink::DrainCuptiFinal() {
   if (!CuptiActive()) return;
   CuptiFlush(true);
   CuptiShutdown();
-  if (failed_) g_recorder.stats().Add(Stat::records_lost_write_failed, CuptiDiscard());
-  else CuptiDrain(decoder_.get(), &trace_);
+  CuptiDrain(decoder_.get(), &trace_);
+  if (failed_) DiscardBatch();
+}
+
+int64_t Sink::BatchRecords() const {
+  return static_cast<int64_t>(Pending() + trace_.external_correlations.size()) + meta_records_;
+}
+
+int64_t Sink::OpenRanges() const {
+  size_t n = started_.size();
+  for (const auto& [tid, stack] : stacks_) n += stack.size();
+  return static_cast<int64_t>(n);
+}
+
+int64_t Sink::DiscardBatch() {
+  int64_t lost = BatchRecords();
+  if (lost > 0) g_recorder.stats().Add(Stat::records_lost_write_failed, lost);
+  ClearRows();
+  meta_records_ = 0;
+  return lost;
+}
+
+void Sink::ClearRows() {
+  trace_.activities.clear();
+  trace_.host_calls.clear();
+  trace_.ranges.clear();
+  trace_.external_correlations.clear();
+  trace_.comm_ops.clear();
+  trace_.nccl_plugin_ops.clear();
 }
 
 void Sink::EnterFailed() {
   if (failed_) return;
   failed_ = true;
-  auto lost = static_cast<int64_t>(Pending() + trace_.external_correlations.size());
-  g_recorder.stats().Add(Stat::records_lost_write_failed, lost > 0 ? lost : 1);
+  // Open NVTX ranges will never be written either: counted now, and their ends (if any
+  // come) find nothing to close (nvtx_ranges_unmatched), so nothing is counted twice.
+  int64_t open = OpenRanges();
+  if (open > 0) g_recorder.stats().Add(Stat::records_lost_write_failed, open);
+  DiscardBatch();
   // The batch's memory is released, not only cleared.
   RankTrace empty;
   empty.meta = trace_.meta;
@@ -171,14 +207,12 @@ size_t Sink::Pending() const {
          trace_.nccl_plugin_ops.size();
 }
 
-Status Sink::Commit() {
+Status Sink::Commit() { return Commit(NowNs()); }
+
+Status Sink::Commit(int64_t began_ns) {
+  if (failed_) return MakeError(StatusCode::kIo, "the store failed before");
   OVERLAPPROF_RETURN_IF_ERROR(writer_.Append(trace_));
-  trace_.activities.clear();
-  trace_.host_calls.clear();
-  trace_.ranges.clear();
-  trace_.external_correlations.clear();
-  trace_.comm_ops.clear();
-  trace_.nccl_plugin_ops.clear();
+  ClearRows();
   if (plugin_.meta_dirty()) OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("nccl_profiler", plugin_.MetaJson()));
   if (meta_dirty_) {
     OVERLAPPROF_RETURN_IF_ERROR(writer_.UpdateMeta(trace_.meta));
@@ -187,12 +221,16 @@ Status Sink::Commit() {
       OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("rank_source", rank_source_));
     meta_dirty_ = false;
   }
-  return writer_.WriteStats(Stats(), Extras());
+  // The counters and meta last_commit_ns in one transaction (its last): a reader that sees
+  // this commit's time sees its counters.
+  OVERLAPPROF_RETURN_IF_ERROR(writer_.WriteStats(Stats(), Extras(), {{"last_commit_ns", began_ns}}));
+  meta_records_ = 0;
+  return OkStatus();
 }
 
 Status Sink::Finish() {
   plugin_.FinalStats(&trace_.stats);
-  OVERLAPPROF_RETURN_IF_ERROR(Commit());
+  OVERLAPPROF_RETURN_IF_ERROR(Commit(NowNs()));
   OVERLAPPROF_RETURN_IF_ERROR(plugin_.FinishStore(&writer_));
   OVERLAPPROF_RETURN_IF_ERROR(writer_.PutMeta("recording_state", "finished"));
   return writer_.Finish(Stats(), Extras());
@@ -203,6 +241,7 @@ void Sink::Abort() { writer_.Abort(); }
 StatCounters Sink::Stats() const {
   StatCounters s = trace_.stats;
   g_recorder.stats().AddTo(&s);
+  s.Add(Stat::nccl_ops_in_forked_children, g_recorder.ForkedChildOps());
   return s;
 }
 
@@ -257,6 +296,7 @@ void Sink::Take(const HookRecord& r) {
       break;
     }
     case RecKind::kCommInit: {
+      ++meta_records_;  // kept in meta (communicators), not as a row
       bool pending = (r.flags & kFlagPending) != 0;
       comms_.push_back({r.comm_id, r.seq, r.comm_rank, r.comm_nranks, r.device, r.op, r.t_exit, 0, pending});
       if (r.count > 0 && trace_.meta.nccl_version.empty()) trace_.meta.nccl_version = NcclVersionText(r.count);
@@ -265,6 +305,7 @@ void Sink::Take(const HookRecord& r) {
       break;
     }
     case RecKind::kCommReady:
+      ++meta_records_;  // kept in meta (communicators), not as a row
       // The oldest pending communicator of that id (ids are unique per communicator but
       // for InitAll's, which are blocking, never pending).
       for (auto& c : comms_) {
@@ -290,6 +331,7 @@ void Sink::Take(const HookRecord& r) {
       break;
     }
     case RecKind::kBufferRegister: {
+      ++meta_records_;  // kept in meta (communicators), not as a row
       if (r.result != 0) break;  // NCCL refused it: nothing was registered
       Comm* c = nullptr;
       for (auto& e : comms_)
@@ -314,6 +356,7 @@ void Sink::Take(const HookRecord& r) {
       break;
     }
     case RecKind::kPluginComm: {
+      ++meta_records_;  // kept in meta (communicators), not as a row
       // An init NCCL ran on a thread of its own (non-blocking creation) does not name our
       // communicator: the one communicator of the same rank and size, if it is unique.
       uint64_t resolved = 0;
@@ -329,6 +372,7 @@ void Sink::Take(const HookRecord& r) {
       plugin_.TakeOp(r, &trace_);
       break;
     case RecKind::kCommDestroy:
+      ++meta_records_;  // kept in meta (communicators), not as a row
       for (auto& c : comms_)
         if (c.id == r.comm_id && c.destroyed_ns == 0) c.destroyed_ns = r.t_enter;
       meta_dirty_ = true;
@@ -431,12 +475,10 @@ class WriterLoop {
   explicit WriterLoop(Recorder* rec) : rec_(rec), cfg_(rec->config()), ring_(rec->ring()), sink_(cfg_),
         policy_(rec->flush_ms(), ring_->capacity(), NowNs()) {}
 
-  bool Open() {
-    if (Status st = sink_.Open(); !st.ok()) {
-      Log("cannot create %s: %s; this process is not recorded", cfg_.path.c_str(), st.message().c_str());
-      return false;
-    }
-    return true;
+  // Creates the store. When it cannot be created (a full disk before the first commit) the
+  // loop still runs, in the failed mode: what arrives is counted and dropped (Fail).
+  void Open() {
+    if (Status st = sink_.Open(); !st.ok()) Fail(st, "creating");
   }
 
   // Passes until a stop request; each pass drains the ring and commits when the policy says.
@@ -459,52 +501,89 @@ class WriterLoop {
       int64_t now = NowNs();
       if (!policy_.ShouldCommit(now, sink_.Pending(), requests, stopping)) continue;
       policy_.Committed(now);
+      // CUPTI's completed buffers reach the store at every commit (a default flush: the
+      // buffers whose records are all complete, full or not), so GPU activities are bounded
+      // by the same flush period as host records.
       sink_.DrainCupti(requests > 0 || stopping);
       sink_.DrainRing(ring_);
-      Commit();
+      Commit(now);
       if (requests > 0) rec_->SignalFlushDone();
       if (stopping) return;
     }
   }
 
-  // The final drain (CUPTI then the ring) and the close; a failed store is only closed.
+  // The final drain (CUPTI then the ring) and the close; a failed store gets its final
+  // counts when one small transaction fits, else they are said in one log line.
   void Finish() {
     sink_.DrainCuptiFinal();
     sink_.DrainRing(ring_);
     if (rec_->DescriptorWasLost()) {
       // Neither finished nor aborted: both would go through descriptors that are not ours.
     } else if (!failed_) {
-      if (Status st = sink_.Finish(); !st.ok()) Log("finishing %s failed: %s", cfg_.path.c_str(), st.message().c_str());
+      if (Status st = sink_.Finish(); !st.ok()) {
+        Fail(st, "finishing");
+        FinalCounts();
+      }
     } else {
-      if (sink_.MarkFailed().ok()) SetMarker(false);  // the final counts, when there is room again
-      sink_.Abort();
+      FinalCounts();
     }
     rec_->SignalFlushDone();
   }
 
  private:
-  void Commit() {
-    if (failed_) return;
+  void Commit(int64_t began_ns) {
+    if (failed_) {
+      // The counters so far, when they changed (a full disk refuses them cheaply).
+      int64_t lost = g_recorder.stats().Get(Stat::records_lost_write_failed);
+      if (lost != marked_lost_ && sink_.MarkFailed().ok()) marked_lost_ = lost;
+      return;
+    }
     if (rec_->DescriptorWasLost()) {
       // Our SQLite descriptors may be the host's now: no more SQLite calls at all (each
       // would fail, and WAL reads retry with sleeps); RunWriter never closes this store.
+      // What the batch holds and what still arrives is counted and dropped.
       failed_ = true;
+      marked_lost_ = -1;
+      sink_.EnterFailed();
       return;
     }
-    Status st = sink_.Commit();
+    Status st = sink_.Commit(began_ns);
     rec_->WriterProgress();
-    if (!st.ok()) {
-      failed_ = true;
-      rec_->WriterFailed();  // hooks stop recording
-      sink_.EnterFailed();   // nothing more is kept; the loss is counted
-      Status mark = sink_.MarkFailed();
-      // Not even that fits: an empty marker beside the file (no data block needed) tells
-      // `overlapprof run`, which then sets records_lost_write_failed itself.
-      if (!mark.ok()) SetMarker(true);
-      Log("writing %s failed: %s; recording stops here, everything since the last commit is lost "
-          "(records_lost_write_failed)%s",
-          cfg_.path.c_str(), st.message().c_str(), mark.ok() ? "" : "; the failure could not be noted in the file either");
+    if (!st.ok()) Fail(st, "writing");
+  }
+
+  // The store cannot be written (creating, committing or finishing it failed): nothing more
+  // is kept, every record from here on is counted as lost (Sink::EnterFailed), hooks go on
+  // pushing so that they are counted too, and memory stays flat. One line says so.
+  void Fail(const Status& st, const char* what) {
+    failed_ = true;
+    sink_.EnterFailed();
+    Status mark = sink_.MarkFailed();
+    if (mark.ok()) marked_lost_ = g_recorder.stats().Get(Stat::records_lost_write_failed);
+    // Not even that fits: an empty marker beside the file (no data block needed) tells
+    // `overlapprof run`, which then sets records_lost_write_failed itself.
+    if (!mark.ok()) SetMarker(true);
+    Log("%s %s failed: %s; recording stops here: every record since the last commit and every one after it is "
+        "dropped and counted (records_lost_write_failed)%s",
+        what, cfg_.path.c_str(), st.message().c_str(),
+        mark.ok() ? "" : "; the failure could not be noted in the file either: the final count is said at exit");
+  }
+
+  // At the end, in the failed mode: the final counters into the file when one small
+  // transaction fits (then the marker goes), else in one line.
+  void FinalCounts() {
+    sink_.DiscardBatch();
+    if (!rec_->DescriptorWasLost() && sink_.MarkFailed().ok()) {
+      SetMarker(false);
+    } else {
+      const AtomicStats& st = g_recorder.stats();
+      Log("%s: could not be written; %lld records lost (records_lost_write_failed), %lld hook records and %lld "
+          "CUPTI records dropped before (records_dropped_hooks, records_dropped_cupti); these counts are not in the file",
+          cfg_.path.c_str(), static_cast<long long>(st.Get(Stat::records_lost_write_failed)),
+          static_cast<long long>(st.Get(Stat::records_dropped_hooks)),
+          static_cast<long long>(st.Get(Stat::records_dropped_cupti)));
     }
+    if (!rec_->DescriptorWasLost()) sink_.Abort();
   }
 
   // FILE.write_failed (sink.h, kWriteFailedSuffix): created or removed.
@@ -524,6 +603,7 @@ class WriterLoop {
   Sink sink_;
   BatchPolicy policy_;
   bool failed_ = false;
+  int64_t marked_lost_ = -1;  // records_lost_write_failed as the file last noted it (failed mode)
 };
 
 }  // namespace
@@ -651,10 +731,9 @@ void RunWriter(Recorder* rec) noexcept {
     // On the heap: after a lost descriptor it is never destroyed (its SQLite connection
     // refers to descriptors that are not ours; closing it would only retry against them).
     auto* loop = new WriterLoop(rec);
-    if (loop->Open()) {
-      loop->Run();
-      loop->Finish();
-    }
+    loop->Open();
+    loop->Run();
+    loop->Finish();
     if (!rec->DescriptorWasLost()) delete loop;
   } catch (const std::exception& e) {
     Log("writer thread stopped: %s", e.what());

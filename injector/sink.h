@@ -25,6 +25,7 @@ inline constexpr const char* kWriteFailedSuffix = ".write_failed";
 
 struct SinkConfig {
   std::string path;        // the rank's store file
+  int flush_ms = 1000;     // commit period (meta flush_interval_ms)
   RunMeta meta;            // rank, world size, pid, host, ... (rank may be learnt later)
   bool rank_from_env = false;
 };
@@ -47,11 +48,9 @@ void CuptiDrain(CuptiDecoder* d, RankTrace* t) noexcept;
 // Called once by the writer thread before its final drain: disables CUPTI activity so no
 // buffer is completed after the store is closed.
 void CuptiShutdown() noexcept;
-// After the store failed: CUPTI's activity kinds are disabled (it stops producing records)
-// and what it still completes is recycled by CuptiDiscard without decoding, so nothing
-// accumulates. CuptiDiscard returns how many records it threw away.
+// After the store failed: CUPTI's activity kinds are disabled, so it stops collecting GPU
+// activities (what it collected before is still delivered, decoded, and counted as lost).
 void CuptiStopActivities() noexcept;
-int64_t CuptiDiscard() noexcept;
 // The dropped-record counts per (context, stream) so far, as extra stats rows.
 void CuptiDroppedByStream(std::vector<ExtraStat>* out);
 
@@ -79,18 +78,28 @@ class Sink {
   void DrainCuptiFinal();
   // Records in the open batch (comm ops, activities, host calls, ranges).
   size_t Pending() const;
-  // One transaction: the batch, the communicators and rank when they changed, the counters.
-  Status Commit();
+  // The batch, the communicators and rank when they changed, then the counters with meta
+  // last_commit_ns = began_ns (CLOCK_REALTIME ns when the commit began: the writer's pass
+  // that drained what this commit holds) in the last transaction.
+  Status Commit(int64_t began_ns);
+  Status Commit();  // began now
   // Commit, then recording_state = "finished", the stats and indexes, and close.
   Status Finish();
   void Abort();
-  // After a failed Commit (disk full, quota, I/O error): the open batch is dropped and
-  // counted (records_lost_write_failed, error), CUPTI stops producing, and from then on
-  // DrainRing/DrainCupti throw away and count what arrives instead of keeping it: memory
-  // stays flat. MarkFailed then tries one small transaction (recording_state =
-  // "write_failed" and the counters); it usually fits in the WAL space the failed commit
-  // had already taken, and `overlapprof run` marks the file incomplete either way.
+  // After a failed Open or Commit (disk full, quota, I/O error): the open batch is dropped
+  // and counted (records_lost_write_failed, error), CUPTI stops collecting, and from then on
+  // DrainRing/DrainCupti take what arrives as before but count and drop it after each drain
+  // (DiscardBatch) instead of keeping it: memory stays flat and every record is counted.
+  // The unit is what the file would have held: one per comm op, GPU activity, host call,
+  // external correlation, range (an NVTX range still open at the failure: one) and plugin
+  // op, and one per communicator event (creation, readiness, registration, destruction).
+  // MarkFailed then tries one small transaction (recording_state = "write_failed" and the
+  // counters); it usually fits in the WAL space the failed commit had already taken.
   void EnterFailed();
+  // Counts the open batch as lost and clears it; returns how many records it held.
+  int64_t DiscardBatch();
+  // What the open batch holds, in the unit above.
+  int64_t BatchRecords() const;
   Status MarkFailed();
   bool failed() const { return failed_; }
   const RankTrace& trace() const { return trace_; }
@@ -101,6 +110,8 @@ class Sink {
   StatCounters Stats() const;
   static std::vector<ExtraStat> Extras();
   std::string CommunicatorsJson() const;
+  int64_t OpenRanges() const;
+  void ClearRows();
   const std::string& CommName(uint64_t id);
   uint32_t NameOf(const HookRecord& r);
   void AddRange(int64_t start, int64_t end, uint32_t name_id, int64_t tid);
@@ -133,6 +144,7 @@ class Sink {
   std::unordered_map<int32_t, std::vector<OpenRange>> stacks_;  // NVTX push/pop per thread
   std::unordered_map<uint64_t, OpenRange> started_;             // NVTX start/end by range id
   bool meta_dirty_ = false;
+  int64_t meta_records_ = 0;  // communicator events taken since the last commit (no row of their own)
   bool failed_ = false;  // EnterFailed ran: nothing more is kept
   // The rank candidate chosen so far (ConsiderRank); rank_nranks_ 0: none.
   int32_t rank_rank_ = -1, rank_nranks_ = 0;

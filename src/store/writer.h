@@ -9,6 +9,8 @@
 //    transaction per Append batch, so a killed process loses at most the open batch.
 // Not thread-safe: one thread owns a StoreWriter.
 #include <memory>
+#include <string_view>
+#include <utility>
 #include <string>
 
 #include "src/common/status.h"
@@ -48,13 +50,17 @@ class StoreWriter {
   Status UpdateMeta(const RunMeta& meta);
   // Sets one meta key to a text value.
   Status PutMeta(std::string_view key, std::string_view value);
+  // Sets one meta key to an integer value.
+  Status PutMeta(std::string_view key, int64_t value);
   // Sets the trace-clock times of every nccl_profiler_op row from its raw GPU times and
   // `offset_ns` (the rank's measured %globaltimer → trace clock offset; copy-engine rows,
   // flag 2, keep their host times).
   Status RetimeNcclPluginOps(int64_t offset_ns);
   // Writes the stats table now (replacing earlier values), so a killed process leaves the
-  // counters of its last flush.
-  Status WriteStats(const StatCounters& stats, const std::vector<ExtraStat>& extra = {});
+  // counters of its last flush; `int_meta` keys are set in the same transaction (the
+  // injector's meta last_commit_ns).
+  Status WriteStats(const StatCounters& stats, const std::vector<ExtraStat>& extra = {},
+                    const std::vector<std::pair<std::string_view, int64_t>>& int_meta = {});
   // Writes the stats table (replacing earlier values), the indexes, and closes. In kBulk
   // mode it also renames the partial file into place.
   Status Finish(const StatCounters& stats, const std::vector<ExtraStat>& extra = {});

@@ -22,6 +22,15 @@ Status StoreWriter::PutMeta(std::string_view key, std::string_view value) {
   return s.StepDone("insert meta");
 }
 
+Status StoreWriter::PutMeta(std::string_view key, int64_t value) {
+  if (!open_) return MakeError(StatusCode::kInternal, "StoreWriter::PutMeta before Open");
+  Stmt s;
+  OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(), "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)"));
+  s.Bind(1, key);
+  s.Bind(2, value);
+  return s.StepDone("insert meta");
+}
+
 Status StoreWriter::RetimeNcclPluginOps(int64_t offset_ns) {
   if (!open_) return MakeError(StatusCode::kInternal, "StoreWriter::RetimeNcclPluginOps before Open");
   Stmt s;
@@ -34,11 +43,19 @@ Status StoreWriter::RetimeNcclPluginOps(int64_t offset_ns) {
   return Commit();
 }
 
-Status StoreWriter::WriteStats(const StatCounters& stats, const std::vector<ExtraStat>& extra) {
+Status StoreWriter::WriteStats(const StatCounters& stats, const std::vector<ExtraStat>& extra,
+                               const std::vector<std::pair<std::string_view, int64_t>>& int_meta) {
   if (!open_) return MakeError(StatusCode::kInternal, "StoreWriter::WriteStats before Open");
-  Stmt q;
+  Stmt q, m;
   OVERLAPPROF_RETURN_IF_ERROR(q.Prepare(db_.get(), store_detail::kInsertStatSql));
+  if (!int_meta.empty())
+    OVERLAPPROF_RETURN_IF_ERROR(m.Prepare(db_.get(), "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)"));
   OVERLAPPROF_RETURN_IF_ERROR(Begin());
+  for (const auto& [key, value] : int_meta) {
+    m.Bind(1, key);
+    m.Bind(2, value);
+    OVERLAPPROF_RETURN_IF_ERROR(m.StepDone("insert meta"));
+  }
   OVERLAPPROF_RETURN_IF_ERROR(store_detail::InsertStats(q, stats, extra));
   return Commit();
 }

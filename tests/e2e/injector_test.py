@@ -1001,6 +1001,235 @@ class InjectorTest(unittest.TestCase):
         self.assertEqual(rc, 0, err)
 
 
+def injector_path():
+    """The injector as `overlapprof run` finds it (src/cli/run.cc, FindInjector)."""
+    if os.environ.get("OVERLAPPROF_INJECTOR"):
+        return os.environ["OVERLAPPROF_INJECTOR"]
+    d = os.path.dirname(CLI)
+    for p in (os.path.join(d, "liboverlapprof_inject.so"), os.path.join(d, "injector", "liboverlapprof_inject.so"),
+              os.path.join(d, "..", "lib", "overlapprof", "liboverlapprof_inject.so")):
+        if os.path.exists(p):
+            return os.path.abspath(p)
+    raise RuntimeError("liboverlapprof_inject.so not found beside " + CLI)
+
+
+def no_core():
+    import resource
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+LOST_LINE = re.compile(r"could not be written; (\d+) records lost \(records_lost_write_failed\), (\d+) hook records "
+                       r"and (\d+) CUPTI records dropped")
+
+
+class DyingJobTest(unittest.TestCase):
+    """Jobs that end badly, run directly under the injector (as `overlapprof run` sets them up,
+    without `run`'s own handling of the files afterwards): the rank file itself must say what
+    happened."""
+
+    SIGNALS = ("HUP", "INT", "QUIT", "TERM", "USR1", "USR2", "ALRM", "VTALRM", "PROF", "XCPU", "XFSZ", "PIPE", "PWR")
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="overlapprof-dying-")
+        self.out = os.path.join(self.tmp, "out")
+        os.makedirs(self.out)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def env(self, **kw):
+        inj = injector_path()
+        e = env_with(**{"LD_PRELOAD": inj, "OVERLAPPROF_OUTPUT_DIR": self.out, "RANK": 0, "WORLD_SIZE": 1, **kw})
+        e["CUDA_INJECTION64_PATH"] = inj
+        return e
+
+    def popen(self, args, **kw):
+        return subprocess.Popen([DRIVER, *args], env=self.env(**kw), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, preexec_fn=no_core)
+
+    def drive(self, args, timeout=120, **kw):
+        p = subprocess.run([DRIVER, *args], env=self.env(**kw), capture_output=True, text=True, timeout=timeout,
+                           preexec_fn=no_core)
+        return p.returncode, p.stdout, p.stderr
+
+    def only_store(self):
+        files = sorted(glob.glob(os.path.join(self.out, "*.db")))
+        self.assertEqual(len(files), 1, files)
+        s = Store(files[0])
+        self.addCleanup(s.close)
+        return s
+
+    def chunk_rows(self, s, table):
+        return s.q(f"SELECT coalesce(sum(count), 0) FROM {table}")[0][0]
+
+    def read_progress(self, p, until):
+        last = 0
+        while last < until:
+            line = p.stdout.readline()
+            if not line:
+                break
+            if line.startswith("progress"):
+                last = int(line.split()[1])
+        return last
+
+    # ---- signals -------------------------------------------------------------------------
+
+    def test_every_terminating_signal_finishes_the_file_and_still_ends_the_job(self):
+        # Sent to the rank itself (as `overlapprof run` forwards it, or as an ssh disconnect
+        # sends SIGHUP): the file is finished in the handler, then the signal's default action
+        # ends the process with the same status as without the recorder.
+        for name in self.SIGNALS:
+            sig = getattr(signal, "SIG" + name)
+            with self.subTest(signal=name):
+                for f in glob.glob(os.path.join(self.out, "*")):
+                    os.unlink(f)
+                p = self.popen(["loop", "100000", "1000", "1"], OVERLAPPROF_FLUSH_MS=60000)  # only the signal flushes
+                p.stdout.readline()  # pid
+                done = self.read_progress(p, 100)
+                p.send_signal(sig)
+                rest, err = p.communicate(timeout=60)
+                last = max([done] + [int(l.split()[1]) for l in rest.split("\n") if l.startswith("progress")])
+                self.assertEqual(p.returncode, -sig, err)
+                s = self.only_store()
+                self.assertEqual(s.integrity(), "ok")
+                self.assertEqual(s.meta("recording_state"), "finished", name)
+                self.assertIn(self.chunk_rows(s, "comm_op_chunk"), (last, last + 1), name)
+                s.close()
+
+    def test_a_job_that_handles_the_signal_itself_keeps_its_handler(self):
+        # Its handler installed before the recorder started, or after: it runs, the job goes
+        # on and exits normally, and the recorder did not take the signal over.
+        for mode in ("ownsignal", "ownsignal_late"):
+            for name in ("HUP", "USR1", "PROF"):
+                with self.subTest(mode=mode, signal=name):
+                    for f in glob.glob(os.path.join(self.out, "*")):
+                        os.unlink(f)
+                    p = self.popen([mode, name])
+                    p.stdout.readline()
+                    self.read_progress(p, 50)
+                    p.send_signal(getattr(signal, "SIG" + name))
+                    out, err = p.communicate(timeout=60)
+                    self.assertEqual(p.returncode, 0, err)
+                    self.assertIn("handled 1", out)
+                    s = self.only_store()
+                    self.assertEqual(s.meta("recording_state"), "finished")
+                    s.close()
+
+    # ---- a full disk ---------------------------------------------------------------------
+
+    def lost_counts(self, s, err):
+        """(records_lost_write_failed, records_dropped_hooks, records_dropped_cupti): from the
+        one log line when the file could not take them, else from the file."""
+        m = LOST_LINE.search(err)
+        if m:
+            return tuple(int(x) for x in m.groups())
+        self.assertIsNotNone(s, err)
+        self.assertEqual(s.meta("recording_state"), "write_failed", err)
+        return (s.stat("records_lost_write_failed"), s.stat("records_dropped_hooks"), s.stat("records_dropped_cupti"))
+
+    def test_disk_full_before_the_first_commit_counts_every_record(self):
+        # The file cannot even be created (4 KiB limit, the store's first page is 16 KiB):
+        # the writer runs on, counting and dropping; every record pushed is counted: the
+        # communicator's creation and destruction, each op, and per GPU launch its API call
+        # and its copy (the double's other API call is one the recorder never keeps).
+        n = 20000
+        for cupti in (False, True):
+            with self.subTest(cupti=cupti):
+                for f in glob.glob(os.path.join(self.out, "*")):
+                    os.unlink(f)
+                args = ["fulldisk_early", "4096", str(n)] + ([FAKE_CUPTI] if cupti else [])
+                rc, out, err = self.drive(args, OVERLAPPROF_FLUSH_MS=50, OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI)
+                self.assertEqual(rc, 0, err)
+                launches = int(out.split("launches ")[1].split()[0])
+                self.assertEqual(launches, n if cupti else 0)
+                self.assertIn("creating", err)
+                self.assertIn("recording stops here", err)
+                files = glob.glob(os.path.join(self.out, "*.db"))
+                s = None
+                if files and not LOST_LINE.search(err):
+                    s = Store(files[0])
+                    self.addCleanup(s.close)
+                lost, dropped_hooks, dropped_cupti = self.lost_counts(s, err)
+                self.assertEqual(dropped_cupti, 0)
+                self.assertEqual(lost + dropped_hooks, n + 2 + 2 * launches, err)
+                # Said once when it failed, and once more with the final counts at most.
+                self.assertLessEqual(len([l for l in err.splitlines() if l.startswith("overlapprof[")]), 2, err)
+
+    def test_disk_full_after_the_first_commits_counts_every_record_not_stored(self):
+        # 1 MiB of file: the first commits fit, a later one fails. What the file holds plus
+        # what is counted is every record pushed.
+        n = 150000
+        rc, out, err = self.drive(["fulldisk_late", str(1 << 20), str(n), FAKE_CUPTI], OVERLAPPROF_FLUSH_MS=50,
+                                  OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI, timeout=300)
+        self.assertEqual(rc, 0, err)
+        launches = int(out.split("launches ")[1].split()[0])
+        self.assertIn("recording stops here", err)
+        s = self.only_store()
+        self.assertEqual(s.integrity(), "ok")
+        stored = (self.chunk_rows(s, "comm_op_chunk") + self.chunk_rows(s, "activity_chunk") +
+                  self.chunk_rows(s, "host_call_chunk") + s.q("SELECT count(*) FROM external_correlation")[0][0])
+        comms = json.loads(s.meta("communicators") or "[]")
+        stored += len(comms) + sum(1 for c in comms if c["destroyed_ns"] is not None)
+        lost, dropped_hooks, dropped_cupti = self.lost_counts(s, err)
+        self.assertGreater(lost, 0)
+        self.assertEqual(stored + lost + dropped_hooks + dropped_cupti, n + 2 + 2 * launches, err)
+
+    # ---- _exit: no final flush -----------------------------------------------------------
+
+    def test_exit_without_the_final_flush_loses_at_most_the_flush_interval(self):
+        # os._exit at the end of a training script: no exit handler runs. What was committed
+        # stays, host records and GPU activities alike, and the file says when its last
+        # commit began and how long the commit period is (meta last_commit_ns,
+        # flush_interval_ms): nothing older than that period before the exit is missing.
+        flush_ms = 200
+        rc, out, err = self.drive(["quickexit", "1500", FAKE_CUPTI], OVERLAPPROF_FLUSH_MS=flush_ms,
+                                  OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI)
+        self.assertEqual(rc, 0, err)
+        ops = [(int(l.split()[1]), int(l.split()[2])) for l in out.splitlines() if l.startswith("op ")]
+        self.assertGreater(len(ops), 100)
+        exit_ns = ops[-1][1]
+        s = self.only_store()
+        self.assertEqual(s.integrity(), "ok")
+        self.assertEqual(s.meta("recording_state"), "recording")  # never finished
+        self.assertEqual(s.meta("flush_interval_ms"), flush_ms)
+        last_commit = s.meta("last_commit_ns")
+        self.assertIsInstance(last_commit, int)
+        slack_ns = 300 * 1000000  # a drain pass (50 ms) and a loaded machine
+        self.assertGreaterEqual(last_commit, exit_ns - (flush_ms * 1000000 + slack_ns))
+        self.assertLessEqual(last_commit, exit_ns + slack_ns)
+        # Every op (and its GPU copy) returned before the last commit began is in the file.
+        before = sum(1 for _, t in ops if t < last_commit - 50 * 1000000)
+        self.assertGreaterEqual(self.chunk_rows(s, "comm_op_chunk"), before)
+        self.assertGreaterEqual(self.chunk_rows(s, "activity_chunk"), before)
+        self.assertGreaterEqual(self.chunk_rows(s, "comm_op_chunk"),
+                                sum(1 for _, t in ops if t < exit_ns - (flush_ms * 1000000 + slack_ns)))
+
+    # ---- forks ---------------------------------------------------------------------------
+
+    def test_forked_child_and_its_nccl_ops_are_counted_in_the_parent(self):
+        # The child (forked after the parent's first NCCL call) makes 5 all-reduces: never
+        # recorded, but the parent's file says so.
+        rc, _, err = self.drive(["fork"], WORLD_SIZE=4)
+        self.assertEqual(rc, 0, err)
+        s = self.only_store()
+        self.assertEqual(s.meta("recording_state"), "finished")
+        self.assertEqual(self.chunk_rows(s, "comm_op_chunk"), 2)
+        self.assertEqual(s.stat("forked_children_unrecorded"), 1)
+        self.assertEqual(s.stat("nccl_ops_in_forked_children"), 5)
+
+    # ---- the job's own descriptors -------------------------------------------------------
+
+    def test_job_that_closes_fds_0_to_1023_and_opens_its_own_gets_no_byte(self):
+        # The job closes 0..1023 (the recorder's descriptors among them) and opens its own
+        # files as 0, 1, 2 and under every other number: the recorder's log line about the lost
+        # descriptors must not land in the job's fd 2 file, nor anything else anywhere.
+        victim = os.path.join(self.tmp, "victim")
+        rc, _, err = self.drive(["closelow", victim], OVERLAPPROF_FLUSH_MS=50, timeout=60)
+        self.assertEqual(rc, 0, err)
+        for k in range(4):
+            self.assertEqual(os.path.getsize(f"{victim}.{k}"), 0, f"the recorder wrote into the job's fd {k} file")
+
+
 if __name__ == "__main__":
     CLI, DRIVER, FAKE_OLD, LOCAL_USER, FAKE_CUPTI = (os.path.abspath(a) for a in sys.argv[1:6])
     unittest.main(argv=[sys.argv[0], "-v"] + sys.argv[6:])

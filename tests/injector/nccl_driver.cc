@@ -740,6 +740,144 @@ int FullFile(const char* fake_cupti, long limit, long phase1_ms) {
   return 0;
 }
 
+// ---- Dying jobs: signals, a full disk, _exit, forks, closed standard descriptors --------
+
+std::atomic<int> g_own_handler_calls{0};
+void OwnHandler(int) { g_own_handler_calls.fetch_add(1); }
+
+int SignalNumber(const char* name) {
+  static const struct {
+    const char* name;
+    int sig;
+  } kSignals[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},   {"TERM", SIGTERM}, {"USR1", SIGUSR1},
+                  {"USR2", SIGUSR2}, {"ALRM", SIGALRM}, {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"XCPU", SIGXCPU},
+                  {"XFSZ", SIGXFSZ}, {"PIPE", SIGPIPE}, {"PWR", SIGPWR}};
+  for (const auto& s : kSignals)
+    if (std::strcmp(s.name, name) == 0) return s.sig;
+  return 0;
+}
+
+// The job handles SIG itself: its handler installed before the recorder starts ("early")
+// or after ("late"). Prints "pid P", then "progress I" after each op; after each signal it
+// handled it prints "handled N"; after the first it does 20 more ops and exits 0. Exit 1
+// when the handler in place after activation is not the job's.
+int OwnSignal(const char* name, bool late) {
+  int sig = SignalNumber(name);
+  if (!sig) return 2;
+  struct sigaction a;
+  std::memset(&a, 0, sizeof a);
+  a.sa_handler = OwnHandler;
+  sigemptyset(&a.sa_mask);
+  if (!late) sigaction(sig, &a, nullptr);
+  std::printf("pid %d\n", static_cast<int>(getpid()));
+  std::fflush(stdout);
+  ncclComm_t comm = InitWorld();
+  if (late) sigaction(sig, &a, nullptr);
+  struct sigaction now;
+  sigaction(sig, nullptr, &now);
+  if (now.sa_handler != OwnHandler) {
+    std::fprintf(stderr, "nccl_driver: the job's handler of %s was replaced\n", name);
+    return 1;
+  }
+  int seen = 0, after = 0;
+  for (int i = 0; i < 100000 && after < 20; ++i) {
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, i + 1, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+    std::printf("progress %d\n", i + 1);
+    int calls = g_own_handler_calls.load();
+    if (calls != seen) std::printf("handled %d\n", seen = calls);
+    std::fflush(stdout);
+    if (seen) ++after;
+    usleep(1000);
+  }
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return seen ? 0 : 1;
+}
+
+// Ops (and, with FAKE_CUPTI, one GPU launch each) for MS milliseconds, then _exit(0): no
+// exit handler, no final flush. Prints "op I T" (T: CLOCK_REALTIME ns when op I returned).
+int QuickExit(long ms, const char* fake_cupti) {
+  using Launch = void (*)(const char*, uint32_t, uint64_t, uint64_t, uint64_t, int);
+  Launch launch = nullptr;
+  if (fake_cupti) {
+    if (!dlopen(fake_cupti, RTLD_NOW | RTLD_GLOBAL)) return 1;
+    auto init = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "InitializeInjection"));
+    launch = reinterpret_cast<Launch>(dlsym(RTLD_DEFAULT, "fake_cupti_launch"));
+    if (!init || !launch) return 1;
+    init();
+  }
+  ncclComm_t comm = InitWorld();
+  const uint64_t start = uint64_t(NowNs());
+  for (int i = 1; uint64_t(NowNs()) - start < uint64_t(ms) * 1000000u; ++i) {
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, i, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+    uint64_t t = uint64_t(NowNs());
+    if (launch) launch("", 7, t, t + 1000, t, 1);
+    std::printf("op %d %llu\n", i, static_cast<unsigned long long>(t));
+    usleep(2000);
+  }
+  std::fflush(stdout);
+  _exit(0);
+}
+
+// A full disk as the process sees it (RLIMIT_FSIZE LIMIT bytes, SIGXFSZ ignored), set
+// before the recorder starts ("early": its file cannot even be created) or after its first
+// commit ("late"); then N all-reduces in bursts of 1000 (paced: the ring never fills), with
+// one GPU launch each when FAKE_CUPTI is given, and a normal exit. Prints "ops N" and
+// "launches N".
+int FullDiskOps(bool early, long limit, int n, const char* fake_cupti) {
+  using Launch = void (*)(const char*, uint32_t, uint64_t, uint64_t, uint64_t, int);
+  Launch launch = nullptr;
+  signal(SIGXFSZ, SIG_IGN);
+  struct rlimit rl = {static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
+  if (early && setrlimit(RLIMIT_FSIZE, &rl) != 0) return 1;
+  if (fake_cupti) {
+    if (!dlopen(fake_cupti, RTLD_NOW | RTLD_GLOBAL)) return 1;
+    auto init = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "InitializeInjection"));
+    launch = reinterpret_cast<Launch>(dlsym(RTLD_DEFAULT, "fake_cupti_launch"));
+    if (!init || !launch) return 1;
+    init();
+  }
+  ncclComm_t comm = InitWorld();
+  if (!early) {
+    usleep(300 * 1000);  // the first commits
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) return 1;
+  }
+  uint64_t launches = 0;
+  for (int i = 0; i < n; ++i) {
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 1024 + i, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+    if (launch) {
+      uint64_t t = uint64_t(NowNs());
+      launch("", 7, t, t + 1000, t, 1);
+      ++launches;
+    }
+    if ((i + 1) % 1000 == 0) usleep(2000);
+  }
+  NCCL_CHECK(ncclCommDestroy(comm));
+  std::printf("ops %d\nlaunches %llu\n", n, static_cast<unsigned long long>(launches));
+  return 0;
+}
+
+// After its first NCCL call the job closes every descriptor 0..1023 (the recorder's high
+// ones among them) and opens its own files: VICTIM.0 as fd 0, .1 as 1, .2 as 2, and .3
+// under every other number up to 1023. Then more ops and a normal exit.
+int CloseLow(const char* victim) {
+  ncclComm_t comm = InitWorld();
+  NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 1, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+  usleep(200 * 1000);  // at least one commit
+  for (int fd = 0; fd < 1024; ++fd) close(fd);
+  for (int k = 0; k < 4; ++k) {
+    std::string path = std::string(victim) + "." + std::to_string(k);
+    if (open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644) != k) return 1;
+  }
+  for (int fd = 4; fd < 1024; ++fd)
+    if (dup2(3, fd) < 0) return 1;
+  for (int i = 0; i < 20; ++i) {
+    ncclAllReduce(g_buf, g_buf, 2 + i, ncclFloat32, ncclSum, comm, Stream(0x5100));
+    usleep(20 * 1000);
+  }
+  ncclCommDestroy(comm);
+  return 0;
+}
+
 int Rss() {
   long before = RssKib();
   ncclComm_t comm = InitWorld();
@@ -782,6 +920,11 @@ int main(int argc, char** argv) {
   if (mode == "forkrace") return ForkRace();
   if (mode == "sigflags") return SigFlags();
   if (mode == "rss") return Rss();
+  if ((mode == "ownsignal" || mode == "ownsignal_late") && argc > 2) return OwnSignal(argv[2], mode == "ownsignal_late");
+  if (mode == "quickexit" && argc > 2) return QuickExit(std::atol(argv[2]), argc > 3 ? argv[3] : nullptr);
+  if ((mode == "fulldisk_early" || mode == "fulldisk_late") && argc > 3)
+    return FullDiskOps(mode == "fulldisk_early", std::atol(argv[2]), std::atoi(argv[3]), argc > 4 ? argv[4] : nullptr);
+  if (mode == "closelow" && argc > 2) return CloseLow(argv[2]);
   std::fprintf(stderr,
                "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|cupti FAKE_CUPTI|cupti_race FAKE_CUPTI|cupti_peer FAKE_CUPTI|none|nonblocking_split|ranks|ranks_sub|simulate|finalize|fullfile FAKE_CUPTI LIMIT [PHASE1_MS]\n");
   return 2;

@@ -156,6 +156,60 @@ TEST_F(SinkTest, DrainsTheRingAndStoresTheRecordersCountersAtEveryCommit) {
   sink.Abort();
 }
 
+// What a process that ends without its final flush lost is bounded by the file itself: the
+// commit period (meta flush_interval_ms, at creation) and when the last commit began (meta
+// last_commit_ns, at every commit, with its counters).
+TEST_F(SinkTest, EveryCommitSaysWhenItBeganAndTheFileItsFlushInterval) {
+  cfg_.flush_ms = 250;
+  Sink sink(cfg_);
+  ASSERT_TRUE(sink.Open().ok());
+  EXPECT_EQ(Query("SELECT typeof(value) || ' ' || value FROM meta WHERE key='flush_interval_ms'"), "integer 250");
+  EXPECT_EQ(Query("SELECT value FROM meta WHERE key='last_commit_ns'"), "null");
+  sink.Take(Op(1, 0, 1));
+  ASSERT_TRUE(sink.Commit(1700000000123456789).ok());
+  EXPECT_EQ(Query("SELECT typeof(value) || ' ' || value FROM meta WHERE key='last_commit_ns'"),
+            "integer 1700000000123456789");
+  ASSERT_TRUE(sink.Commit(1700000001000000000).ok());
+  EXPECT_EQ(Query("SELECT value FROM meta WHERE key='last_commit_ns'"), "1700000001000000000");
+  sink.Abort();
+}
+
+// After a failed write every record is counted once, in what the file would have held: the
+// open batch (ops, a communicator event), an NVTX range still open, and everything taken
+// after the failure, which is dropped after each drain (memory stays flat).
+TEST_F(SinkTest, AfterAFailedWriteEveryRecordIsCountedOnce) {
+  Sink sink(cfg_);
+  ASSERT_TRUE(sink.Open().ok());
+  const int64_t before = g_recorder.stats().Get(Stat::records_lost_write_failed);
+  HookRecord init;
+  init.kind = RecKind::kCommInit;
+  init.comm_id = 1;
+  init.comm_rank = 0;
+  init.comm_nranks = 2;
+  sink.Take(init);
+  for (uint64_t i = 0; i < 10; ++i) sink.Take(Op(1, i, 1));
+  HookRecord push;
+  push.kind = RecKind::kRangePush;
+  push.tid = 7;
+  std::memcpy(push.name, "step", 5);
+  sink.Take(push);
+  EXPECT_EQ(sink.BatchRecords(), 11);
+  sink.EnterFailed();
+  EXPECT_EQ(g_recorder.stats().Get(Stat::records_lost_write_failed) - before, 12);  // 10 ops, the init, the open range
+  EXPECT_EQ(sink.Pending(), 0u);
+  Ring<HookRecord> ring(1024);
+  for (uint64_t i = 10; i < 110; ++i) ASSERT_TRUE(ring.TryPush(Op(1, i, 1)));
+  HookRecord pop = push;
+  pop.kind = RecKind::kRangePop;
+  ASSERT_TRUE(ring.TryPush(pop));  // its push was counted at the failure: not again
+  EXPECT_EQ(sink.DrainRing(&ring), 101u);
+  EXPECT_EQ(sink.Pending(), 0u);
+  EXPECT_EQ(g_recorder.stats().Get(Stat::records_lost_write_failed) - before, 112);
+  EXPECT_FALSE(sink.Commit().ok());
+  g_recorder.stats().Add(Stat::records_lost_write_failed, before - g_recorder.stats().Get(Stat::records_lost_write_failed));
+  sink.Abort();
+}
+
 // NCCL profiler plugin records (injector/plugin_sink.h): rows of nccl_profiler_op, the
 // communicator of an init NCCL ran elsewhere found by rank and size, the clock offset (the
 // smallest host - GPU sample) applied to every row once the file is finished.
