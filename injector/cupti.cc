@@ -254,8 +254,13 @@ void Subscribe(CuptiState& c) {
   // CUPTI's worker thread delivers buffers at least every flush period too (the writer's
   // default flush at each commit is the bound that holds without it).
   if (api.FlushPeriod) api.FlushPeriod(static_cast<uint32_t>(g_recorder.flush_ms()));
-  // Publishes the API table to the hooks and the writer thread (they load it with acquire).
-  c.active.store(true, std::memory_order_release);
+  // Publishes the API table to the hooks and the writer thread (they load it with acquire;
+  // seq_cst for the store_failed hand-shake below).
+  c.active.store(true, std::memory_order_seq_cst);
+  // The store failed before CUDA initialized (a disk full at the file's creation): nothing
+  // would be kept, so CUPTI collects nothing. (The writer's own CuptiStopActivities runs after
+  // it set store_failed and covers the other order: one of the two sees the other's store.)
+  if (c.store_failed.load(std::memory_order_seq_cst)) CuptiStopActivities();
 }
 
 // InitializeInjection (libcuda's cuInit, one thread). The API table is written here, once,
@@ -491,7 +496,8 @@ void CuptiDroppedByStream(std::vector<ExtraStat>* out) {
 
 void CuptiStopActivities() noexcept {
   CuptiState& c = Cupti();
-  if (!c.active.load(std::memory_order_acquire) || !c.api.Disable) return;
+  c.store_failed.store(true, std::memory_order_seq_cst);
+  if (!c.active.load(std::memory_order_seq_cst) || !c.api.Disable) return;
   for (CUpti_ActivityKind k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
                                CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,

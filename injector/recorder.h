@@ -235,6 +235,7 @@ struct CuptiState {
   CuptiApi api;                            // see CuptiApi
   std::atomic<bool> api_ready{false};      // api written (release); set before any callback is registered
   std::atomic<bool> active{false};         // subscribed and recording (release/acquire)
+  std::atomic<bool> store_failed{false};   // the writer cannot store anything: activities stay disabled
   CUpti_SubscriberHandle subscriber = nullptr;  // Start() only
 
   // The buffer pool: fixed arrays of max_buffers entries, allocated once by Start() before

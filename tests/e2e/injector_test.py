@@ -1154,6 +1154,19 @@ class DyingJobTest(unittest.TestCase):
                 self.assertEqual(lost + dropped_hooks, n + 2 + 2 * launches, err)
                 # Said once when it failed, and once more with the final counts at most.
                 self.assertLessEqual(len([l for l in err.splitlines() if l.startswith("overlapprof[")]), 2, err)
+        # A CUPTI that honours disabled activity kinds collects nothing once CUDA initializes
+        # after the failure: the recorder disables them then too (nothing would be kept).
+        for f in glob.glob(os.path.join(self.out, "*")):
+            os.unlink(f)
+        rc, out, err = self.drive(["fulldisk_early", "4096", str(n), FAKE_CUPTI], OVERLAPPROF_FLUSH_MS=50,
+                                  OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI, FAKE_CUPTI_HONOUR_DISABLE=1)
+        self.assertEqual(rc, 0, err)
+        files = glob.glob(os.path.join(self.out, "*.db"))
+        s = Store(files[0]) if files and not LOST_LINE.search(err) else None
+        if s:
+            self.addCleanup(s.close)
+        lost, dropped_hooks, _ = self.lost_counts(s, err)
+        self.assertEqual(lost + dropped_hooks, n + 2, err)
 
     def test_disk_full_after_the_first_commits_counts_every_record_not_stored(self):
         # 1 MiB of file: the first commits fit, a later one fails. What the file holds plus

@@ -9,6 +9,7 @@
 // FAKE_CUPTI_BUSY=1 makes cuptiSubscribe fail as it does when another tool holds CUPTI.
 #include <cupti.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -29,8 +30,11 @@ struct Rec {
 };
 
 std::mutex g_mu;
-std::vector<Rec> g_pending;
-std::vector<std::string*> g_names;  // kernel names stay alive, as CUPTI's do
+// Never destroyed (as CUPTI's own state outlives exit handlers): a library loaded after the
+// recorder started has its static destructors run before the recorder's exit flush, which
+// still calls cuptiActivityFlushAll.
+std::vector<Rec>& g_pending = *new std::vector<Rec>;
+std::vector<std::string*>& g_names = *new std::vector<std::string*>;  // kernel names stay alive, as CUPTI's do
 CUpti_BuffersCallbackRequestFunc g_request = nullptr;
 CUpti_BuffersCallbackCompleteFunc g_complete = nullptr;
 uint32_t g_next_correlation = 1;
@@ -65,8 +69,17 @@ FAKE CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc
   g_complete = done;
   return CUPTI_SUCCESS;
 }
-FAKE CUptiResult cuptiActivityEnable(CUpti_ActivityKind) { return CUPTI_SUCCESS; }
-FAKE CUptiResult cuptiActivityDisable(CUpti_ActivityKind) { return CUPTI_SUCCESS; }
+// FAKE_CUPTI_HONOUR_DISABLE=1: launches while CONCURRENT_KERNEL is disabled record nothing, as
+// CUPTI collects nothing for a disabled kind (by default the double records regardless).
+std::atomic<bool> g_kernels_enabled{false};
+FAKE CUptiResult cuptiActivityEnable(CUpti_ActivityKind k) {
+  if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) g_kernels_enabled.store(true);
+  return CUPTI_SUCCESS;
+}
+FAKE CUptiResult cuptiActivityDisable(CUpti_ActivityKind k) {
+  if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) g_kernels_enabled.store(false);
+  return CUPTI_SUCCESS;
+}
 FAKE CUptiResult cuptiActivityFlushPeriod(uint32_t) { return CUPTI_SUCCESS; }
 // FAKE_CUPTI_DROPPED=N: the first completed buffer reports N records dropped on stream 20.
 FAKE CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t* dropped) {
@@ -126,6 +139,8 @@ FAKE CUptiResult cuptiActivityFlushAll(uint32_t flag) {
 // record, as CUPTI gives copies between two GPUs).
 FAKE void fake_cupti_launch(const char* name, uint32_t stream, uint64_t gpu_start, uint64_t gpu_end,
                             uint64_t host_start, int kind) {
+  static const bool honour = std::getenv("FAKE_CUPTI_HONOUR_DISABLE") && *std::getenv("FAKE_CUPTI_HONOUR_DISABLE") == '1';
+  if (honour && !g_kernels_enabled.load()) return;
   std::lock_guard<std::mutex> lock(g_mu);
   uint32_t corr = g_next_correlation++;
   auto* api = Append<CUpti_ActivityAPI>();

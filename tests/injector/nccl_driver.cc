@@ -819,8 +819,9 @@ int QuickExit(long ms, const char* fake_cupti) {
 }
 
 // A full disk as the process sees it (RLIMIT_FSIZE LIMIT bytes, SIGXFSZ ignored), set
-// before the recorder starts ("early": its file cannot even be created) or after its first
-// commit ("late"); then N all-reduces in bursts of 1000 (paced: the ring never fills), with
+// before the recorder starts ("early": its file cannot even be created; CUDA, i.e. the CUPTI
+// double, initializes 200 ms after the first NCCL call) or after its first commit ("late");
+// then N all-reduces in bursts of 1000 (paced: the ring never fills), with
 // one GPU launch each when FAKE_CUPTI is given, and a normal exit. Prints "ops N" and
 // "launches N".
 int FullDiskOps(bool early, long limit, int n, const char* fake_cupti) {
@@ -829,6 +830,8 @@ int FullDiskOps(bool early, long limit, int n, const char* fake_cupti) {
   signal(SIGXFSZ, SIG_IGN);
   struct rlimit rl = {static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
   if (early && setrlimit(RLIMIT_FSIZE, &rl) != 0) return 1;
+  ncclComm_t comm = InitWorld();  // the recorder starts: "early", its file cannot be created
+  if (early) usleep(200 * 1000);  // CUDA initializes after that failure
   if (fake_cupti) {
     if (!dlopen(fake_cupti, RTLD_NOW | RTLD_GLOBAL)) return 1;
     auto init = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "InitializeInjection"));
@@ -836,7 +839,6 @@ int FullDiskOps(bool early, long limit, int n, const char* fake_cupti) {
     if (!init || !launch) return 1;
     init();
   }
-  ncclComm_t comm = InitWorld();
   if (!early) {
     usleep(300 * 1000);  // the first commits
     if (setrlimit(RLIMIT_FSIZE, &rl) != 0) return 1;
