@@ -189,11 +189,16 @@ void Sink::EnterFailed() {
   int64_t open = OpenRanges();
   if (open > 0) g_recorder.stats().Add(Stat::records_lost_write_failed, open);
   DiscardBatch();
-  // The batch's memory is released, not only cleared.
-  RankTrace empty;
-  empty.meta = trace_.meta;
-  empty.stats = trace_.stats;
-  trace_ = std::move(empty);
+  // The batch's rows give their memory back, not only cleared. The dictionaries (names,
+  // streams) stay: the CUPTI decoder's caches refer to their ids, and they are bounded by
+  // the distinct names and streams.
+  auto release = [](auto& v) { std::remove_reference_t<decltype(v)>().swap(v); };
+  release(trace_.activities);
+  release(trace_.host_calls);
+  release(trace_.ranges);
+  release(trace_.external_correlations);
+  release(trace_.comm_ops);
+  release(trace_.nccl_plugin_ops);
   comm_names_.clear();
   stacks_.clear();
   started_.clear();
