@@ -11,7 +11,9 @@
 //    ring; a full ring drops the record and counts it (records_dropped_hooks).
 //  - Nothing throws across the boundary into the host process; every entry point catches.
 //  - No lock of ours is held across a CUPTI call.
-//  - A process forked from a recording process is inert and never touches the parent's file.
+//  - A process forked from a recording process never records and never touches the parent's
+//    file; the parent's file counts the fork and the child's NCCL ops (recorder.h).
+//  - Log lines go only to a descriptor verified as the job's original stderr (Log, LogFd).
 // Units: ns on CLOCK_REALTIME everywhere.
 #include <atomic>
 #include <cstdint>
@@ -40,8 +42,9 @@ inline int32_t Tid() noexcept {
   return t ? t : TidSlow();
 }
 
-// One line on stderr, prefixed "overlapprof[pid]: ". printf-style; never allocates more
-// than a stack buffer.
+// One line on the job's stderr as it was when the library loaded (Recorder::LogFd: checked
+// before the write; nothing is written when it is no longer that), prefixed
+// "overlapprof[pid]: ". printf-style; never allocates more than a stack buffer.
 void Log(const char* fmt, ...) noexcept __attribute__((format(printf, 1, 2)));
 
 // Wakes the writer thread (async-signal-safe).

@@ -135,6 +135,45 @@ class TsanTest(unittest.TestCase):
         self.assertEqual(p.returncode, -signal.SIGTERM, err[-3000:])
         self.assertFinished(done)
 
+    def test_sighup_and_sigusr1_final_flush_in_the_handler(self):
+        # Signals left at the default: the file is finished in the handler, then the job dies
+        # of the signal.
+        for sig in (signal.SIGHUP, signal.SIGUSR1):
+            for f in self.stores():
+                os.unlink(f)
+            p = subprocess.Popen([DRIVER, "loop", "100000", "1000", "1"],
+                                 env=env(self.out, RANK=0, WORLD_SIZE=1, OVERLAPPROF_FLUSH_MS=60000),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            p.stdout.readline()  # pid
+            done = 0
+            while done < 100:
+                line = p.stdout.readline()
+                if not line:
+                    break
+                done = int(line.split()[1])
+            p.send_signal(sig)
+            _, err = p.communicate(timeout=120)
+            self.assertNotIn("ThreadSanitizer", err, err[-6000:])
+            self.assertEqual(p.returncode, -sig, err[-3000:])
+            self.assertFinished(done)
+
+    def test_store_that_cannot_be_created_with_cupti(self):
+        # The writer's failed mode: hooks push, CUPTI delivers, the writer counts and drops;
+        # CUDA initializes after the failure (the store_failed hand-shake).
+        rc, err = self.drive("fulldisk_early", "4096", "5000", FAKE_CUPTI, OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI,
+                             FAKE_CUPTI_HONOUR_DISABLE=1)
+        self.assertClean(rc, err)
+        self.assertIn("records lost", err)
+
+    def test_forked_child_counts_its_ops(self):
+        rc, err = self.drive("fork", RANK=0, WORLD_SIZE=4)
+        self.assertClean(rc, err)
+        [f] = self.stores()
+        db = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
+        n = db.execute("SELECT value FROM stats WHERE name='nccl_ops_in_forked_children'").fetchone()
+        db.close()
+        self.assertEqual(n[0] if n else None, 5)
+
     # ---- issue 14: a hostile host process ---------------------------------------------------
 
     def test_descriptors_closed_and_reused_by_the_program(self):
