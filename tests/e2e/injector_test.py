@@ -1167,6 +1167,18 @@ class DyingJobTest(unittest.TestCase):
             self.addCleanup(s.close)
         lost, dropped_hooks, _ = self.lost_counts(s, err)
         self.assertEqual(lost + dropped_hooks, n + 2, err)
+        # Memory stays flat with CUPTI on (kinds left enabled: the double ignores Disable): its
+        # buffers are decoded, counted and recycled. When the writer gave up at the failed
+        # creation they piled up in the pool (4 MiB each, up to 64) instead.
+        for f in glob.glob(os.path.join(self.out, "*")):
+            os.unlink(f)
+        rc, out, err = self.drive(["fulldisk_early", "4096", "100000", FAKE_CUPTI], OVERLAPPROF_FLUSH_MS=50,
+                                  OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI, timeout=300)
+        self.assertEqual(rc, 0, err)
+        growth_kib = int(out.split("heap_growth_kib ")[1].split()[0])
+        # Kept: ~110 MiB for 100,000 launches, growing with them; now the pool's buffers in
+        # flight and the double's own queue between two flushes (~20 MiB).
+        self.assertLess(growth_kib, 48 * 1024, out)
 
     def test_disk_full_after_the_first_commits_counts_every_record_not_stored(self):
         # 1 MiB of file: the first commits fit, a later one fails. What the file holds plus

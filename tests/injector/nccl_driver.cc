@@ -822,8 +822,8 @@ int QuickExit(long ms, const char* fake_cupti) {
 // before the recorder starts ("early": its file cannot even be created; CUDA, i.e. the CUPTI
 // double, initializes 200 ms after the first NCCL call) or after its first commit ("late");
 // then N all-reduces in bursts of 1000 (paced: the ring never fills), with
-// one GPU kernel launch each when FAKE_CUPTI is given, and a normal exit. Prints "ops N" and
-// "launches N".
+// one GPU launch each when FAKE_CUPTI is given, and a normal exit. Prints "ops N",
+// "launches N" and "heap_growth_kib K" (the heap in use after the ops, less before them).
 int FullDiskOps(bool early, long limit, int n, const char* fake_cupti) {
   using Launch = void (*)(const char*, uint32_t, uint64_t, uint64_t, uint64_t, int);
   Launch launch = nullptr;
@@ -844,17 +844,23 @@ int FullDiskOps(bool early, long limit, int n, const char* fake_cupti) {
     if (setrlimit(RLIMIT_FSIZE, &rl) != 0) return 1;
   }
   uint64_t launches = 0;
+  const long long heap_before = HeapInUse();
   for (int i = 0; i < n; ++i) {
     NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 1024 + i, ncclFloat32, ncclSum, comm, Stream(0x5100)));
     if (launch) {
       uint64_t t = uint64_t(NowNs());
-      launch("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 7, t, t + 1000, t, 0);  // a kernel: its name is cached by the decoder
+      // "late": a kernel (its name is cached by the decoder across the failure); "early": a
+      // copy (the double keeps nothing per copy, so the heap measures the recorder).
+      launch("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 7, t, t + 1000, t, early ? 1 : 0);
       ++launches;
     }
     if ((i + 1) % 1000 == 0) usleep(2000);
   }
+  usleep(200 * 1000);  // the writer's last drain before the measure
+  const long long heap_after = HeapInUse();
   NCCL_CHECK(ncclCommDestroy(comm));
-  std::printf("ops %d\nlaunches %llu\n", n, static_cast<unsigned long long>(launches));
+  std::printf("ops %d\nlaunches %llu\nheap_growth_kib %lld\n", n, static_cast<unsigned long long>(launches),
+              (heap_after - heap_before) / 1024);
   return 0;
 }
 
