@@ -70,7 +70,10 @@ void NoteUnfinished(const RecordingEnd& end, RankTrace& t) {
   }
   // What may be missing: one flush period after the last commit (the recorder commits at least
   // that often), or less when `run` saw the process gone sooner.
-  int64_t missing = end.flush_interval_ms > 0 ? end.flush_interval_ms * 1000000 : kUnknown;
+  // (Values from the file: a period past a day is not believed, and nothing below overflows.)
+  constexpr int64_t kMaxPeriodMs = 86'400'000;
+  int64_t missing =
+      end.flush_interval_ms > 0 && end.flush_interval_ms <= kMaxPeriodMs ? end.flush_interval_ms * 1000000 : kUnknown;
   bool seen_gone = false;
   if (end.process_gone_ns >= end.last_commit_ns &&
       (missing == kUnknown || end.process_gone_ns - end.last_commit_ns < missing)) {
@@ -92,10 +95,10 @@ void NoteUnfinished(const RecordingEnd& end, RankTrace& t) {
     t.notices.push_back(loss + "; what share of the recording that is, is unknown");
     return;
   }
-  const double share = static_cast<double>(missing) / static_cast<double>(recorded + missing);
+  const double share = static_cast<double>(missing) / (static_cast<double>(recorded) + static_cast<double>(missing));
   const size_t records = RecordCount(t);
-  const auto lost = static_cast<int64_t>(std::llround(static_cast<double>(records) * static_cast<double>(missing) /
-                                                      static_cast<double>(recorded)));
+  const double lost_records = static_cast<double>(records) * static_cast<double>(missing) / static_cast<double>(recorded);
+  const auto lost = static_cast<int64_t>(std::llround(std::min(lost_records, 1e15)));
   loss += fmt::format(": about {} records at this file's own rate ({} records in {}), {:.0f}% of the recording", lost,
                       records, Span(recorded), share * 100);
   if (share >= kLargeLossShare) {

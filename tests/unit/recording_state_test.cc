@@ -157,5 +157,16 @@ TEST(RecordingState, MalformedMetaValuesAreUnknownNotGarbage) {
   EXPECT_NE(t.notices[0].find("unknown"), std::string::npos) << t.notices[0];
 }
 
+TEST(RecordingState, AbsurdMetaValuesNeitherOverflowNorAreBelieved) {
+  // Values from a hostile file: a flush period of centuries, times near INT64_MAX.
+  testing::TempDir dir;
+  RankTrace t = Read(Store(dir, "r.db",
+                           "('recording_state', 'incomplete'), ('last_commit_ns', 9223372036854775000), "
+                           "('flush_interval_ms', 9223372036854775), ('process_gone_ns', 9223372036854775807)"));
+  EXPECT_EQ(t.stats.Get(Stat::recording_incomplete), 1);
+  ASSERT_EQ(t.notices.size(), 1u);
+  EXPECT_NE(t.notices[0].find("ended without its final flush"), std::string::npos) << t.notices[0];
+}
+
 }  // namespace
 }  // namespace overlapprof
