@@ -558,9 +558,9 @@ class Job {
   }
 
   // Forks and execs the command in its own process group (and the terminal's foreground when
-  // `run` has it). kInvalidArgument when it could not be executed (it is reaped), kInternal
-  // when the system refused a pipe or a fork.
-  Status Spawn(const std::vector<std::string>& command) {
+  // `run` has it), with SIGPIPE as `run` was given it (`job_sigpipe`). kInvalidArgument when it
+  // could not be executed (it is reaped), kInternal when the system refused a pipe or a fork.
+  Status Spawn(const std::vector<std::string>& command, const struct sigaction& job_sigpipe) {
     std::vector<char*> argv;
     for (const std::string& s : command) argv.push_back(const_cast<char*>(s.c_str()));
     argv.push_back(nullptr);
@@ -582,6 +582,7 @@ class Job {
       if (tty_ >= 0) ::tcsetpgrp(tty_, ::getpid());  // SIGTTOU is blocked here
       ::close(exec_pipe[0]);
       ::sigaction(SIGCHLD, &old_chld_, nullptr);
+      ::sigaction(SIGPIPE, &job_sigpipe, nullptr);
       ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
       ::execvp(argv[0], argv.data());
       int e = errno;
@@ -1038,15 +1039,23 @@ void ExplainNothingRecorded(size_t empty) {
        "'overlapprof analyze' on its traces (docs/run.md)");
 }
 
-// Phase 9: the analysis of the directory. Its result never replaces the command's exit code: a
-// failed analysis is a line, and a reader that closed stdout (`run ... | head`) makes its
-// printing stop (SIGPIPE is ignored from here on: the job is over; EPIPE ends the output).
-void AnalyzeAfterRun(const OutputDir& out, int code,
-                     const std::function<CommandResult(const std::string& dir)>& analyze) {
-  struct sigaction ign {};
+// `run`'s own output never ends it: a reader that went away (`run ... | head -c1`, stdout or
+// stderr) makes a write fail with EPIPE instead of killing `run` (and leaving its job without
+// its signals, its wait and its settling) or replacing the command's exit code with 141.
+// SIGPIPE stays ignored in `run` from here on (what stdio still holds is written at exit);
+// returns the disposition it had, which the job gets back.
+struct sigaction IgnoreSigpipe() {
+  struct sigaction ign {}, old {};
   ign.sa_handler = SIG_IGN;
   sigemptyset(&ign.sa_mask);
-  ::sigaction(SIGPIPE, &ign, nullptr);
+  ::sigaction(SIGPIPE, &ign, &old);
+  return old;
+}
+
+// Phase 9: the analysis of the directory. Its result never replaces the command's exit code: a
+// failed analysis is a line; a reader that closed stdout makes its printing stop (EPIPE).
+void AnalyzeAfterRun(const OutputDir& out, int code,
+                     const std::function<CommandResult(const std::string& dir)>& analyze) {
   std::fflush(stderr);
   int rc;
   try {
@@ -1065,6 +1074,7 @@ void AnalyzeAfterRun(const OutputDir& out, int code,
 CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(const std::string& dir)>& analyze) {
   if (a.command.empty())
     return MakeError(StatusCode::kInvalidArgument, "run: no command given (usage: overlapprof run [-o DIR] -- CMD ARGS...)");
+  const struct sigaction job_sigpipe = IgnoreSigpipe();
   OVERLAPPROF_ASSIGN_OR_RETURN(std::string injector, CheckInjector());
   OutputDir out;
   OVERLAPPROF_RETURN_IF_ERROR(out.Prepare(a));
@@ -1073,7 +1083,7 @@ CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(con
   SetRecordingEnvironment(a, injector, preload.path(), out.resolved());
 
   Job job;
-  OVERLAPPROF_RETURN_IF_ERROR(job.Spawn(a.command));
+  OVERLAPPROF_RETURN_IF_ERROR(job.Spawn(a.command, job_sigpipe));
   job.WaitForCommand();
   const int code = job.code();
   // Processes of the job may outlive the command (a worker started after its launcher exited,

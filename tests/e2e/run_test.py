@@ -529,6 +529,22 @@ class RunOwnsJobTreeTest(unittest.TestCase):
                 finally:
                     os.close(w)
                 self.assertEqual(p.returncode, want, p.stderr)
+        # stderr and stdout both to a reader that went away before the job even started: run's
+        # first line used to kill it (SIGPIPE) before it started the job. The job gets SIGPIPE
+        # as run was given it (default here), not run's ignored one.
+        started = os.path.join(self.tmp, "started")
+        r, w = os.pipe()
+        os.close(r)
+        try:
+            p = subprocess.run([CLI, "run", "-o", os.path.join(self.tmp, "p2"), "--", "sh", "-c",
+                                f"grep SigIgn /proc/$$/status > '{started}'; '{DRIVER}' loop 5 0 1 >/dev/null; exit 7"],
+                               stdout=w, stderr=w, timeout=TIMEOUT, env=env_with())
+        finally:
+            os.close(w)
+        self.assertEqual(p.returncode, 7)
+        ignored = int(open(started).read().split()[1], 16)
+        self.assertEqual(ignored & (1 << (signal.SIGPIPE - 1)), 0)
+        self.assertEqual(len(self.dbs(os.path.join(self.tmp, "p2"))), 1)
         # Through a shell pipeline, as a user types it.
         sh = subprocess.run(["bash", "-o", "pipefail", "-c",
                              f"'{CLI}' run -o '{self.tmp}/p9' -- sh -c \"'{DRIVER}' loop 5 0 1 >/dev/null; exit 9\" "
