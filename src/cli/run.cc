@@ -827,7 +827,7 @@ std::string WhoWrote(const fs::path& file) {
 
 // A rank file that holds no readable recording shows a recording that failed (its process died,
 // or its disk filled, while creating it): it is never removed. It is kept, with its -wal,
-// -journal and -shm, as FILE.unrecorded (out of the analysis' scan, each companion beside it
+// -journal, -shm and write-failed marker, as FILE.unrecorded (out of the analysis' scan, each companion beside it
 // under the matching name so SQLite can still read it), and a placeholder store takes its name:
 // its meta says recording_state = lost and why, and its counter recording_failed (error) makes
 // the loss part of every analysis of the directory (exit 4).
@@ -842,7 +842,7 @@ void PreserveLostFile(const fs::path& file, const std::string& reason) {
                      name, WhoWrote(file), reason, ec.message()));
     return;
   }
-  for (const char* suffix : {"-wal", "-journal", "-shm"}) {
+  for (const char* suffix : {"-wal", "-journal", "-shm", ".write_failed"}) {
     std::error_code rc;
     if (Exists(file.string() + suffix)) fs::rename(file.string() + suffix, kept.string() + suffix, rc);
   }
@@ -951,7 +951,7 @@ Settled SettleRankFile(const fs::path& file, int64_t gone_ns) {
   }
   const bool injector_store = probe.source_format == "overlapprof";
   const bool unfinished =
-      injector_store && (!probe.has_state || probe.state == "recording" || probe.state == "write_failed" || marker);
+      injector_store && (!probe.has_state || probe.state == "recording" || probe.state == "write_failed");
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
     Note(file.string() + ": cannot open to settle: " + (db ? sqlite3_errmsg(db) : "out of memory"));
