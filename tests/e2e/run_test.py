@@ -576,6 +576,11 @@ class RunOwnsJobTreeTest(unittest.TestCase):
         self.assertIn(f"recording into {os.path.realpath(target)}", err)
         self.assertEqual(len(self.dbs(target)), 1)
         self.assertTrue(os.path.islink(link))
+        # A link above DIR is followed, and run says where the files go.
+        rc, out, err = run(["run", "-o", os.path.join(link, "sub"), "--", DRIVER, "loop", "2", "0", "1"])
+        self.assertEqual(rc, 0, err)
+        self.assertIn(f"resolves to {os.path.realpath(target)}/sub through a symbolic link", err)
+        self.assertEqual(len(self.dbs(os.path.join(target, "sub"))), 1)
 
     # ---- SIGCHLD ignored by run's parent -----------------------------------------------------
 
