@@ -241,6 +241,7 @@ class OverlapAnalyzer : public Analyzer {
     }
     r.stats = t.stats;
     r.extra_stats = t.extra_stats;
+    r.notices = t.notices;
     for (const CommOp& op : t.comm_ops) ++r.comm_rules[std::string(CommRuleName(op.rule))];
     // A kernel that looks like communication but that no rule classified: a new library shows
     // up as a warning naming it, never as a silent 0 (docs/classification.md).

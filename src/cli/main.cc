@@ -128,17 +128,19 @@ void DefineCommands(CLI::App& app, Commands& c) {
 
   CLI::App* run = app.add_subcommand(
       "run", "Run a training command with the injector and record every rank (overlapprof run -- CMD ARGS...)");
-  run->add_option("-o,--output", ra.output_dir, "directory for the rank files, refused if it holds a trace (default: a new overlapprof-YYYYmmdd-HHMMSS)");
+  run->add_option("-o,--output", ra.output_dir, "directory for the rank files, refused if it holds a trace or is a symbolic link (default: a new overlapprof-YYYYmmdd-HHMMSS)");
   run->add_option("--flush-ms", ra.flush_ms,
                   "commit the rank files at least this often, in ms from 10 to 600000 (10 minutes); bounds what "
                   "SIGKILL loses")
       ->check(Quiet(CLI::Range(10, 600000)))
       ->type_name("MS");
   run->add_flag("--no-analyze", ra.no_analyze, "only record; do not analyze afterwards");
-  run->add_flag("--force", ra.force, "record into an output directory that already holds traces");
+  run->add_flag("--force", ra.force,
+                "record into an output directory that already holds traces, or into the directory a symbolic "
+                "link -o names");
   run->add_option("--wait-s", ra.wait_s,
-                  "after the command exits, wait at most this long (0 to 86400 s, default 30) for processes it left "
-                  "behind that still write rank files")
+                  "after the command exits, wait at most this long (0 to 86400 s, default 30) for the processes it "
+                  "left behind (workers started in the background or with setsid) and those still writing rank files")
       ->check(Quiet(CLI::Range(0, 86400)))
       ->type_name("S");
   run->add_option("--nccl-detail", ra.nccl_detail,

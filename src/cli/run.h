@@ -26,7 +26,9 @@ struct RunArgs {
 // output directory. Returns the command's exit code (128+N when a signal N ended it;
 // Outcome::CommandExited), or an error when it could not start: kInvalidArgument / kIo (exit 2)
 // for a missing command or injector, an output directory that is used, locked or not writable;
-// kInternal (exit 5) when the system refused a pipe or a fork.
+// kInternal (exit 5) when the system refused a pipe or a fork. SIGPIPE is ignored in the calling
+// process from its start (a reader that went away never ends `run`); the job gets the
+// disposition it had.
 // The job's LD_PRELOAD: the injector first (its NCCL hooks interpose before any other
 // preloaded library's), then what was there before, in order; except a sanitizer runtime
 // (libasan, libtsan, libubsan, libhwasan, clang's libclang_rt.*san), which must be the first

@@ -9,6 +9,7 @@
 #include "overlapprof/version.h"
 #include "src/common/memory.h"
 #include "src/store/chunks.h"
+#include "src/store/recording_state.h"
 #include "src/store/schema.h"
 #include "src/store/sqlite_util.h"
 
@@ -588,6 +589,9 @@ StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& o
   }
   t.meta.source_path = path;
   reader.Finalize(t);
+  // A recording that did not finish: a counter and a notice saying what it may miss.
+  OVERLAPPROF_ASSIGN_OR_RETURN(RecordingEnd end, ReadRecordingEnd(h));
+  NoteRecordingEnd(end, t);
   if (layout.injector) LinkInjectorRecords(t);
   return t;
 }

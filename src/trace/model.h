@@ -259,6 +259,9 @@ struct RankTrace {
   std::vector<NcclPluginOp> nccl_plugin_ops;
   StatCounters stats;
   std::vector<ExtraStat> extra_stats;
+  // What the reader found about the data itself (a recording that did not finish, and how much
+  // it may miss): shown first among the rank's notices in every report.
+  std::vector<std::string> notices;
 
   // Returns the index of the stream (device, native_id), adding it if new.
   uint32_t StreamIndex(int64_t device, int64_t native_id);

@@ -289,6 +289,299 @@ class RunOwnsJobTreeTest(unittest.TestCase):
         self.assertEqual(db.execute("SELECT value FROM meta WHERE key='recording_state'").fetchone()[0], "finished")
         db.close()
 
+    # ---- workers that outlive their launcher ---------------------------------------------------
+
+    def test_worker_started_after_its_launcher_exited_is_recorded(self):
+        # The launcher exits before its worker loads NCCL: in the background, in its own session
+        # (setsid), or double-forked. run is their subreaper and waits for them (--wait-s), so
+        # the worker's file is created in the directory, settled and analyzed. Before, run found
+        # no file, removed the directory, and the worker could not create its file.
+        jobs = {
+            "background": f"(sleep .3; exec '{DRIVER}' loop 5 0 1 >/dev/null) & exit 0",
+            "setsid": f"setsid sh -c \"sleep .3; exec '{DRIVER}' loop 5 0 1 >/dev/null\" & exit 0",
+            "double_fork": f"sh -c \"(sleep .3; exec '{DRIVER}' loop 5 0 1 >/dev/null) &\" ; exit 4",
+        }
+        for name, job in jobs.items():
+            with self.subTest(name):
+                d = os.path.join(self.tmp, name)
+                rc, out, err = run(["run", "-o", d, "--", "sh", "-c", job])
+                self.assertEqual(rc, 4 if name == "double_fork" else 0, err)
+                self.assertNotIn("nothing was recorded", err)
+                self.assertNotIn("cannot create", err)
+                [f] = self.dbs(d)
+                state, ops, chunks, ok = store(f)
+                self.assertEqual((state, ops, chunks, ok), ("finished", 5, 5, "ok"))
+                self.assertIn("data quality", out)  # analyzed
+                self.assertTrue(os.path.exists(os.path.join(d, "overlap.summary.json")))
+
+    def test_process_outliving_the_wait_is_named_and_left_running(self):
+        # A process the command left behind that records nothing and outlives --wait-s: named,
+        # left running, and the output directory it might still write into is kept.
+        pidfile = os.path.join(self.tmp, "pid")
+        job = f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 60' >/dev/null 2>&1 & '{DRIVER}' loop 3 0 1 >/dev/null"
+        t0 = time.monotonic()
+        rc, out, err = run(["run", "-o", self.out, "--wait-s", "1", "--", "sh", "-c", job])
+        self.assertLess(time.monotonic() - t0, 30)
+        wait_until(lambda: os.path.exists(pidfile) and open(pidfile).read().strip(), what="the pid file")
+        pid = int(open(pidfile).read())
+        self.pids.append(pid)
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(alive(pid))
+        self.assertRegex(err, rf"still run after 1 s \(--wait-s\): {pid} \(sleep\); left running")
+        self.assertEqual(len(self.dbs()), 1)
+        self.assertIn("data quality", out)  # the finished files are analyzed
+
+    def test_signal_to_run_reaches_processes_left_behind_while_it_waits(self):
+        # A process that left the job's group (setsid) and outlived the command: while run waits
+        # for it, a SIGTERM sent to run reaches it too, and run then returns the command's code.
+        got = os.path.join(self.tmp, "got")
+        ready = os.path.join(self.tmp, "ready")
+        inner = f"trap 'echo term > {got}; exit 0' TERM; : > {ready}; while :; do sleep 0.05; done"
+        p = subprocess.Popen([CLI, "run", "-o", self.out, "--", "sh", "-c",
+                              f"setsid sh -c \"{inner}\" >/dev/null 2>&1 & exit 5"],
+                             env=env_with(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: os.path.exists(ready), what="the process left behind")
+            time.sleep(0.3)
+            self.assertIsNone(p.poll())  # run waits for it
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=TIMEOUT)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        self.assertEqual(p.returncode, 5, err)
+        wait_until(lambda: os.path.exists(got), timeout=10, what="the TERM forwarded to it")
+
+    # ---- files that never finished --------------------------------------------------------------
+
+    def test_run_and_job_killed_together_then_analyze_reports_the_unfinished_file(self):
+        # kill -9 of run and its job at once: nobody marks the file. `analyze` must not say "no
+        # problems recorded" for a file still marked `recording`: it is recording_incomplete,
+        # with what it may miss.
+        p = subprocess.Popen([CLI, "run", "-o", self.out, "--no-analyze", "--flush-ms", "100", "--",
+                              DRIVER, "loop", "1000000", "2000", "1"],
+                             env=env_with(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+        try:
+            job = int(p.stdout.readline().split()[1])
+            self.pids.append(job)
+
+            def committed():
+                fs = self.dbs()
+                if not fs:
+                    return False
+                try:
+                    db = sqlite3.connect(f"file:{fs[0]}?mode=ro", uri=True)
+                    try:
+                        return db.execute("SELECT coalesce(sum(count), 0) FROM comm_op_chunk").fetchone()[0] > 0
+                    finally:
+                        db.close()
+                except sqlite3.Error:
+                    return False
+            wait_until(committed, what="a first commit")
+            os.killpg(p.pid, signal.SIGKILL)  # run and the job (its own group) together
+            os.kill(job, signal.SIGKILL)
+            p.communicate(timeout=TIMEOUT)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        wait_until(lambda: not alive(job), what="the job to die")
+        rc, out, err = run(["analyze", self.out])
+        self.assertIn(rc, (0, 4), err)
+        self.assertNotIn("no problems recorded", out)
+        self.assertIn("recording_incomplete", out)
+        self.assertIn("ended without its final flush", out)
+
+    def test_exit_without_final_flush_is_bounded_by_when_run_saw_it_end(self):
+        # A rank that leaves with _exit() (no final flush): run marks its file incomplete and
+        # records when it saw the process gone; the report says the file ended without its
+        # final flush and what it may miss.
+        fake = os.path.join(os.path.dirname(DRIVER), "fake", "libnccl.so.2")
+        code = ("import ctypes, os, time\n"
+                f"ctypes.CDLL({fake!r}, mode=ctypes.RTLD_GLOBAL)\n"
+                "g = ctypes.CDLL(None)\n"
+                "class Id(ctypes.Structure):\n"
+                "    _fields_ = [('internal', ctypes.c_char * 128)]\n"
+                "comm = ctypes.c_void_p()\n"
+                "assert g.ncclCommInitRank(ctypes.byref(comm), 1, Id(), 0) == 0\n"
+                "buf = ctypes.create_string_buffer(1 << 12)\n"
+                "for i in range(50):\n"
+                "    assert g.ncclAllReduce(buf, buf, ctypes.c_size_t(i + 1), 7, 0, comm, ctypes.c_void_p(0x5100)) == 0\n"
+                "    time.sleep(0.01)\n"
+                "time.sleep(0.5)\n"
+                "for i in range(20):\n"
+                "    g.ncclAllReduce(buf, buf, ctypes.c_size_t(1), 7, 0, comm, ctypes.c_void_p(0x5100))\n"
+                "os._exit(6)\n")
+        before = time.time_ns()
+        rc, out, err = run(["run", "-o", self.out, "--flush-ms", "200", "--", sys.executable, "-c", code])
+        after = time.time_ns()
+        self.assertEqual(rc, 6, err)
+        [f] = self.dbs()
+        db = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
+        try:
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        finally:
+            db.close()
+        self.assertEqual(meta["recording_state"], "incomplete")
+        self.assertTrue(before < int(meta["process_gone_ns"]) < after, meta)
+        self.assertIn("did not finish recording", err)
+        self.assertIn("ended without its final flush", out)
+        self.assertIn("recording_incomplete", out)
+        self.assertNotIn("no problems recorded", out)
+
+    # ---- a recording that failed is kept and counted ----------------------------------------------
+
+    def _template_store(self):
+        """A finished rank file of one op, as the injector leaves it."""
+        d = os.path.join(self.tmp, "template")
+        rc, _, err = run(["run", "-o", d, "--no-analyze", "--", DRIVER, "loop", "1", "0", "1"])
+        self.assertEqual(rc, 0, err)
+        [f] = self.dbs(d)
+        return f
+
+    def test_failed_recordings_are_kept_and_make_the_analysis_exit_4(self):
+        # Every file that shows a recording failed is kept (never removed as "a launcher that
+        # recorded nothing") and counted as an error-level loss: disk full after the schema (no
+        # recording_state, no record), a write failure noted with no record lost counted, a
+        # 0-byte file, a file that is not SQLite, one killed before its first commit.
+        tmpl = self._template_store()
+
+        def stripped(path, state):
+            shutil.copy(tmpl, path)
+            db = sqlite3.connect(path)
+            for t in ("comm_op_chunk", "comm_op", "activity_chunk", "host_call_chunk", "trace_range_chunk",
+                      "trace_range", "nccl_profiler_op"):
+                db.execute(f"DELETE FROM {t}")
+            db.execute("UPDATE stats SET value = 0")
+            db.execute("DELETE FROM meta WHERE key IN ('communicators', 'recording_state')")
+            if state:
+                db.execute("INSERT INTO meta VALUES('recording_state', ?)", (state,))
+            db.commit()
+            db.close()
+        half = ("import sqlite3, sys\n"
+                "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+                "c.execute('PRAGMA journal_mode=WAL'); c.execute('BEGIN')\n"
+                "c.execute('CREATE TABLE meta(key TEXT PRIMARY KEY, value)')\n")
+        cases = {
+            "no_state": lambda p: stripped(p, None),
+            "write_failed": lambda p: stripped(p, "write_failed"),
+            "zero_bytes": lambda p: open(p, "w").close(),
+            "not_sqlite": lambda p: open(p, "w").write("not a database\n" * 100),
+            "no_first_commit": lambda p: subprocess.run([sys.executable, "-c", half + "import os; os._exit(0)\n", p],
+                                                        check=True),
+        }
+        for name, make in cases.items():
+            with self.subTest(name):
+                d = os.path.join(self.tmp, name)
+                os.makedirs(d)
+                src = os.path.join(self.tmp, f"rank3_host_pid1_restart0.db")
+                for x in glob.glob(src + "*"):
+                    os.unlink(x)
+                make(src)
+                # The job puts the file in place, as its rank would have left it.
+                job = f"for x in '{src}'*; do mv \"$x\" \"$OVERLAPPROF_OUTPUT_DIR/\"; done; exit 0"
+                rc, out, err = run(["run", "-o", d, "--", "sh", "-c", job])
+                self.assertEqual(rc, 0, err)
+                self.assertNotIn("removed", err)
+                self.assertNotIn("no problems recorded", out)
+                self.assertIn("recording_" + ("incomplete" if name == "write_failed" else "failed"), out)
+                kept = glob.glob(os.path.join(d, "rank3_*"))
+                self.assertTrue(any(k.endswith(".db") for k in kept), kept)
+                if name in ("zero_bytes", "not_sqlite", "no_first_commit"):
+                    self.assertIn("its recording is lost", err)
+                    self.assertTrue(os.path.exists(os.path.join(d, "rank3_host_pid1_restart0.db.unrecorded")), kept)
+                rc, out, err = run(["analyze", d])
+                self.assertEqual(rc, 4, out + err)
+                self.assertIn("records_lost_write_failed" if name == "write_failed" else "its recording failed (", out)
+
+    def test_finished_store_recording_nothing_is_still_removed(self):
+        # The launcher case, and only it: a finished store without a record.
+        tmpl = self._template_store()
+        src = os.path.join(self.tmp, "rank0_host_pid1_restart0.db")
+        shutil.copy(tmpl, src)
+        db = sqlite3.connect(src)
+        for t in ("comm_op_chunk", "comm_op"):
+            db.execute(f"DELETE FROM {t}")
+        db.execute("UPDATE stats SET value = 0")
+        db.execute("DELETE FROM meta WHERE key = 'communicators'")
+        db.commit()
+        db.close()
+        rc, _, err = run(["run", "-o", self.out, "--", "sh", "-c",
+                          f"mv '{src}' \"$OVERLAPPROF_OUTPUT_DIR/\"; '{DRIVER}' loop 2 0 1 >/dev/null"])
+        self.assertEqual(rc, 0, err)
+        self.assertIn("recorded nothing", err)
+        self.assertEqual([os.path.basename(f).split("_")[0] for f in self.dbs()], ["rank0"])
+        self.assertEqual(len(self.dbs()), 1)
+
+    # ---- a reader that closes stdout -------------------------------------------------------------
+
+    def test_closed_stdout_keeps_the_commands_exit_code(self):
+        # `run ... | head -c1`: the analysis' output meets a closed pipe; run's exit code stays
+        # the command's (not 141 from SIGPIPE).
+        for want in (0, 3):
+            with self.subTest(want):
+                r, w = os.pipe()
+                os.close(r)
+                try:
+                    p = subprocess.run([CLI, "run", "-o", os.path.join(self.tmp, f"p{want}"), "--", "sh", "-c",
+                                        f"'{DRIVER}' loop 5 0 1 >/dev/null; exit {want}"],
+                                       stdout=w, stderr=subprocess.PIPE, text=True, timeout=TIMEOUT, env=env_with())
+                finally:
+                    os.close(w)
+                self.assertEqual(p.returncode, want, p.stderr)
+        # stderr and stdout both to a reader that went away before the job even started: run's
+        # first line used to kill it (SIGPIPE) before it started the job. The job gets SIGPIPE
+        # as run was given it (default here), not run's ignored one.
+        started = os.path.join(self.tmp, "started")
+        r, w = os.pipe()
+        os.close(r)
+        try:
+            p = subprocess.run([CLI, "run", "-o", os.path.join(self.tmp, "p2"), "--", "sh", "-c",
+                                f"grep SigIgn /proc/$$/status > '{started}'; '{DRIVER}' loop 5 0 1 >/dev/null; exit 7"],
+                               stdout=w, stderr=w, timeout=TIMEOUT, env=env_with())
+        finally:
+            os.close(w)
+        self.assertEqual(p.returncode, 7)
+        ignored = int(open(started).read().split()[1], 16)
+        self.assertEqual(ignored & (1 << (signal.SIGPIPE - 1)), 0)
+        self.assertEqual(len(self.dbs(os.path.join(self.tmp, "p2"))), 1)
+        # Through a shell pipeline, as a user types it.
+        sh = subprocess.run(["bash", "-o", "pipefail", "-c",
+                             f"'{CLI}' run -o '{self.tmp}/p9' -- sh -c \"'{DRIVER}' loop 5 0 1 >/dev/null; exit 9\" "
+                             f"2>/dev/null | head -c1 >/dev/null"], timeout=TIMEOUT, env=env_with())
+        self.assertEqual(sh.returncode, 9)
+
+    # ---- -o naming a symbolic link ------------------------------------------------------------
+
+    def test_output_dir_that_is_a_symbolic_link_is_refused_unless_force(self):
+        # As root, `-o link` with link -> /etc wrote the rank files and reports into /etc.
+        target = os.path.join(self.tmp, "etc")
+        os.makedirs(target)
+        link = os.path.join(self.tmp, "link")
+        os.symlink(target, link)
+        dangling = os.path.join(self.tmp, "dangling")
+        os.symlink(os.path.join(self.tmp, "nowhere"), dangling)
+        marker = os.path.join(self.tmp, "started")
+        for o in (link, link + "/", dangling):
+            with self.subTest(o):
+                rc, _, err = run(["run", "-o", o, "--", "sh", "-c", f"touch '{marker}'; '{DRIVER}' loop 2 0 1"])
+                self.assertEqual(rc, 2, err)
+                self.assertIn("is a symbolic link", err)
+                self.assertEqual(err.count("overlapprof: error"), 1, err)
+                self.assertFalse(os.path.exists(marker))
+                self.assertEqual(os.listdir(target), [])
+                self.assertFalse(os.path.exists(os.path.join(self.tmp, "nowhere")))
+        rc, out, err = run(["run", "-o", link, "--force", "--", DRIVER, "loop", "2", "0", "1"])
+        self.assertEqual(rc, 0, err)
+        self.assertIn(f"recording into {os.path.realpath(target)}", err)
+        self.assertEqual(len(self.dbs(target)), 1)
+        self.assertTrue(os.path.islink(link))
+        # A link above DIR is followed, and run says where the files go.
+        rc, out, err = run(["run", "-o", os.path.join(link, "sub"), "--", DRIVER, "loop", "2", "0", "1"])
+        self.assertEqual(rc, 0, err)
+        self.assertIn(f"resolves to {os.path.realpath(target)}/sub through a symbolic link", err)
+        self.assertEqual(len(self.dbs(os.path.join(target, "sub"))), 1)
+
     # ---- SIGCHLD ignored by run's parent -----------------------------------------------------
 
     def test_sigchld_ignored_by_the_parent_keeps_the_exit_code(self):
@@ -375,21 +668,24 @@ class RunOwnsJobTreeTest(unittest.TestCase):
 
     # ---- rank files that hold nothing --------------------------------------------------------
 
-    def test_zero_byte_rank_file_is_reported_and_skipped(self):
+    def test_zero_byte_rank_file_is_kept_and_counted_as_lost(self):
         job = (f": > \"$OVERLAPPROF_OUTPUT_DIR/rank1_host_pid$$_restart0.db\"; "
                f"'{DRIVER}' loop 5 0 1 >/dev/null")
         rc, out, err = run(["run", "-o", self.out, "--", "sh", "-c", job])
         self.assertEqual(rc, 0, err)
         self.assertIn("rank1_host_pid", err)
-        self.assertIn("died while creating it (0 bytes)", err)
-        self.assertIn("skipped", err)
-        [f] = self.dbs()  # the driver's file was analyzed; the empty one set aside
-        self.assertIn("rank0_", f)
-        self.assertEqual(len(glob.glob(os.path.join(self.out, "*.db.unrecorded"))), 1)
+        self.assertIn("died or ran out of disk while creating it (0 bytes): its recording is lost", err)
+        # Kept (set aside, out of the scan) and stood in for, so the rest is analyzed and the
+        # loss is an error in every analysis of the directory.
+        self.assertEqual(sorted(os.path.basename(f)[:5] for f in self.dbs()), ["rank0", "rank1"])
+        [kept] = glob.glob(os.path.join(self.out, "*.db.unrecorded"))
+        self.assertEqual(os.path.getsize(kept), 0)
         self.assertIn("data quality", out)
+        self.assertIn("recording_failed", out)
         self.assertNotIn("empty file", err)
-        rc, _, err = run(["analyze", self.out])  # the directory stays analyzable
-        self.assertEqual(rc, 0, err)
+        rc, out, err = run(["analyze", self.out])  # the directory stays analyzable
+        self.assertEqual(rc, 4, err)
+        self.assertIn("recording_failed", out)
 
     def test_file_killed_before_its_first_commit_says_so(self):
         # What the injector leaves when killed between opening the store and its first commit
@@ -403,11 +699,13 @@ class RunOwnsJobTreeTest(unittest.TestCase):
                 "os.kill(os.getpid(), 9)\n")
         rc, out, err = run(["run", "-o", self.out, "--", sys.executable, "-c", half])
         self.assertEqual(rc, 128 + 9, err)
-        self.assertIn("killed before its first commit: nothing was recorded", err)
-        self.assertIn("died before its first commit", err)
+        self.assertIn("killed or ran out of disk before its first commit (no schema): its recording is lost", err)
+        self.assertIn("died or failed before its first commit", err)
         self.assertNotIn("no problems recorded", out + err)
         self.assertNotIn("nothing was recorded: no process of the job loaded NCCL", err)
-        self.assertEqual(self.dbs(), [])
+        [f] = self.dbs()  # the placeholder, with the loss
+        self.assertEqual(len(glob.glob(f + ".unrecorded")), 1)
+        self.assertIn("recording_failed", out)
 
     # ---- paths -------------------------------------------------------------------------------
 
