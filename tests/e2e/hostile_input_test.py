@@ -184,6 +184,39 @@ class HostileInputTest(unittest.TestCase):
         self.assertIn("run\\|x\\]\\(javascript:e\\) \\<b\\>\\`.summary.json", text)
         self.assertNotIn("<b>", text)
 
+    def test_kineto_json_grammar_numbers_and_escapes(self):
+        # "ts": 0005 is no number (the event is counted malformed); \uzzzz is not JSON (exit 2, one
+        # line); an escaped lone surrogate is stored as U+FFFD, never as invalid UTF-8.
+        def trace(name, ts="1"):
+            p = self.path("k.json")
+            with open(p, "w") as f:
+                f.write('{"distributedInfo": {"rank": 0}, "traceEvents": [{"ph": "X", "cat": "kernel", "name": "%s", '
+                        '"pid": 0, "tid": 7, "ts": %s, "dur": 1, "args": {"stream": 7}}, {"ph": "X", "cat": "kernel", '
+                        '"name": "k", "pid": 0, "tid": 7, "ts": 3, "dur": 1, "args": {"stream": 7}}]}' % (name, ts))
+            return p
+        out = self.path("s.json")
+        rc, _, err = run("analyze", trace("a", "0005"), "--json", out)
+        self.assertEqual(rc, 0, err)
+        counters = {c["counter"]: c["value"] for c in json.load(open(out))["ranks"][0]["data_quality"]}
+        self.assertEqual(counters.get("events_malformed"), 1)
+        rc, _, err = run("analyze", trace("a\\uzzzz"))
+        self.assertEqual(rc, 2, err)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn("k.json: not JSON: a string holds an invalid escape", err)
+        db = self.path("k.db")
+        rc, _, err = run("import", trace("lone\\ud800x"), "-o", db)
+        self.assertEqual(rc, 0, err)
+        con = sqlite3.connect(db)
+        con.text_factory = bytes
+        names = [r[0] for r in con.execute("SELECT name FROM names")] if con.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'names'").fetchone() else []
+        con.close()
+        blob = open(db, "rb").read()
+        self.assertIn("lone\ufffdx".encode(), blob)
+        self.assertNotIn(b"lone\xed\xa0\x80x", blob)
+        for n in names:
+            n.decode("utf-8")
+
     # --- terminal escapes in what the CLI prints ---------------------------------------------
     def assert_no_control(self, text, where):
         bad = [c for c in text if (ord(c) < 0x20 and c not in "\n") or 0x7f <= ord(c) <= 0x9f]
