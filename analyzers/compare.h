@@ -22,6 +22,7 @@
 #include <istream>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/common/status.h"
@@ -49,13 +50,21 @@ struct RunView {
   std::vector<std::string> data_lost_counters;  // "rank 0: records_dropped_cupti = 5"
 };
 
-// Parses a JSON summary or policy as every overlapprof reader treats JSON (docs/schema.md):
-// NaN and Infinity are not JSON and refuse the document (kInvalidInput, the parser's position);
-// a key given twice in one object keeps its first value, the later keys are appended to
-// *duplicates (the caller warns).
+// Parses a JSON policy (or any small document) as every overlapprof reader treats JSON
+// (docs/schema.md): NaN and Infinity are not JSON and refuse the document (kInvalidInput, the
+// parser's position); a key given twice in one object keeps its first value, the later keys are
+// appended to *duplicates (the caller warns). Linear time.
 StatusOr<nlohmann::json> ParseJsonFirstKeyWins(std::istream& in, const std::string& source,
                                               std::vector<std::string>* duplicates);
 
+// Reads a JSON summary's text (overlapprof.summary/1) in one streaming pass: linear time, and
+// memory for what the gate keeps (the RunView: about 40 bytes per steady iteration), whatever
+// else the document holds. JSON as ParseJsonFirstKeyWins reads it; duplicate keys are looked for
+// in the objects the gate reads (a key it does not read is skipped, whichever value it holds).
+// Counters' severities are this overlapprof's (src/common/stats.def), not the file's; a counter
+// it does not know counts as lost data. A malformed summary is kInvalidInput naming the field.
+StatusOr<RunView> ReadSummary(std::string_view text, const std::string& source, std::vector<std::string>* duplicates);
+// The same, of a parsed summary.
 StatusOr<RunView> RunViewFromSummary(const nlohmann::json& summary, const std::string& source);
 
 // Two-sided Mann-Whitney U test, normal approximation with tie and continuity corrections.

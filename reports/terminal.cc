@@ -7,6 +7,7 @@
 
 #include "analyzers/overlap.h"
 #include "reports/report.h"
+#include "src/common/utf8.h"
 
 namespace overlapprof {
 
@@ -46,7 +47,7 @@ class TerminalReport : public ReportWriter {
                          RankLabel(r.rank), FormatDuration(f.wall_ns), FormatDuration(f.compute_ns),
                          FormatDuration(f.comm_ns), FormatDuration(f.overlap_ns), FormatDuration(f.exposed_comm_ns),
                          FormatPercent(f.overlap_ratio), FormatPercent(f.achievable_ratio), f.comm_ops,
-                         r.iteration_count, file_col(r.source_path));
+                         r.iteration_count, file_col(EscapeForTerminal(r.source_path)));
     }
     // Ranks with NCCL profiler plugin data: what their communication was timed by.
     // None read: a 1-rank communicator (NCCL reports none), or --comm-timing kernels.
@@ -103,7 +104,7 @@ class TerminalReport : public ReportWriter {
       out << fmt::format("{:>14}  {:>7}  {:>10}  {:>10}  {:>10}  {:>8}\n", "op", "count", "bytes", "time", "exposed",
                          "exposed%");
       for (const auto& [op, r] : rows)
-        out << fmt::format("{:>14}  {:>7}  {:>10}  {:>10}  {:>10}  {:>8}\n", op, r.count,
+        out << fmt::format("{:>14}  {:>7}  {:>10}  {:>10}  {:>10}  {:>8}\n", EscapeForTerminal(op), r.count,
                            r.bytes_known ? FormatBytes(r.bytes) : "?", FormatDuration(r.time), FormatDuration(r.exposed),
                            r.time > 0 ? FormatPercent(static_cast<double>(r.exposed) / static_cast<double>(r.time))
                                       : std::string("n/a"));
@@ -150,13 +151,14 @@ class TerminalReport : public ReportWriter {
                            FormatDuration(f.wall_ns), FormatDuration(f.compute_ns), FormatDuration(f.comm_ns),
                            FormatDuration(f.overlap_ns), FormatDuration(f.exposed_comm_ns),
                            FormatPercent(f.overlap_ratio), f.comm_ops,
-                           file_col(it.rank_index < s.ranks.size() ? s.ranks[it.rank_index].source_path : "?"));
+                           file_col(EscapeForTerminal(it.rank_index < s.ranks.size() ? s.ranks[it.rank_index].source_path : "?")));
       }
     }
     out << "\n";
     for (const RankResult& r : s.ranks) {
-      out << fmt::format("rank {} ({}): {}\n", RankLabel(r.rank), r.source_path, r.verdict);
-      for (const std::string& n : r.notices) out << fmt::format("  note: {}\n", n);
+      out << fmt::format("rank {} ({}): {}\n", RankLabel(r.rank), EscapeForTerminal(r.source_path),
+                         EscapeForTerminal(r.verdict));
+      for (const std::string& n : r.notices) out << fmt::format("  note: {}\n", EscapeForTerminal(n));
     }
     // Data quality: every non-zero counter, worst first.
     bool any = false;
@@ -169,7 +171,8 @@ class TerminalReport : public ReportWriter {
           std::string tag = std::string(SeverityName(se));
           if (se == Severity::kError) tag = paint("1;31", tag);
           else if (se == Severity::kWarning) tag = paint("33", tag);
-          out << fmt::format("  {} rank {}: {} = {} ({})\n", tag, RankLabel(r.rank), name, v, desc);
+          out << fmt::format("  {} rank {}: {} = {} ({})\n", tag, RankLabel(r.rank), EscapeForTerminal(name), v,
+                             EscapeForTerminal(desc));
         };
         for (size_t i = 0; i < kStatCount; ++i) {
           const StatInfo& info = GetStatInfo(static_cast<Stat>(i));
@@ -195,13 +198,13 @@ class TerminalReport : public ReportWriter {
                             : g.ranks.size() == 1 ? fmt::format("rank {}", g.ranks[0])
                                                   : std::string("run");
           std::string tag = std::string(sev) == "warning" ? paint("33", sev) : std::string(sev);
-          out << fmt::format("  {} {}: {}\n", tag, who, f.message);
+          out << fmt::format("  {} {}: {}\n", tag, who, EscapeForTerminal(f.message));
         }
       }
       if (shown > kMaxFindings)
         out << fmt::format("  ... {} more in the JSON summary (\"findings\")\n", shown - kMaxFindings);
     }
-    out << "\n" << paint("1", "verdict: " + s.verdict) << "\n";
+    out << "\n" << paint("1", "verdict: " + EscapeForTerminal(s.verdict)) << "\n";
     if (!out) return MakeError(StatusCode::kIo, "write failed");
     return OkStatus();
   }

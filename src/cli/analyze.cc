@@ -13,6 +13,7 @@
 #include "src/cli/pipeline.h"
 #include "src/cli/registry.h"
 #include "src/common/memory.h"
+#include "src/common/utf8.h"
 
 namespace overlapprof {
 namespace {
@@ -35,10 +36,10 @@ Status WriteRunReports(const std::string& dir, const Summary& summary, ReportWri
   OVERLAPPROF_RETURN_IF_ERROR(WriteJsonFile(summary, json));
   OVERLAPPROF_RETURN_IF_ERROR(WriteAtomically(chrome_path, [&](std::ostream& o) { return chrome.Write(summary, {}, o); }));
   if (std::string note = chrome.Notice(); !note.empty())
-    std::fprintf(stderr, "overlapprof: %s: %s\n", chrome_path.c_str(), note.c_str());
+    std::fprintf(stderr, "overlapprof: %s: %s\n", EscapeForTerminal(chrome_path).c_str(), EscapeForTerminal(note).c_str());
   OVERLAPPROF_RETURN_IF_ERROR(WriteAtomically(html_path, [&](std::ostream& o) { return html.Write(summary, {}, o); }));
-  std::fprintf(stderr, "overlapprof: reports: %s, %s (open in ui.perfetto.dev), %s\n", json.c_str(), chrome_path.c_str(),
-               html_path.c_str());
+  std::fprintf(stderr, "overlapprof: reports: %s, %s (open in ui.perfetto.dev), %s\n", EscapeForTerminal(json).c_str(),
+               EscapeForTerminal(chrome_path).c_str(), EscapeForTerminal(html_path).c_str());
   return OkStatus();
 }
 

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "src/common/utf8.h"
+
 namespace overlapprof {
 
 int ExitCodeOf(const CommandResult& result) {
@@ -10,6 +12,7 @@ int ExitCodeOf(const CommandResult& result) {
   std::string line = st.message();
   for (char& c : line)
     if (c == '\n' || c == '\r') c = ' ';
+  line = EscapeForTerminal(line);  // a path or name in it may hold terminal escapes
   std::fprintf(stderr, "overlapprof: error: %s\n", line.c_str());
   return st.code() == StatusCode::kInternal ? kExitInternal : kExitUsageOrInput;
 }

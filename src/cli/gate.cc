@@ -13,6 +13,8 @@
 #include "src/cli/command.h"
 #include "src/cli/pipeline.h"
 #include "src/cli/registry.h"
+#include "src/common/utf8.h"
+#include "src/io/input_file.h"
 
 namespace overlapprof {
 namespace {
@@ -35,28 +37,27 @@ namespace {
 
 StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range,
                           const std::shared_ptr<const CommPatterns>& patterns) {
-  nlohmann::json j;
   if (IsSummaryFile(path)) {
-    std::ifstream f(path, std::ios::binary);
-    // NaN/Infinity refuse the summary (exit 2); a key given twice keeps its first value, with
-    // a warning (ParseJsonFirstKeyWins, docs/schema.md).
+    // Read as the traces are (src/io/input_file.h), in one streaming pass (ReadSummary): NaN /
+    // Infinity refuse the summary (exit 2); a key given twice keeps its first value, with a
+    // warning (docs/schema.md).
+    OVERLAPPROF_ASSIGN_OR_RETURN(InputBuffer text, ReadInputFile(path));
     std::vector<std::string> duplicates;
-    OVERLAPPROF_ASSIGN_OR_RETURN(j, ParseJsonFirstKeyWins(f, path, &duplicates));
+    StatusOr<RunView> v = ReadSummary(std::string_view(text.data(), text.size()), path, &duplicates);
     for (const std::string& d : duplicates)
       std::fprintf(stderr, "overlapprof: warning: %s: key \"%s\" given twice in one object: the first value is used\n",
-                   path.c_str(), d.c_str());
-  } else {
-    OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs({path}));
-    ImportOptions io;
-    io.comm_patterns = patterns;
-    AnalysisOptions ao;
-    ao.step_range = step_range;
-    OVERLAPPROF_ASSIGN_OR_RETURN(Summary s, AnalyzeFiles(files, io, ao, DefaultJobs()));
-    std::ostringstream out;
-    OVERLAPPROF_RETURN_IF_ERROR(MakeReportWriter("json")->Write(s, {}, out));
-    j = nlohmann::json::parse(out.str());
+                   EscapeForTerminal(path).c_str(), EscapeForTerminal(d).c_str());
+    return v;
   }
-  return RunViewFromSummary(j, path);
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs({path}));
+  ImportOptions io;
+  io.comm_patterns = patterns;
+  AnalysisOptions ao;
+  ao.step_range = step_range;
+  OVERLAPPROF_ASSIGN_OR_RETURN(Summary s, AnalyzeFiles(files, io, ao, DefaultJobs()));
+  std::ostringstream out;
+  OVERLAPPROF_RETURN_IF_ERROR(MakeReportWriter("json")->Write(s, {}, out));
+  return ReadSummary(out.str(), path, nullptr);
 }
 
 Status WriteText(const std::string& path, const std::string& text) {
@@ -80,7 +81,7 @@ struct Loaded {
 StatusOr<Loaded> Load(const GateArgs& a) {
   Loaded l;
   l.policy = a.policy;
-  for (const std::string& w : a.policy.warnings) std::fprintf(stderr, "overlapprof: warning: %s\n", w.c_str());
+  for (const std::string& w : a.policy.warnings) std::fprintf(stderr, "overlapprof: warning: %s\n", EscapeForTerminal(w).c_str());
   // The policy file's patterns, then the flags'.
   std::vector<std::string> add = a.policy.comm_kernel, veto = a.policy.not_comm;
   add.insert(add.end(), a.comm_kernel.begin(), a.comm_kernel.end());
@@ -133,20 +134,21 @@ CommandResult RunCheck(const GateArgs& a) {
   std::cout.flush();
   // The one line that decided, on stderr, so CI logs show it without the table.
   if (c.data_lost) {
-    std::fprintf(stderr, "overlapprof: check failed: %s\n", c.data_lost_why.c_str());
+    std::fprintf(stderr, "overlapprof: check failed: %s\n", EscapeForTerminal(c.data_lost_why).c_str());
     return Outcome::DataLost();
   }
   for (const MetricResult& m : c.metrics) {
     if (m.gated && m.verdict == Verdict::kRegressed) {
-      std::fprintf(stderr, "overlapprof: check failed: %s regressed from %.2f to %.2f %s: %s\n", m.name.c_str(), m.base,
-                   m.next, m.unit.c_str(), m.why.c_str());
+      std::fprintf(stderr, "overlapprof: check failed: %s regressed from %.2f to %.2f %s: %s\n", EscapeForTerminal(m.name).c_str(),
+                   m.base, m.next, m.unit.c_str(), EscapeForTerminal(m.why).c_str());
     }
   }
   if (c.gate == Verdict::kRegressed) return Outcome::Regression();
   if (c.gate == Verdict::kInconclusive) {
     for (const MetricResult& m : c.metrics)
       if (m.gated && m.verdict == Verdict::kInconclusive)
-        std::fprintf(stderr, "overlapprof: check inconclusive: %s: %s\n", m.name.c_str(), m.why.c_str());
+        std::fprintf(stderr, "overlapprof: check inconclusive: %s: %s\n", EscapeForTerminal(m.name).c_str(),
+                     EscapeForTerminal(m.why).c_str());
     return Outcome::Inconclusive();
   }
   std::fprintf(stderr, "overlapprof: check passed (%s)\n", VerdictName(c.gate));

@@ -5,6 +5,7 @@
 
 #include "src/cli/command.h"
 #include "src/cli/pipeline.h"
+#include "src/common/utf8.h"
 #include "src/store/writer.h"
 
 namespace overlapprof {
@@ -47,8 +48,8 @@ CommandResult RunImport(const ImportArgs& a) {
     OVERLAPPROF_ASSIGN_OR_RETURN(RankTrace t, ImportFile(in, io));
     std::string out = to_dir ? (fs::path(a.output) / (StemOf(in) + ".db")).string() : a.output;
     OVERLAPPROF_RETURN_IF_ERROR(WriteStore(t, out, a.force).WithPrefix(out));
-    std::printf("%s -> %s (%zu GPU activities, %zu communication ops)\n", in.c_str(), out.c_str(), t.activities.size(),
-                t.comm_ops.size());
+    std::printf("%s -> %s (%zu GPU activities, %zu communication ops)\n", EscapeForTerminal(in).c_str(),
+                EscapeForTerminal(out).c_str(), t.activities.size(), t.comm_ops.size());
   }
   return Outcome::Ok();
 }

@@ -12,6 +12,7 @@
 #include "src/cli/output.h"
 #include "src/cli/pipeline.h"
 #include "src/cli/registry.h"
+#include "src/common/utf8.h"
 
 namespace overlapprof {
 
@@ -77,7 +78,7 @@ CommandResult RunReport(const ReportArgs& a) {
   // Each file written, one line each on stderr (stdout stays free for the caller), in the order
   // JSON, Chrome trace, HTML; a file whose write failed is not named (its error follows), nor "-".
   auto wrote = [](const std::string& path, const Status& st, const char* what) {
-    if (!path.empty() && path != "-" && st.ok()) std::fprintf(stderr, "overlapprof: wrote %s (%s)\n", path.c_str(), what);
+    if (!path.empty() && path != "-" && st.ok()) std::fprintf(stderr, "overlapprof: wrote %s (%s)\n", EscapeForTerminal(path).c_str(), what);
   };
   wrote(a.json_path, json_status, "JSON summary");
   wrote(a.chrome_trace, chrome_status, "Chrome trace: open in ui.perfetto.dev");
@@ -86,7 +87,8 @@ CommandResult RunReport(const ReportArgs& a) {
   OVERLAPPROF_RETURN_IF_ERROR(chrome_status);
   if (chrome) {
     if (std::string note = chrome->Notice(); !note.empty())
-      std::fprintf(stderr, "overlapprof: %s: %s\n", a.chrome_trace.c_str(), note.c_str());
+      std::fprintf(stderr, "overlapprof: %s: %s\n", EscapeForTerminal(a.chrome_trace).c_str(),
+                   EscapeForTerminal(note).c_str());
   }
   OVERLAPPROF_RETURN_IF_ERROR(html_status);
   return DataQualityOutcome(summary, "data was lost");

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "src/common/utf8.h"
+
 namespace overlapprof {
 
 namespace {
@@ -80,8 +82,13 @@ void Progress::Draw() {
   for (int i = 0; i < kWidth; ++i) bar[i] = i < filled ? '#' : '-';
   bar[kWidth] = '\0';
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  std::string item = current_;
-  if (item.size() > 40) item = "..." + item.substr(item.size() - 37);
+  // The file being read, escaped for the terminal, its last 37 bytes from a character's start.
+  std::string item = EscapeForTerminal(current_);
+  if (item.size() > 40) {
+    size_t from = item.size() - 37;
+    while (from < item.size() && (static_cast<uint8_t>(item[from]) & 0xC0) == 0x80) ++from;
+    item = "..." + item.substr(from);
+  }
   std::fprintf(stderr, "\r\x1b[2K%s [%s] %zu/%zu files %5.1f s %s", verb_.c_str(), bar, done_items_, total_items_, secs,
                item.c_str());
   std::fflush(stderr);

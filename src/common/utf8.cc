@@ -76,4 +76,44 @@ std::string SanitizeUtf8(std::string_view s, size_t* replaced) {
   return out;
 }
 
+std::string EscapeForTerminal(std::string_view s) {
+  constexpr char kHex[] = "0123456789abcdef";
+  const auto is_plain = [](uint8_t c) { return c >= 0x20 && c < 0x7F; };
+  size_t i = 0;
+  while (i < s.size() && is_plain(static_cast<uint8_t>(s[i]))) ++i;
+  if (i == s.size()) return std::string(s);
+  std::string out(s.substr(0, i));
+  out.reserve(s.size() + 16);
+  const auto escape_byte = [&](uint8_t c) {
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  };
+  while (i < s.size()) {
+    const uint8_t c = static_cast<uint8_t>(s[i]);
+    if (c < 0x80) {
+      if (is_plain(c)) out += static_cast<char>(c);
+      else escape_byte(c);
+      ++i;
+      continue;
+    }
+    size_t bad = 0;
+    const size_t n = SequenceAt(s, i, &bad);
+    if (n == 0) {
+      for (size_t k = 0; k < bad; ++k) escape_byte(static_cast<uint8_t>(s[i + k]));
+      i += bad;
+    } else if (n == 2 && c == 0xC2 && static_cast<uint8_t>(s[i + 1]) <= 0x9F) {  // U+0080-U+009F
+      const uint8_t x = static_cast<uint8_t>(s[i + 1]);
+      out += "\\u00";
+      out += kHex[x >> 4];
+      out += kHex[x & 15];
+      i += 2;
+    } else {
+      out.append(s, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
 }  // namespace overlapprof

@@ -116,4 +116,12 @@ uint64_t KinetoIndexWalkedEvents();
 // decimal number or whose result does not fit.
 bool ParseScaledDecimal(std::string_view token, int exp10, int64_t* out);
 
+// Whether a token starts as a JSON number must: an optional '-', then "0" alone or a digit 1-9
+// ("0005", "-01", ".5", "+1" do not).
+bool JsonNumberStart(std::string_view token);
+// ParseScaledDecimal of a JSON number token (unquoted): false where JsonNumberStart is false.
+inline bool ParseJsonNumber(std::string_view token, int exp10, int64_t* out) {
+  return JsonNumberStart(token) && ParseScaledDecimal(token, exp10, out);
+}
+
 }  // namespace overlapprof

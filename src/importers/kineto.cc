@@ -77,7 +77,12 @@ namespace od = simdjson::ondemand;
 using kineto::Cat;
 using kineto::DecodeCat;
 using kineto::RawEvent;
-using kineto::Unescape;
+
+bool JsonNumberStart(std::string_view tok) {
+  const size_t k = !tok.empty() && tok[0] == '-';
+  if (k >= tok.size() || static_cast<unsigned>(tok[k] - '0') >= 10) return false;
+  return !(tok[k] == '0' && k + 1 < tok.size() && static_cast<unsigned>(tok[k + 1] - '0') < 10);
+}
 
 bool ParseScaledDecimal(std::string_view tok, int exp10, int64_t* out) {
   while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' || tok.back() == '\t'))
@@ -1109,10 +1114,10 @@ class KinetoReader {
       } else if (bit == 3) {
         std::string_view tok = v.raw_json_token();
         int64_t base;
-        if (ParseScaledDecimal(tok, 0, &base)) B().SetBaseTime(base);
+        if (ParseJsonNumber(tok, 0, &base)) B().SetBaseTime(base);
       } else {
         std::string_view s;
-        if (RawString(v, &s)) B().meta().host = Unescape(s);
+        if (RawString(v, &s)) B().meta().host = B().Text(s);
       }
       break;
     }
@@ -1628,7 +1633,7 @@ class KinetoReader {
       while (p < e && static_cast<unsigned>(*p - '0') < 10) v = v * 10 + static_cast<unsigned>(*p++ - '0');
       const char* q = p;
       while (q < tok.data() + tok.size() && kWalk.ws[static_cast<unsigned char>(*q)]) ++q;
-      if (p > tok.data() && q == tok.data() + tok.size()) {
+      if (p > tok.data() && q == tok.data() + tok.size() && (tok[0] != '0' || p == tok.data() + 1)) {
         *out = static_cast<int64_t>(v);
         return true;
       }
@@ -1645,9 +1650,9 @@ class KinetoReader {
         *out = static_cast<int64_t>(u);
         return true;
       }
-      return ParseScaledDecimal(s, 0, out);
+      return ParseScaledDecimal(s, 0, out);  // a string: its text, read leniently
     }
-    return ParseScaledDecimal(tok, 0, out);
+    return ParseJsonNumber(tok, 0, out);
   }
 
   Status ParseDistributedInfo(od::value& v, od::document* doc) {
@@ -1671,9 +1676,9 @@ class KinetoReader {
       } else if (key == "world_size" && AnyInt(fv, &n)) {
         B().meta().world_size = n;
       } else if (key == "backend" && RawString(fv, &s)) {
-        B().meta().backend = Unescape(s);
+        B().meta().backend = B().Text(s);
       } else if (key == "nccl_version" && RawString(fv, &s)) {
-        B().meta().nccl_version = Unescape(s);
+        B().meta().nccl_version = B().Text(s);
       } else if (key == "pg_config") {
         od::array pgs;
         std::string_view raw;
@@ -1706,7 +1711,7 @@ class KinetoReader {
           if (key == kKeys[k]) dup = !First(seen, k);
         if (dup) continue;
         if (key == "id") AnyInt(fv, &d.id);
-        else if (key == "name" && RawString(fv, &s)) d.name = Unescape(s);
+        else if (key == "name" && RawString(fv, &s)) d.name = B().Text(s);
         else if (key == "totalGlobalMem") AnyInt(fv, &d.total_memory);
         else if (key == "computeMajor") AnyInt(fv, &d.compute_major);
         else if (key == "computeMinor") AnyInt(fv, &d.compute_minor);

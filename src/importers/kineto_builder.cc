@@ -33,7 +33,7 @@ uint32_t TraceBuilder::InternRaw(std::string_view raw) {
   if (slot.key && slot.key->size() == n && std::memcmp(slot.key->data(), raw.data(), n) == 0) return slot.id;
   auto it = raw_intern_.find(raw);
   if (it == raw_intern_.end()) {
-    uint32_t id = raw.find('\\') == std::string_view::npos ? t_.names.Intern(raw) : t_.names.Intern(Unescape(raw));
+    uint32_t id = raw.find('\\') == std::string_view::npos ? t_.names.Intern(raw) : t_.names.Intern(Text(raw));
     it = raw_intern_.emplace(std::string(raw), id).first;
   }
   slot = InternSlot{&it->first, it->second};  // the map's nodes do not move
@@ -46,15 +46,12 @@ bool TraceBuilder::Times(const RawEvent& ev, int64_t* start, int64_t* end) {
     t_.stats.Add(Stat::events_malformed);
     return false;
   }
-  if (!ParseScaledDecimal(ev.ts, opts_.kineto_time_exp, &ts) ||
-      !ParseScaledDecimal(ev.dur, opts_.kineto_time_exp, &dur)) {
+  if (!ParseJsonNumber(ev.ts, opts_.kineto_time_exp, &ts) || !ParseJsonNumber(ev.dur, opts_.kineto_time_exp, &dur)) {
     // A number that does not fit int64 ns is out of range; anything else is malformed, the
-    // NaN and (-)Infinity literals included (not JSON numbers; docs/schema.md).
-    auto numeric = [](std::string_view t) {
-      if (!t.empty() && t[0] == '-') t.remove_prefix(1);
-      return !t.empty() && t[0] >= '0' && t[0] <= '9';
-    };
-    t_.stats.Add(numeric(ev.ts) && numeric(ev.dur) ? Stat::events_timestamp_out_of_range : Stat::events_malformed);
+    // NaN and (-)Infinity literals and numbers JSON does not allow ("0005", ".5") included
+    // (docs/schema.md).
+    t_.stats.Add(JsonNumberStart(ev.ts) && JsonNumberStart(ev.dur) ? Stat::events_timestamp_out_of_range
+                                                                   : Stat::events_malformed);
     return false;
   }
   if (dur < 0) {
@@ -125,7 +122,7 @@ void TraceBuilder::ExpectMore(double factor) {
 void TraceBuilder::AddEvent(const RawEvent& ev) {
   if (ev.ph == 'M') {
     if (ev.has_name && !ev.arg_name.empty() && KeyIs(ev.name, "thread_name"))
-      thread_names_[{ev.pid, ev.tid}] = Unescape(ev.arg_name);
+      thread_names_[{ev.pid, ev.tid}] = Text(ev.arg_name);
     return;
   }
   if (ev.ph != 'X') return;
@@ -244,7 +241,7 @@ void TraceBuilder::AddActivity(const RawEvent& ev, Cat cat) {
     if (has_meta) {
       FillFromMeta(ev, op);
       op.rule = CommRule::kIdentity;
-      if (!ev.pg_ranks.empty()) pg_ranks_[t_.comm_ops.size()] = Unescape(ev.pg_ranks);
+      if (!ev.pg_ranks.empty()) pg_ranks_[t_.comm_ops.size()] = Text(ev.pg_ranks);
       if (ev.src_rank != kUnknown || ev.dst_rank != kUnknown)
         p2p_ranks_[t_.comm_ops.size()] = {ev.src_rank, ev.dst_rank};
     } else if (peer) {
@@ -301,16 +298,16 @@ void TraceBuilder::ClassifyByHostOp() {
 
 void TraceBuilder::FillFromMeta(const RawEvent& ev, CommOp& op) {
   op.source = CommSource::kKinetoArgs;
-  op.op = NormalizeCollectiveName(Unescape(ev.coll_name));
-  op.datatype = Unescape(ev.dtype);
+  op.op = NormalizeCollectiveName(Text(ev.coll_name));
+  op.datatype = Text(ev.dtype);
   op.count = ev.in_nelems;
   int64_t sz = DtypeSize(op.datatype);
   int64_t bytes;
   if (sz > 0 && op.count >= 0 && !__builtin_mul_overflow(op.count, sz, &bytes)) op.bytes = bytes;
   op.comm_nranks = ev.group_size;
   op.seq = ev.seq;
-  op.communicator = ev.pg_name.empty() ? "unknown" : Unescape(ev.pg_name);
-  op.pg_desc = Unescape(ev.pg_desc);
+  op.communicator = ev.pg_name.empty() ? "unknown" : Text(ev.pg_name);
+  op.pg_desc = Text(ev.pg_desc);
 }
 
 namespace {
@@ -383,8 +380,8 @@ void TraceBuilder::NameFromHostOps() {
   std::erase_if(host_comm_ops_, [&](HostCommOp& h) {
     int64_t ts, dur;
     const RawEvent raw = Raw(h);
-    return !ParseScaledDecimal(raw.ts, opts_.kineto_time_exp, &ts) ||
-           !ParseScaledDecimal(raw.dur, opts_.kineto_time_exp, &dur) || dur < 0 ||
+    return !ParseJsonNumber(raw.ts, opts_.kineto_time_exp, &ts) ||
+           !ParseJsonNumber(raw.dur, opts_.kineto_time_exp, &dur) || dur < 0 ||
            __builtin_add_overflow(ts, base_ns_, &h.start_ns) || __builtin_add_overflow(h.start_ns, dur, &h.end_ns);
   });
   // By External id (one with "Collective name" first).
@@ -430,7 +427,7 @@ void TraceBuilder::NameFromHostOps() {
       named.host_tid = op.host_tid;
       op = std::move(named);
       op.rule = CommRule::kIdentity;  // "Collective name" of the host op that launched it
-      if (h->len[HostCommOp::kPgRanks] != 0) pg_ranks_[idx] = Unescape(Raw(*h).pg_ranks);
+      if (h->len[HostCommOp::kPgRanks] != 0) pg_ranks_[idx] = Text(Raw(*h).pg_ranks);
       if (h->src_rank != kUnknown || h->dst_rank != kUnknown) p2p_ranks_[idx] = {h->src_rank, h->dst_rank};
     } else {
       op.op = std::move(named.op);
@@ -439,7 +436,19 @@ void TraceBuilder::NameFromHostOps() {
   }
 }
 
+std::string TraceBuilder::Text(std::string_view raw) {
+  kineto::UnescapeIssues issues;
+  std::string s = kineto::Unescape(raw, &issues);
+  if (issues.replaced > 0) t_.stats.Add(Stat::invalid_utf8_replaced, static_cast<int64_t>(issues.replaced));
+  bad_escape_ |= issues.invalid;
+  return s;
+}
+
 Status TraceBuilder::Finish() {
+  if (bad_escape_)
+    return MakeError(StatusCode::kInvalidInput,
+                     "not JSON: a string holds an invalid escape (\\u without 4 hex digits, or a backslash before a "
+                     "character JSON does not escape)");
   t_.meta.source_format = "kineto";
   t_.meta.clock_source = have_base_ ? "kineto: baseTimeNanoseconds + ts" : "kineto: ts";
   if (!have_rank_) t_.stats.Set(Stat::rank_unknown, 1);

@@ -40,6 +40,9 @@ class TraceBuilder {
   // An element of traceEvents that is not an object.
   void AddMalformed() { t_.stats.Add(Stat::events_malformed); }
   void AddStat(Stat s, int64_t n) { t_.stats.Add(s, n); }
+  // A string's raw (escaped) text, unescaped: escaped lone surrogates become U+FFFD (counted in
+  // invalid_utf8_replaced); an escape JSON does not allow makes Finish fail (the file is not JSON).
+  std::string Text(std::string_view raw);
   // One event, in file order.
   void AddEvent(const RawEvent& ev);
   // The events so far are about 1/`factor` of the trace's (the reader's estimate, from the bytes
@@ -63,7 +66,7 @@ class TraceBuilder {
   // all-to-all, and in some builds every collective, as one).
   void MaybeAddHostCommOp(const RawEvent& ev);
   // Fills a comm op from "Collective name" and the other NCCL arguments of `ev`.
-  static void FillFromMeta(const RawEvent& ev, CommOp& op);
+  void FillFromMeta(const RawEvent& ev, CommOp& op);
   // Names the SendRecv kernels' ops from their host ops (External id, else the innermost host
   // op around the launch on the launching thread); then peers of send/recv ops.
   void NameFromHostOps();
@@ -73,6 +76,7 @@ class TraceBuilder {
 
   ImportOptions opts_;
   RankTrace t_;
+  bool bad_escape_ = false;  // a string held an escape JSON does not allow (Text)
   // Raw (escaped) name -> name id. Keys are copies: the input is streamed (src/importers/kineto.cc),
   // so its bytes are gone after the event. One entry per distinct name.
   struct RawHash {
@@ -114,7 +118,7 @@ class TraceBuilder {
   RawEvent Raw(const HostCommOp& h) const;
   // The op a host op names (normalized; with its NCCL arguments when it has "Collective name"),
   // or false when it names none of the ops a SendRecv kernel can be.
-  static bool HostOpNames(const RawEvent& h, CommOp& op);
+  bool HostOpNames(const RawEvent& h, CommOp& op);
   std::vector<HostCommOp> host_comm_ops_;
   std::string host_text_;
   // Comm ops named only by a SendRecv kernel: (comm op index, the kernel's External id).

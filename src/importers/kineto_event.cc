@@ -10,10 +10,12 @@ namespace overlapprof::kineto {
 int64_t IdFromToken(std::string_view tok) {
   while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' || tok.back() == '\t'))
     tok.remove_suffix(1);
-  if (tok.size() >= 2 && tok.front() == '"') tok = tok.substr(1, tok.size() - 2);
   int64_t v;
-  if (tok.empty() || !ParseScaledDecimal(tok, 0, &v)) return kUnknown;
-  return v;
+  if (tok.size() >= 2 && tok.front() == '"') {  // a string: its text, read leniently
+    tok = tok.substr(1, tok.size() - 2);
+    return !tok.empty() && ParseScaledDecimal(tok, 0, &v) ? v : kUnknown;
+  }
+  return ParseJsonNumber(tok, 0, &v) ? v : kUnknown;
 }
 
 uint8_t CopyKindFromName(std::string_view name) {
@@ -26,7 +28,9 @@ uint8_t CopyKindFromName(std::string_view name) {
   return 0;
 }
 
-std::string Unescape(std::string_view raw) {
+std::string Unescape(std::string_view raw, UnescapeIssues* issues) {
+  UnescapeIssues ignored;
+  if (issues == nullptr) issues = &ignored;
   std::string out;
   out.reserve(raw.size());
   auto hex4 = [&](size_t at, uint32_t* cp) {
@@ -61,19 +65,32 @@ std::string Unescape(std::string_view raw) {
       case 't': out += '\t'; break;
       case 'u': {
         uint32_t cp;
-        if (!hex4(i + 1, &cp)) { out += "\\u"; break; }
+        if (!hex4(i + 1, &cp)) {
+          issues->invalid = true;
+          out += "\\u";
+          break;
+        }
         i += 4;
-        if (cp >= 0xD800 && cp < 0xDC00 && i + 6 < raw.size() + 0 && raw[i + 1] == '\\' && raw[i + 2] == 'u') {
+        if (cp >= 0xD800 && cp < 0xE000) {  // a surrogate: valid only as a high one, then a low one
           uint32_t lo;
-          if (hex4(i + 3, &lo) && lo >= 0xDC00 && lo < 0xE000) {
+          if (cp < 0xDC00 && i + 6 < raw.size() && raw[i + 1] == '\\' && raw[i + 2] == 'u' && hex4(i + 3, &lo) &&
+              lo >= 0xDC00 && lo < 0xE000) {
             cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             i += 6;
+          } else {
+            cp = 0xFFFD;
+            ++issues->replaced;
           }
         }
         put_utf8(cp);
         break;
       }
-      default: out += e; break;  // \" \\ \/
+      case '"': case '\\': case '/': out += e; break;
+      default:
+        issues->invalid = true;
+        out += '\\';
+        out += e;
+        break;
     }
   }
   return out;

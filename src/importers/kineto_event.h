@@ -118,7 +118,15 @@ inline bool IsNamingHostOp(std::string_view n) {
 // CUPTI_ACTIVITY_MEMCPY_KIND_* from a memcpy's name ("Memcpy HtoD (Pageable -> Device)"); 0 unknown.
 uint8_t CopyKindFromName(std::string_view name);
 
-// JSON string unescape (\" \\ \/ \b \f \n \r \t \uXXXX with surrogate pairs).
-std::string Unescape(std::string_view raw);
+// JSON string unescape (\" \\ \/ \b \f \n \r \t \uXXXX with surrogate pairs), always valid UTF-8
+// when `raw` is: an escaped lone surrogate (a high one not followed by an escaped low one, or a
+// low one alone) becomes U+FFFD, counted in issues->replaced. What JSON's grammar refuses (`\u`
+// not followed by 4 hex digits, a backslash before any other character) sets issues->invalid
+// (the text is then kept as written).
+struct UnescapeIssues {
+  size_t replaced = 0;
+  bool invalid = false;
+};
+std::string Unescape(std::string_view raw, UnescapeIssues* issues = nullptr);
 
 }  // namespace overlapprof::kineto

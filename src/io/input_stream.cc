@@ -34,6 +34,15 @@ uint64_t StreamInflateLimit() {
   return UINT64_MAX;
 }
 
+uint64_t StreamInflateRatioLimit() {
+  if (const char* env = std::getenv("OVERLAPPROF_MAX_INFLATE_RATIO")) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(env, &end, 10);
+    if (end != env && *end == '\0') return v == 0 ? UINT64_MAX : static_cast<uint64_t>(v);
+  }
+  return 200;
+}
+
 bool InflatesWithIsal() {
 #if defined(OVERLAPPROF_HAVE_ISAL)
   return true;
@@ -140,8 +149,8 @@ class PlainStream : public ByteStream {
 // is inflated again from its start with zlib alone, output dropped, to the error zlib reports.
 class Inflater {
  public:
-  Inflater(std::unique_ptr<Source> src, uint64_t limit, bool zlib_only)
-      : owned_(std::move(src)), src_(owned_.get()), limit_(limit), in_(new Bytef[kInBytes]) {
+  Inflater(std::unique_ptr<Source> src, uint64_t limit, uint64_t ratio_limit, bool zlib_only)
+      : owned_(std::move(src)), src_(owned_.get()), limit_(limit), ratio_limit_(ratio_limit), in_(new Bytef[kInBytes]) {
 #if defined(OVERLAPPROF_HAVE_ISAL)
     if (!zlib_only) isal_ = std::make_unique<inflate_state>();
 #else
@@ -168,7 +177,8 @@ class Inflater {
 
  private:
   // A zlib inflater over the same source, borrowed (Diagnose).
-  Inflater(Source* src, uint64_t limit) : src_(src), limit_(limit), in_(new Bytef[kInBytes]) {}
+  Inflater(Source* src, uint64_t limit, uint64_t ratio_limit)
+      : src_(src), limit_(limit), ratio_limit_(ratio_limit), in_(new Bytef[kInBytes]) {}
 
   Status Refill() {
     OVERLAPPROF_ASSIGN_OR_RETURN(size_t r, src_->Read(reinterpret_cast<char*>(in_.get()), kInBytes));
@@ -262,7 +272,7 @@ class Inflater {
     return OkStatus();
   }
 
-  // got more bytes out: counted against the limit.
+  // got more bytes out: counted against the limits (the total, and the ratio past its floor).
   Status Produced(size_t got, size_t* produced) {
     *produced += got;
     total_ += got;
@@ -270,6 +280,12 @@ class Inflater {
       return MakeError(StatusCode::kInvalidInput,
                        "gzip data inflates to more than {} MiB, the limit set by OVERLAPPROF_MAX_INFLATED_BYTES",
                        limit_ >> 20);
+    if (total_ > kInflateRatioFloor && total_ / std::max<uint64_t>(1, Consumed()) >= ratio_limit_)
+      return MakeError(StatusCode::kInvalidInput,
+                       "gzip data inflates to {} or more times its compressed size ({} MiB from {} KiB so far; trace "
+                       "JSON compresses 10-30 times): a gzip bomb? refused (OVERLAPPROF_MAX_INFLATE_RATIO raises the "
+                       "limit)",
+                       ratio_limit_, total_ >> 20, Consumed() >> 10);
     return OkStatus();
   }
 
@@ -307,7 +323,7 @@ class Inflater {
   // (what a build without ISA-L says); igzip's own words where zlib finds nothing wrong.
   Status Diagnose(int rc) {
     if (src_->Rewind()) {
-      Inflater z(src_, limit_);
+      Inflater z(src_, limit_, ratio_limit_);
       std::vector<char> scratch(size_t{64} << 10);
       for (;;) {
         StatusOr<size_t> got = z.Inflate(scratch.data(), scratch.size());
@@ -334,7 +350,7 @@ class Inflater {
   static constexpr size_t kInBytes = size_t{1} << 20;  // compressed bytes read at once
   std::unique_ptr<Source> owned_;
   Source* src_;
-  uint64_t limit_;
+  uint64_t limit_, ratio_limit_;
   std::unique_ptr<Bytef[]> in_;
   const Bytef* next_in_ = nullptr;
   size_t avail_in_ = 0;
@@ -349,8 +365,8 @@ class Inflater {
 // Inflates on the caller's thread.
 class GzipStream : public ByteStream {
  public:
-  GzipStream(std::unique_ptr<Source> src, uint64_t limit, size_t max_read, bool zlib_only)
-      : inflater_(std::move(src), limit, zlib_only), max_read_(max_read) {
+  GzipStream(std::unique_ptr<Source> src, uint64_t limit, uint64_t ratio_limit, size_t max_read, bool zlib_only)
+      : inflater_(std::move(src), limit, ratio_limit, zlib_only), max_read_(max_read) {
     compressed_ = true;
   }
   StatusOr<size_t> Read(char* out, size_t n) override { return inflater_.Inflate(out, std::min(n, max_read_)); }
@@ -366,8 +382,9 @@ class GzipStream : public ByteStream {
 class ThreadedGzipStream : public ByteStream {
  public:
   // file_size: the compressed file's (EstimatedSize).
-  ThreadedGzipStream(std::unique_ptr<Source> src, uint64_t limit, bool zlib_only, uint64_t file_size)
-      : inflater_(std::move(src), limit, zlib_only), file_size_(file_size) {
+  ThreadedGzipStream(std::unique_ptr<Source> src, uint64_t limit, uint64_t ratio_limit, bool zlib_only,
+                     uint64_t file_size)
+      : inflater_(std::move(src), limit, ratio_limit, zlib_only), file_size_(file_size) {
     compressed_ = true;
     for (size_t i = 0; i < kStreamBlocks; ++i) free_.push_back(nullptr);  // allocated when first filled
   }
@@ -554,14 +571,16 @@ StatusOr<std::unique_ptr<ByteStream>> OpenInputStream(const std::string& path, c
   if (!IsGzip(std::string_view(head, static_cast<size_t>(r))))
     return std::unique_ptr<ByteStream>(std::make_unique<PlainStream>(std::move(src), SIZE_MAX, size));
   if (options.threaded) {
-    auto t = std::make_unique<ThreadedGzipStream>(std::move(src), options.inflate_limit, options.zlib_only, size);
+    auto t = std::make_unique<ThreadedGzipStream>(std::move(src), options.inflate_limit, options.inflate_ratio_limit,
+                                                  options.zlib_only, size);
     if (t->Start()) return std::unique_ptr<ByteStream>(std::move(t));
     // No thread: reopen and inflate on the caller's thread.
     OVERLAPPROF_RETURN_IF_ERROR(OpenRegularFile(path, &fd, &size));
     src = std::make_unique<Source>(fd);
   }
   return std::unique_ptr<ByteStream>(
-      std::make_unique<GzipStream>(std::move(src), options.inflate_limit, SIZE_MAX, options.zlib_only));
+      std::make_unique<GzipStream>(std::move(src), options.inflate_limit, options.inflate_ratio_limit, SIZE_MAX,
+                                   options.zlib_only));
 }
 
 std::unique_ptr<ByteStream> MemoryStream(std::string_view data, size_t max_read, bool gunzip, uint64_t inflate_limit,
@@ -570,7 +589,7 @@ std::unique_ptr<ByteStream> MemoryStream(std::string_view data, size_t max_read,
   auto src = std::make_unique<Source>(data);
   std::unique_ptr<ByteStream> s;
   if (gunzip && IsGzip(data.substr(0, 2)))
-    s = std::make_unique<GzipStream>(std::move(src), inflate_limit, max_read, zlib_only);
+    s = std::make_unique<GzipStream>(std::move(src), inflate_limit, UINT64_MAX, max_read, zlib_only);
   else
     s = std::make_unique<PlainStream>(std::move(src), max_read, data.size());
   if (lend_front > 0) s = std::make_unique<LendingStream>(std::move(s), max_read, lend_front);

@@ -67,6 +67,10 @@ struct StreamOptions {
   // does not hold the inflated bytes, so the default is no limit unless the environment variable
   // OVERLAPPROF_MAX_INFLATED_BYTES sets one (StreamInflateLimit()).
   uint64_t inflate_limit = UINT64_MAX;
+  // A gzip bomb: once more than kInflateRatioFloor bytes are inflated, a stream that has inflated
+  // more than this many times the compressed bytes it consumed fails (kInvalidInput). Deflate
+  // reaches 1032:1 on one repeated byte; trace JSON compresses 10-30:1. UINT64_MAX: no limit.
+  uint64_t inflate_ratio_limit = UINT64_MAX;
   // Inflate on a second thread (false: on the caller's, in Read).
   bool threaded = true;
   // Inflate with zlib even where overlapprof is built with ISA-L (tests compare the two).
@@ -78,6 +82,10 @@ bool InflatesWithIsal();
 
 // OVERLAPPROF_MAX_INFLATED_BYTES when set to a number, else UINT64_MAX. Read when called.
 uint64_t StreamInflateLimit();
+// Inflated bytes before the ratio limit applies (a small file of repeated text is no bomb).
+inline constexpr uint64_t kInflateRatioFloor = uint64_t{256} << 20;
+// OVERLAPPROF_MAX_INFLATE_RATIO when set to a number (0: no limit), else 200. Read when called.
+uint64_t StreamInflateRatioLimit();
 
 // Opens `path` (a regular file only: FIFOs and devices are refused at once, as ReadInputFile
 // does). Errors: kNotFound, kIo, kInvalidInput (empty file, not a regular file). Messages do not
@@ -86,6 +94,7 @@ StatusOr<std::unique_ptr<ByteStream>> OpenInputStream(const std::string& path, c
 inline StatusOr<std::unique_ptr<ByteStream>> OpenInputStream(const std::string& path) {
   StreamOptions o;
   o.inflate_limit = StreamInflateLimit();
+  o.inflate_ratio_limit = StreamInflateRatioLimit();
   return OpenInputStream(path, o);
 }
 

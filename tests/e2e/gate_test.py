@@ -236,6 +236,42 @@ class GateTest(unittest.TestCase):
         self.assertIn("records_dropped_cupti = 7", err)
         self.assertEqual(self.check(lossy, "--max-data-loss", "10")[0], 0)
 
+    def test_a_relabelled_error_counter_still_fails_with_4(self):
+        # Severities come from overlapprof's own table, never from the summary being checked.
+        s = json.load(open(self.summary))
+        s["ranks"][0]["data_quality"] = [{"counter": "records_dropped_cupti", "severity": "warning", "value": 7,
+                                          "description": "x"},
+                                         {"counter": "records_dropped_hookz", "severity": "info", "value": 2}]
+        relabelled = os.path.join(self.tmp, "relabelled.summary.json")
+        json.dump(s, open(relabelled, "w"))
+        rc, _, err = self.check(relabelled)
+        self.assertEqual(rc, 4, err)
+        self.assertIn("records_dropped_cupti = 7", err)
+        self.assertIn("records_dropped_hookz = 2 (a counter this overlapprof does not know", err)
+
+    def test_a_large_baseline_is_read_in_bounded_memory(self):
+        # 12 M numbers under a key the gate does not read (24 MB): read in one pass that keeps
+        # only what the gate uses, within an address-space limit a parsed document far exceeds
+        # (bench/gate_baseline_bench.py measures 100 MB: docs/performance.md).
+        import resource
+        s = json.load(open(self.summary))
+        big = os.path.join(self.tmp, "big.summary.json")
+        with open(big, "w") as f:
+            text = json.dumps(s)
+            f.write(text[:-1] + ', "padding": [')
+            f.write(",".join(["0"] * 1_000_000) + ",")
+            for _ in range(11):
+                f.write(",".join(["0"] * 1_000_000) + ",")
+            f.write("0]}")
+        limit = 400 << 20
+
+        def cap():
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        p = subprocess.run([CLI, "compare", big, self.summary], capture_output=True, text=True, timeout=120,
+                           preexec_fn=cap)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("overlap_ratio", p.stdout)
+
     def test_bad_input(self):
         rc, _, err = self.check(os.path.join(self.tmp, "missing.json"))
         self.assertEqual(rc, 2)

@@ -65,6 +65,7 @@ class HostileInputTest(unittest.TestCase):
         # so the 320 MiB cost their compressed size and a bounded window, not their inflated size.
         e = dict(os.environ)
         e.pop("OVERLAPPROF_MAX_INFLATED_BYTES", None)
+        e["OVERLAPPROF_MAX_INFLATE_RATIO"] = "0"  # and no ratio limit (the next test has it)
         # A wrapper whose only child is the CLI: its RUSAGE_CHILDREN is the CLI's peak RSS.
         wrap = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True); "
                 "sys.stderr.buffer.write(r.stderr); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
@@ -80,6 +81,27 @@ class HostileInputTest(unittest.TestCase):
         self.assertNotIn("inflates to more than", err)
 
     # --- FIFOs, sockets, devices, directory entries -------------------------------------------
+    def test_gzip_bomb_is_refused_by_its_ratio_by_default(self):
+        # 40 members of 8 MiB of spaces: 320 MiB inflated from ~320 KiB (about 1000:1). With no
+        # setting, past 256 MiB inflated the ratio (over 200:1) refuses it, in bounded memory.
+        member = zlib.compressobj(9, zlib.DEFLATED, 31)
+        one = member.compress(b" " * (8 << 20)) + member.flush()
+        bomb = self.path("bomb.json.gz")
+        with open(bomb, "wb") as f:
+            f.write(gzip.compress(b'{"traceEvents": [') + one * 40 + gzip.compress(b"]}"))
+        e = {k: v for k, v in os.environ.items() if not k.startswith("OVERLAPPROF_MAX_INFLATE")}
+        for cmd in (["analyze", bomb], ["import", bomb, "-o", self.path("bomb.db")]):
+            p = subprocess.run([CLI, *cmd], capture_output=True, text=True, env=e, timeout=120)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+            self.assertIn("bomb.json.gz: gzip data inflates to 200 or more times its compressed size", p.stderr)
+        # A repetitive file under the floor is no bomb: 8 MiB of spaces at 1000:1 is read.
+        small = self.path("small.json.gz")
+        with open(small, "wb") as f:
+            f.write(gzip.compress(b'{"traceEvents": [') + one + gzip.compress(b"]}"))
+        p = subprocess.run([CLI, "analyze", small], capture_output=True, text=True, env=e, timeout=60)
+        self.assertNotIn("compressed size", p.stderr)
+
     def test_fifo_and_device_inputs_are_refused_at_once(self):
         fifo = self.path("t.json")
         os.mkfifo(fifo)
@@ -161,6 +183,85 @@ class HostileInputTest(unittest.TestCase):
         text = open(md).read()
         self.assertIn("run\\|x\\]\\(javascript:e\\) \\<b\\>\\`.summary.json", text)
         self.assertNotIn("<b>", text)
+
+    def test_kineto_json_grammar_numbers_and_escapes(self):
+        # "ts": 0005 is no number (the event is counted malformed); \uzzzz is not JSON (exit 2, one
+        # line); an escaped lone surrogate is stored as U+FFFD, never as invalid UTF-8.
+        def trace(name, ts="1"):
+            p = self.path("k.json")
+            with open(p, "w") as f:
+                f.write('{"distributedInfo": {"rank": 0}, "traceEvents": [{"ph": "X", "cat": "kernel", "name": "%s", '
+                        '"pid": 0, "tid": 7, "ts": %s, "dur": 1, "args": {"stream": 7}}, {"ph": "X", "cat": "kernel", '
+                        '"name": "k", "pid": 0, "tid": 7, "ts": 3, "dur": 1, "args": {"stream": 7}}]}' % (name, ts))
+            return p
+        out = self.path("s.json")
+        rc, _, err = run("analyze", trace("a", "0005"), "--json", out)
+        self.assertEqual(rc, 0, err)
+        counters = {c["counter"]: c["value"] for c in json.load(open(out))["ranks"][0]["data_quality"]}
+        self.assertEqual(counters.get("events_malformed"), 1)
+        rc, _, err = run("analyze", trace("a\\uzzzz"))
+        self.assertEqual(rc, 2, err)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn("k.json: not JSON: a string holds an invalid escape", err)
+        db = self.path("k.db")
+        rc, _, err = run("import", trace("lone\\ud800x"), "-o", db)
+        self.assertEqual(rc, 0, err)
+        con = sqlite3.connect(db)
+        con.text_factory = bytes
+        names = [r[0] for r in con.execute("SELECT name FROM names")] if con.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'names'").fetchone() else []
+        con.close()
+        blob = open(db, "rb").read()
+        self.assertIn("lone\ufffdx".encode(), blob)
+        self.assertNotIn(b"lone\xed\xa0\x80x", blob)
+        for n in names:
+            n.decode("utf-8")
+
+    # --- terminal escapes in what the CLI prints ---------------------------------------------
+    def assert_no_control(self, text, where):
+        bad = [c for c in text if (ord(c) < 0x20 and c not in "\n") or 0x7f <= ord(c) <= 0x9f]
+        self.assertEqual(bad, [], f"{where}: {text!r}")
+
+    def run_bytes(self, *args, env=None):
+        e = dict(os.environ)
+        e.update(env or {})
+        p = subprocess.run([CLI, *args], capture_output=True, timeout=60, env=e)
+        return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+    def test_terminal_escapes_in_paths_names_and_errors_are_escaped(self):
+        # ESC (CSI, OSC 52 to the clipboard), BEL, U+009B (CSI as a C1 control) and a raw 0x9B byte.
+        red = self.path("rank\x1b[31mred\x1b]52;c;eA==\x07\u009b\udc9b.json.gz")
+        shutil.copy(SMALL, red)
+        rc, out, err = self.run_bytes("analyze", red, "--per-iteration")
+        self.assertEqual(rc, 0, err)
+        self.assert_no_control(out, "analyze stdout")
+        self.assert_no_control(err, "analyze stderr")
+        self.assertIn("rank\\x1b[31mred\\x1b]52;c;eA==\\x07\\u009b\\x9b.json.gz", out)
+        # A kernel name that looks like communication is named in a notice.
+        events = [{"ph": "X", "cat": "kernel", "name": "evil\x1b[2J\x1b[Hmoe_alltoall_kernel\u009b" + str(i), "pid": 0,
+                   "tid": 7, "ts": 10 + 10 * i, "dur": 5, "args": {"stream": 7, "device": 0}} for i in range(2)]
+        kt = self.path("k.json")
+        with open(kt, "w") as f:
+            json.dump({"distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": events}, f)
+        rc, out, err = self.run_bytes("analyze", kt)
+        self.assertIn("evil\\x1b[2J\\x1b[Hmoe_alltoall_kernel\\u009b", out + err)
+        self.assert_no_control(out, "analyze stdout")
+        self.assert_no_control(err, "analyze stderr")
+        # The error line names the path, escaped; so do compare's table and check's lines.
+        rc, out, err = self.run_bytes("analyze", self.path("missing\x1b[31m.json"))
+        self.assertEqual(rc, 2)
+        self.assertIn("missing\\x1b[31m.json", err)
+        self.assert_no_control(err, "error line")
+        base = self.summary()
+        s = json.load(open(base))
+        s["ranks"][0]["data_quality"] = [{"counter": "x\x1b[31m", "severity": "info", "value": 1}]
+        odd = self.write("odd\x1b[1m.summary.json", s)
+        rc, out, err = self.run_bytes("check", odd, "--baseline", base)
+        self.assertEqual(rc, 4, err)
+        self.assertIn("x\\x1b[31m = 1", err)
+        self.assertIn("odd\\x1b[1m.summary.json", out)
+        self.assert_no_control(out, "check stdout")
+        self.assert_no_control(err, "check stderr")
 
     # --- malformed baselines and lost data (§4, §3) ---------------------------------------------
     def write(self, name, s):

@@ -148,6 +148,85 @@ TEST(Compare, MalformedSummariesAreRefusedNotReadAsZero) {
   EXPECT_NE(o.status().message().find("the sum of comm_ns overflows"), std::string::npos) << o.status().message();
 }
 
+// Severities are the tool's own (stats.def), never the summary's: an error-level counter
+// relabelled `warning` or `info` is still lost data, and a counter name this overlapprof does not
+// know counts as lost data, named as unknown.
+TEST(Compare, CounterSeveritiesComeFromTheToolNotTheFile) {
+  auto read = [](const std::string& counters, int errors = 0) {
+    return ReadSummary(R"({"schema": "overlapprof.summary/1", "ranks": [
+      {"rank": 3, "comm_ns": 10, "compute_ns": 20, "overlap_ns": 5, "exposed_comm_ns": 5, "iterations": 1,
+       "data_quality": [)" + counters + R"(]}], "data_quality": {"errors": )" + std::to_string(errors) + "}}",
+                       "t", nullptr);
+  };
+  auto relabelled = read(R"({"counter": "records_dropped_cupti", "severity": "warning", "value": 4},
+                            {"counter": "records_dropped_hooks", "severity": "info", "value": 2})");
+  ASSERT_TRUE(relabelled.ok()) << relabelled.status().message();
+  EXPECT_EQ(relabelled->data_lost, 6);
+  EXPECT_EQ(relabelled->data_lost_counters,
+            (std::vector<std::string>{"rank 3: records_dropped_cupti = 4", "rank 3: records_dropped_hooks = 2"}));
+  // A warning-level counter relabelled `error` is no lost data (and cannot make errors count).
+  auto promoted = read(R"({"counter": "rank_unknown", "severity": "error", "value": 1})");
+  ASSERT_TRUE(promoted.ok()) << promoted.status().message();
+  EXPECT_EQ(promoted->data_lost, 0);
+  auto unknown = read(R"({"counter": "records_dropped_cuptl", "severity": "info", "value": 7})", 1);
+  ASSERT_TRUE(unknown.ok()) << unknown.status().message();
+  EXPECT_EQ(unknown->data_lost, 7);
+  ASSERT_EQ(unknown->data_lost_counters.size(), 1u);
+  EXPECT_NE(unknown->data_lost_counters[0].find("records_dropped_cuptl = 7 (a counter this overlapprof does not know"),
+            std::string::npos);
+  Policy p;
+  RunView base = View({75, 75}), next = View({75, 75});
+  next.data_lost = relabelled->data_lost;
+  EXPECT_TRUE(Compare(base, next, p).data_lost);
+}
+
+// The summary is read in one pass that keeps only what the gate uses: values under keys it does
+// not read, at any depth, are skipped, duplicate keys of the objects it reads keep their first
+// value (with the key reported), and a key it does not read given twice is no error.
+TEST(Compare, ReadSummarySkipsWhatTheGateDoesNotReadAndKeepsTheFirstKey) {
+  std::vector<std::string> dups;
+  auto v = ReadSummary(R"({"schema": "overlapprof.summary/1", "padding": [0, [1, {"a": [2]}], {"x": 1, "x": 2}],
+      "ranks": [{"rank": 0, "comm_ns": 10, "comm_ns": 99, "compute_ns": 20, "overlap_ns": 5, "exposed_comm_ns": 5,
+                 "iterations": 1, "notes": {"deep": [[[]]]}, "data_quality": []}],
+      "iterations": [{"exposed_comm_ns": 5, "comm_ns": 10, "compute_ns": 20, "wall_ns": 40, "kernels": [1, 2]}],
+      "iterations": [{"exposed_comm_ns": 6, "comm_ns": 10, "compute_ns": 20, "wall_ns": 40}]})",
+                       "t", &dups);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->comm_ns, 10);
+  EXPECT_EQ(v->iter_exposed_ns, std::vector<double>{5});
+  EXPECT_EQ(dups, (std::vector<std::string>{"comm_ns", "iterations"}));
+  // A list given as something else, or elements of the wrong kind, are named.
+  EXPECT_NE(ReadSummary(R"({"schema": "overlapprof.summary/1", "ranks": {"a": 1}})", "t", nullptr)
+                .status().message().find("summary without ranks"), std::string::npos);
+  EXPECT_NE(ReadSummary(R"({"schema": "overlapprof.summary/1", "ranks": [[1]]})", "t", nullptr)
+                .status().message().find("ranks[0] is not an object"), std::string::npos);
+  EXPECT_NE(ReadSummary(R"({"schema": "overlapprof.summary/1", "ranks": [{"comm_ns": [1]}]})", "t", nullptr)
+                .status().message().find("ranks[0].comm_ns is an array"), std::string::npos);
+  EXPECT_NE(ReadSummary(R"({"schema": "overlapprof.summary/1", "ranks": [{"comm_ns": 1,)", "t", nullptr)
+                .status().message().find("t: invalid JSON"), std::string::npos);
+}
+
+// Linear time and memory in what is kept: a baseline of many iterations (each a few hundred
+// bytes the gate mostly does not read) and a huge unread list. (Figures: bench/gate_baseline_bench.py.)
+TEST(Compare, ReadSummaryOfManyIterations) {
+  std::string text = R"({"schema": "overlapprof.summary/1", "ranks": [)";
+  for (int r = 0; r < 64; ++r)
+    text += (r ? "," : "") + std::string(R"({"rank": )") + std::to_string(r) +
+            R"(, "comm_ns": 10, "compute_ns": 20, "overlap_ns": 5, "exposed_comm_ns": 5, "iterations": 1000, "data_quality": []})";
+  text += R"(], "iterations": [)";
+  for (int i = 0; i < 64000; ++i)
+    text += (i ? "," : "") + std::string(R"({"rank": 0, "index": 1, "overlap_ratio": 0.5, "warmup": false, "comm_ns": 10, )"
+                                         R"("compute_ns": 20, "exposed_comm_ns": 5, "wall_ns": 40, "kernels": 62, "memsets": 1})");
+  text += R"(], "padding": [)";
+  for (int i = 0; i < 1000000; ++i) text += i ? ",0" : "0";
+  text += "]}";
+  auto v = ReadSummary(text, "t", nullptr);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->ranks, 64);
+  EXPECT_EQ(v->iter_wall_ns.size(), 64000u);
+  EXPECT_EQ(v->iter_overlap_ratio.size(), 64000u);
+}
+
 TEST(Compare, MarkdownEscapesPathsAndNames) {
   RunView b = View({75, 76, 74, 75, 77, 73, 75, 76}), n = View({75, 76, 74, 75, 77, 73, 75, 76});
   b.source = "base|x](http://evil)\n# injected <img src=x>`code`";

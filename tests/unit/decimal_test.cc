@@ -38,6 +38,21 @@ TEST(ParseScaledDecimal, Exponents) {
   EXPECT_EQ(v, 123);
 }
 
+// JSON's grammar for number tokens: no leading zeros, an integer digit before any fraction.
+TEST(ParseJsonNumber, FollowsJsonGrammarWhereTheScaledParserIsLenient) {
+  int64_t v = -1;
+  for (const char* ok : {"0", "-0", "0.5", "-0.5", "10", "5", "0e3", "1.5E2", "7 \n"}) {
+    EXPECT_TRUE(JsonNumberStart(ok)) << ok;
+    EXPECT_TRUE(ParseJsonNumber(ok, 0, &v)) << ok;
+  }
+  for (const char* bad : {"0005", "00", "-01", ".5", "-.5", "+1", "", "-", "\"5\"", "NaN"}) {
+    EXPECT_FALSE(JsonNumberStart(bad)) << bad;
+    EXPECT_FALSE(ParseJsonNumber(bad, 0, &v)) << bad;
+  }
+  EXPECT_TRUE(ParseScaledDecimal("0005", 0, &v));  // the scaled parser itself reads text leniently
+  EXPECT_EQ(v, 5);
+}
+
 TEST(ParseScaledDecimal, RejectsGarbageAndOverflow) {
   int64_t v;
   for (std::string_view bad : {"", "-", ".", "1.", "abc", "1e", "1.2.3", "\"12\"", "1e400", "99999999999999999999"})

@@ -48,6 +48,19 @@ TEST(KinetoEvent, UnescapeAndCopyKind) {
   EXPECT_EQ(Unescape(R"(a\"b\\c\/d\n)"), "a\"b\\c/d\n");
   EXPECT_EQ(Unescape(R"(\u00e9)"), "\xc3\xa9");
   EXPECT_EQ(Unescape(R"(\ud83d\ude00)"), "\xf0\x9f\x98\x80");  // a surrogate pair
+  // Escaped lone surrogates: U+FFFD, counted; never invalid UTF-8 (CESU / WTF-8 bytes).
+  UnescapeIssues issues;
+  EXPECT_EQ(Unescape(R"(a\ud800b)", &issues), "a\xef\xbf\xbd" "b");
+  EXPECT_EQ(Unescape(R"(\udc00\ud83d)", &issues), "\xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_EQ(Unescape(R"(\ud800\u0041)", &issues), "\xef\xbf\xbd" "A");  // a high one, then no low one
+  EXPECT_EQ(issues.replaced, 4u);
+  EXPECT_FALSE(issues.invalid);
+  // Not JSON: \u without 4 hex digits, a backslash before another character.
+  for (const char* bad : {R"(\uzzzz)", R"(\u12)", R"(x\u00g0)", R"(\q)", R"(\x41)", R"(\')"}) {
+    UnescapeIssues i;
+    Unescape(bad, &i);
+    EXPECT_TRUE(i.invalid) << bad;
+  }
   EXPECT_EQ(CopyKindFromName("Memcpy HtoD (Pageable -> Device)"), 1);
   EXPECT_EQ(CopyKindFromName("Memcpy DtoD (Device -> Device)"), 8);
   EXPECT_EQ(CopyKindFromName("Memcpy"), 0);

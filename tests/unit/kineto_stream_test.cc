@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "src/common/utf8.h"
 #include "src/importers/importer.h"
 #include "src/io/input_stream.h"
 #include "test_util.h"
@@ -164,6 +165,59 @@ TEST(KinetoStream, WalkerReadsWhatOnDemandReads) {
   for (size_t window : {16, 17, 64, 257, 4096, 1 << 20})
     for (size_t max_read : {size_t{1}, size_t{7}, SIZE_MAX})
       ExpectWalkerMatchesOnDemand(text, window, max_read, fmt::format("window {} read {}", window, max_read));
+}
+
+// JSON's grammar where the readers are not lenient on purpose (docs/schema.md): numbers with
+// leading zeros or no integer digit are no numbers (in ts/dur: the event is malformed, counted;
+// in an id: unknown), an escaped lone surrogate is U+FFFD (counted in invalid_utf8_replaced, never
+// stored as invalid UTF-8), an invalid escape makes the file not JSON. The three readers agree.
+TEST(KinetoStream, NumbersAndEscapesFollowJsonGrammarInEveryReader) {
+  const std::string head = R"J({"traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "ok", "pid": 0, "tid": 7, "ts": 1, "dur": 1, "args": {"stream": 7, "correlation": 1}},
+)J";
+  const std::string tail = R"J(
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 0, "dur": 1, "args": {"correlation": 1}}]})J";
+  const std::string numbers = head + R"J(
+    {"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 0005, "dur": 1, "args": {"stream": 7}},
+    {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 6, "dur": 00, "args": {"stream": 7}},
+    {"ph": "X", "cat": "kernel", "name": "c", "pid": 0, "tid": 7, "ts": -01, "dur": 1, "args": {"stream": 7}},
+    {"ph": "X", "cat": "kernel", "name": "d", "pid": 0, "tid": 7, "ts": .5, "dur": 1, "args": {"stream": 7}},
+    {"ph": "X", "cat": "kernel", "name": "e", "pid": 0, "tid": 7, "ts": 8, "dur": 1, "args": {"stream": 007, "correlation": 01}},
+)J" + tail;
+  StatusOr<RankTrace> t = testing::ParseJsonText(numbers);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->activities.size(), 2u);  // "ok" and "e"
+  EXPECT_EQ(t->stats.Get(Stat::events_malformed), 4);
+  EXPECT_EQ(t->stats.Get(Stat::events_timestamp_out_of_range), 0);
+  for (const Activity& a : t->activities)
+    if (t->names.Get(a.name_id) == "e") EXPECT_EQ(a.correlation_id, kUnknown);  // 01: no number
+  const std::string surrogates = head + R"J(
+    {"ph": "X", "cat": "kernel", "name": "lone\ud800high", "pid": 0, "tid": 7, "ts": 2, "dur": 1, "args": {"stream": 7}},
+    {"ph": "X", "cat": "kernel", "name": "lone\udc00low\ud83d\ude00", "pid": 0, "tid": 7, "ts": 3, "dur": 1, "args": {"stream": 7}},
+)J" + tail;
+  t = testing::ParseJsonText(surrogates);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->activities.size(), 3u);
+  EXPECT_EQ(t->names.Get(t->activities[1].name_id), "lone\xef\xbf\xbdhigh");
+  EXPECT_EQ(t->names.Get(t->activities[2].name_id), "lone\xef\xbf\xbdlow\xf0\x9f\x98\x80");
+  EXPECT_EQ(t->stats.Get(Stat::invalid_utf8_replaced), 2);
+  for (size_t k = 0; k < t->names.size(); ++k)
+    EXPECT_EQ(ValidUtf8Prefix(t->names.Get(static_cast<uint32_t>(k))), t->names.Get(static_cast<uint32_t>(k)).size());
+  std::vector<std::string> cases = {numbers, surrogates};
+  for (const char* bad : {R"(bad\uzzzz)", R"(bad\u12)", R"(bad\q)"}) {
+    const std::string text = head + R"J(    {"ph": "X", "cat": "kernel", "name": ")J" + bad +
+                             R"J(", "pid": 0, "tid": 7, "ts": 2, "dur": 1, "args": {"stream": 7}},)J" + tail;
+    StatusOr<RankTrace> r = testing::ParseJsonText(text);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidInput) << bad;
+    EXPECT_NE(r.status().message().find("not JSON: a string holds an invalid escape"), std::string::npos)
+        << r.status().message();
+    cases.push_back(text);
+  }
+  for (const std::string& text : cases)
+    for (size_t window : {16, 61, 1 << 20})
+      for (size_t max_read : {size_t{1}, SIZE_MAX})
+        ExpectWalkerMatchesOnDemand(text, window, max_read, fmt::format("window {} read {}", window, max_read));
 }
 
 TEST(KinetoStream, WalkerMatchesOnDemandOnEveryMutation) {
