@@ -1044,7 +1044,6 @@ class Builder {
 };
 
 bool SkipTo(std::string_view text, size_t* i) {
-  if (text.substr(0, 3) == "\xEF\xBB\xBF") *i = 3;
   while (*i < text.size() && (text[*i] == ' ' || text[*i] == '\n' || text[*i] == '\r' || text[*i] == '\t')) ++*i;
   return *i < text.size();
 }
@@ -1071,7 +1070,7 @@ class RocprofImporter : public Importer {
 }  // namespace
 
 bool LooksLikeRocprofJson(std::string_view text) {
-  size_t i = 0;
+  size_t i = text.substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;  // UTF-8 BOM
   if (!SkipTo(text, &i) || text[i] != '{') return false;
   ++i;
   if (!SkipTo(text, &i)) return false;
