@@ -134,10 +134,13 @@ class Reader {
   }
 
  private:
+  // The raw (escaped) text of a key, not copied: the keys read never contain escapes, so a key
+  // with one matches none of them (as in the Kineto importer).
   static std::string_view Key(od::field& f) {
-    std::string_view k;
-    if (f.unescaped_key().get(k)) return {};
-    return k;
+    const char* p = f.key().raw();
+    const char* q = p;
+    while (*q != '"') q += (*q == '\\') ? 2 : 1;  // the padded buffer ends in zeros and '"' exists
+    return {p, static_cast<size_t>(q - p)};
   }
   static Status NotRocprof() {
     return MakeError(StatusCode::kInvalidInput, "no \"rocprofiler-sdk-tool\" array: not rocprofv3 JSON");
@@ -826,6 +829,14 @@ class Builder {
   }
 
   uint32_t Stream(uint64_t agent, int64_t queue) {
+    // Consecutive records mostly share a queue: the last one is tried first.
+    if (last_stream_ != kNoIndex && agent == last_agent_ && queue == last_queue_) return last_stream_;
+    last_agent_ = agent;
+    last_queue_ = queue;
+    last_stream_ = StreamOf(agent, queue);
+    return last_stream_;
+  }
+  uint32_t StreamOf(uint64_t agent, int64_t queue) {
     const int64_t gpu = Gpu(agent);
     const uint32_t s = t_.StreamIndex(gpu, queue);
     if (t_.streams[s].name.empty())
@@ -1041,6 +1052,9 @@ class Builder {
   std::map<uint64_t, const Agent*> agent_;
   std::set<int64_t> devices_seen_;
   size_t rccl_first_ = 0;      // host_calls from here on are RCCL calls
+  uint64_t last_agent_ = 0;    // Stream's last answer
+  int64_t last_queue_ = 0;
+  uint32_t last_stream_ = kNoIndex;
 };
 
 bool SkipTo(std::string_view text, size_t* i) {
@@ -1099,7 +1113,13 @@ StatusOr<RankTrace> ParseRocprofJson(const char* data, size_t size, size_t capac
   if (size == 0) return MakeError(StatusCode::kInvalidInput, "empty file");
   Document d;
   {
-    od::parser parser;
+    // The parser's buffers (about the document's size) are kept from one file to the next when the
+    // caller keeps scratch (one thread importing every rank): shared with the Kineto importer, which
+    // makes the same simdjson::ondemand::parser there.
+    ImportScratch local;
+    ImportScratch& scratch = options.scratch ? *options.scratch : local;
+    if (!scratch.json_parser) scratch.json_parser = std::make_shared<od::parser>();
+    od::parser& parser = *static_cast<od::parser*>(scratch.json_parser.get());
     std::string sanitized;
     if (!simdjson::validate_utf8(data, size)) {
       size_t replaced = 0;
