@@ -218,6 +218,37 @@ TEST(RocprofImport, RankFromTheFileNameWhenTheTraceDoesNotSayIt) {
   (void)text;
 }
 
+TEST(RocprofImport, RankFromRocprofOutputNameTemplates) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(ReadText(Small("small_group.json")));
+  j["rocprofiler-sdk-tool"][0]["metadata"]["command"] = {"python", "train.py"};
+  struct Case {
+    const char* raw_path;
+    const char* raw_file;
+    const char* path;
+    const char* file;
+    int64_t rank;
+  } cases[] = {
+      {"/out/%launch_time%", "%hostname%/rank%rank%_%pid%", "/out/2025-12-09_07.09", "node1/rank12_4242", 12},
+      {"%cwd%/traces", "$ENV{OMPI_COMM_WORLD_RANK}.%p", "/home/u/x/traces", "6.4242", 6},
+      {"/out", "%q{SLURM_PROCID}_%h", "/out", "0_node1", 0},
+      {"/out", "%env{LOCAL_RANK}%_%pid%", "/out", "3_4242", kUnknown},  // not the global rank
+      {"/out", "%hostname%/%pid%", "/out", "node1/4242", kUnknown},
+      {"/out", "%rank%_x", "/out", "abc_x", kUnknown},  // does not match the template
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.raw_file);
+    auto& cfg = j["rocprofiler-sdk-tool"][0]["metadata"]["config"];
+    cfg["raw_output_path"] = c.raw_path;
+    cfg["raw_output_file"] = c.raw_file;
+    cfg["output_path"] = c.path;
+    cfg["output_file"] = c.file;
+    StatusOr<RankTrace> t = rocprof::ParseRocprofText(j.dump(), "results.json");
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    EXPECT_EQ(t->meta.rank, c.rank);
+    EXPECT_EQ(t->stats.Get(Stat::rocprof_rank_from_output_name), c.rank != kUnknown ? 1 : 0);
+  }
+}
+
 TEST(RocprofImport, SectionsInAnyOrder) {
   // buffer_records before strings and kernel_symbols (rocprofiler-sdk versions order them differently).
   const std::string text = ReadText(Small("small_basic.json"));

@@ -618,6 +618,9 @@ std::string RegexEscape(std::string_view s) {
 // expanded name holds it: the template, as a pattern (other keys: any text), matched against it.
 std::optional<int64_t> RankFromOutputName(std::string_view raw, std::string_view expanded) {
   if (raw.find('%') == std::string_view::npos && raw.find('$') == std::string_view::npos) return std::nullopt;
+  // Paths, short: longer ones (from a hostile file) are not matched, so that the backtracking
+  // matcher stays cheap and its recursion shallow.
+  if (raw.size() > 512 || expanded.size() > 1024 || std::count(raw.begin(), raw.end(), '%') > 32) return std::nullopt;
   static const std::regex key(R"(%(env|ENV)\{([A-Z0-9_]+)\}%|\$(env|ENV)\{([A-Z0-9_]+)\}|%q\{([A-Z0-9_]+)\}|%[a-z_]+%|%[a-z])");
   std::string pattern;
   bool has_rank = false;
