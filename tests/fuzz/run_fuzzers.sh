@@ -4,7 +4,7 @@
 #   tests/fuzz/run_fuzzers.sh [SECONDS_PER_TARGET]      (default 60)
 #
 # Environment:
-#   FUZZ_TARGETS   targets to run, default "kineto kineto_stream store nvtx_payload"
+#   FUZZ_TARGETS   targets to run, default "kineto kineto_stream store nvtx_payload rocprof"
 #   FUZZ_BUILD_DIR build folder, default build-fuzz (relative to the repository root)
 #   FUZZ_WORK_DIR  scratch corpora and artifacts, default tests/fuzz/corpus-work (gitignored)
 #   FUZZ_JOBS      build parallelism, default: ninja's
@@ -30,7 +30,7 @@ cd "$ROOT" || exit 2
 FUZZ_DIR="tests/fuzz"
 BUILD_DIR="${FUZZ_BUILD_DIR:-build-fuzz}"
 WORK_DIR="${FUZZ_WORK_DIR:-$FUZZ_DIR/corpus-work}"
-TARGETS="${FUZZ_TARGETS:-kineto kineto_stream store nvtx_payload}"
+TARGETS="${FUZZ_TARGETS:-kineto kineto_stream store nvtx_payload rocprof}"
 REPLAY_LIMIT_S="${FUZZ_REPLAY_LIMIT_S:-10}"
 
 log() { echo "[run_fuzzers] $*"; }
