@@ -444,9 +444,12 @@ class CliTest(unittest.TestCase):
         self.assertIn("base: " + before + " (2 rank(s)", out)
         self.assertIn("new:  " + after + " (2 rank(s)", out)
         self.assertRegex(out, r"overlap_ratio \(%\) +0\.00 +0\.00 +\+0\.00 pp")
-        # Iterations detected from the comm pattern (66 vs 34 windows): step time shown, not gated.
-        self.assertRegex(out, r"step_time \(ms\) .* no +\w+\n")
-        self.assertIn("not gated: iterations detected from the communication pattern", out)
+        # 33 and 31 identical all-reduces per rank, nothing that tells a step from a layer: no
+        # reliable iterations on either side (docs/analyzers.md, "Iterations"), so no step time is
+        # compared (before: 66 vs 34 detected windows and a +86% step time that did not exist).
+        self.assertIn("base: " + before + " (2 rank(s), 0 iteration(s))", out)
+        self.assertIn("new:  " + after + " (2 rank(s), 0 iteration(s))", out)
+        self.assertNotIn("step_time", out)
         self.assertTrue(os.path.getsize(md) > 0)
         # Both exports in one directory: four ranks, one per (file, process, GPU).
         both = os.path.join(self.tmp, "both")
