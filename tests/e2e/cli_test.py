@@ -668,6 +668,17 @@ class IdenticalCollectives(unittest.TestCase):
         r = self.analyze(path)["ranks"][0]
         self.assertEqual((r["iteration_source"], r["iterations"]), ("comm pattern", 20), r["notices"])
 
+    def test_per_iteration_table_is_bounded_on_the_terminal_complete_in_json(self):
+        path, _ = self.synth("--scenario", "fsdp")
+        rc, out, err = run("analyze", path, "--per-iteration", "--color", "never")
+        self.assertEqual(rc, 0, err)
+        table = out.split("per iteration (")[1].split("\n\n")[0].splitlines()[2:]
+        self.assertEqual(len(table), 41, table)  # the first 20, one line for the 9 left out, the last 20
+        self.assertEqual(table[20].split(), ["0", "...", "9", "iterations", "left", "out", "(all", "of", "them", "in",
+                                             "--json)"])
+        self.assertEqual([r.split()[1] for r in (table[19], table[21])], ["19", "29"])
+        self.assertEqual(len(self.analyze(path)["iterations"]), 49)
+
     def test_detector_matches_markers_on_the_synthetic_steps(self):
         path, truth = self.synth("--scenario", "fsdp", "--steps", "10", "--markers")
         marked = self.analyze(path)
