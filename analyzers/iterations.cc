@@ -177,6 +177,32 @@ IterationEvidence GatherIterationEvidence(const RankTrace& t) {
     if (open) ev.optimizer.push_back(cur), open = false;
   }
   if (open) ev.optimizer.push_back(cur);
+
+  // Outermost forward ranges on the host, by start.
+  std::vector<Range> fwd;
+  for (const Range& r : t.ranges) {  // sorted by start
+    if (r.kind != RangeKind::kAnnotation) continue;
+    const std::string_view n = t.names.Get(r.name_id);
+    if (!ContainsNoCase(n, "## forward ##") && !(n.size() == 7 && ContainsNoCase(n, "forward"))) continue;
+    if (fwd.empty() || r.start_ns >= fwd.back().end_ns) fwd.push_back(r);
+  }
+  if (fwd.size() >= 3) {
+    std::vector<Range> steps;
+    std::vector<int64_t> periods;
+    for (size_t k = 0; k + 1 < fwd.size(); ++k) periods.push_back(fwd[k + 1].start_ns - fwd[k].start_ns);
+    const int64_t period = Quantile(periods, 0.5);
+    for (size_t k = 0; k < fwd.size(); ++k) {
+      Range st = fwd[k];
+      // The last step: as long as the median step on the host.
+      st.end_ns = k + 1 < fwd.size() ? fwd[k + 1].start_ns - 1 : fwd[k].start_ns + period - 1;
+      st.step = kUnknown;
+      steps.push_back(st);
+    }
+    IterationInfo projected;
+    StatCounters scratch;
+    ProjectSteps(t, steps, scratch, projected);
+    ev.phase_windows = std::move(projected.windows);
+  }
   return ev;
 }
 
@@ -351,6 +377,7 @@ IterationInfo DetectIterationsFromComm(const std::vector<OpSpan>& ops, const Int
     for (size_t i = s; i < n; ++i) sums[(i - s) % p] += gap[i];
     best_phase = static_cast<size_t>(std::max_element(sums.begin(), sums.end()) - sums.begin());
     basis = "its ops differ in kind or size";
+    info.keys_only = true;
   } else if (cluster_between_all()) {
     best_m = 1;
     best_phase = 0;
@@ -524,26 +551,41 @@ IterationInfo DetectIterations(const std::vector<OpSpan>& ops, const IntervalSet
                                int64_t last_end, const IterationEvidence& ev) {
   IterationInfo comm = DetectIterationsFromComm(ops, busy, first_start, last_end, ev);
   IterationInfo info = comm;
+  // A period resting on differing keys alone may be a layer's ops (an all-gather and a
+  // reduce-scatter per layer): the host's forward ranges and the optimizer clusters come first.
+  if (comm.keys_only) info = IterationInfo{};
+  if (info.windows.empty() && ev.phase_windows.size() >= 2) {
+    info.windows = ev.phase_windows;
+    info.source = "forward ranges";
+    info.notice = fmt::format(
+        "no iteration markers: {} iterations from the host's repeating forward ranges (## forward ## or forward, "
+        "record_function or NVTX), each from one forward to the next; communication pattern not used: {}",
+        info.windows.size(), comm.notice);
+  }
   if (info.windows.empty()) {
     info = DetectIterationsFromOptimizer(ev, busy, ops);
     if (!info.windows.empty()) info.notice += fmt::format("; communication pattern not used: {}", comm.notice);
   }
+  if (info.windows.empty() && comm.keys_only) info = comm;
+  std::string refused;  // bounds
   if (!info.windows.empty()) {
     std::vector<int64_t> walls;
     for (const IterationWindow& w : info.windows) walls.push_back(w.end_ns - w.start_ns);
     const int64_t median = Quantile(walls, 0.5);
     if (static_cast<int64_t>(info.windows.size()) > kMaxIterationWindows || median < kMinIterationWindowNs) {
-      IterationInfo none;
-      none.source = "none";
-      none.notice = fmt::format("{} windows of median {} ns from the {} ({} allowed, at least {} µs each)",
-                                info.windows.size(), median, info.source, kMaxIterationWindows,
-                                kMinIterationWindowNs / 1000);
-      info = std::move(none);
+      refused = fmt::format("{} windows of median {} ns from the {} ({} allowed, at least {} µs each)",
+                            info.windows.size(), median, info.source, kMaxIterationWindows,
+                            kMinIterationWindowNs / 1000);
+      info = IterationInfo{};
+      info.source = "none";
     }
   }
   if (info.windows.empty()) {
-    std::string why = comm.notice;
-    if (info.notice != comm.notice && !info.notice.empty()) why += "; " + info.notice;
+    std::string why = refused;
+    if (why.empty()) {
+      why = comm.notice + "; no repeating forward ranges";
+      if (info.notice != comm.notice && !info.notice.empty()) why += "; " + info.notice;
+    }
     info.notice = fmt::format(
         "no reliable iterations: no iteration markers, {}; whole-trace figures only (mark steps with the profiler's "
         "schedule, which writes ProfilerStep#N, or name an NVTX/record_function range with --step-range NAME)",

@@ -11,8 +11,9 @@
 //     nothing keeps its host range. Without correlation ids the host ranges are used as they are.
 //  2. Without step ranges (DetectIterations, docs/analyzers.md "Iterations"): the repeating
 //     sequence of communication ops (op and bytes) per rank, when it can be told apart from "one op
-//     per layer" (DetectIterationsFromComm); else the optimizer's kernel clusters that end each
-//     step (DetectIterationsFromOptimizer); else no windows and a notice.
+//     per layer" (DetectIterationsFromComm); else the host's repeating forward ranges; else the
+//     optimizer's kernel clusters that end each step (DetectIterationsFromOptimizer); else a
+//     period resting on differing keys alone; else no windows and a notice.
 // Warm-up iterations (FlagWarmup): the leading iterations before the first steady one.
 #include <cstdint>
 #include <string>
@@ -50,15 +51,23 @@ struct IterationEvidence {
   // Optimizer kernel clusters, sorted: maximal runs (in GPU start order) of optimizer kernels
   // (multi_tensor_apply, Adam/AdamW) with no other compute kernel or communication between them.
   std::vector<Interval> optimizer;
+  // Windows from host ranges that repeat once a step (the outermost `## forward ##` or `forward`
+  // record_function/NVTX ranges): step k runs from forward k to forward k+1 on the host, projected
+  // onto the GPU as markers are (the last forward, whose step the trace may cut, starts none).
+  // Empty with fewer than 3 such ranges.
+  std::vector<IterationWindow> phase_windows;
 };
 IterationEvidence GatherIterationEvidence(const RankTrace& trace);
 
 struct IterationInfo {
   std::vector<IterationWindow> windows;
-  std::string source;  // "ProfilerStep" / "step range" / "comm pattern" / "optimizer kernels" / "none"
+  std::string source;  // "ProfilerStep" / "step range" / "comm pattern" / "forward ranges" / "optimizer kernels" / "none"
   std::string notice;  // why no iterations were found, or how they were detected
   // comm pattern only: ops per iteration, and how many leading ops precede the periodic part.
   int64_t period_ops = 0, leading_ops = 0;
+  // comm pattern only: resting on keys that differ alone (no clear pause, no optimizer between
+  // ops): DetectIterations prefers the forward ranges and the optimizer clusters then.
+  bool keys_only = false;
 };
 
 // Step ranges (source 1). `step_range` empty: ProfilerStep#N. Adds steps_without_gpu_work.

@@ -589,7 +589,7 @@ class IterationSelfCheck(unittest.TestCase):
                 checked += 1
                 name = f"{os.path.basename(path)} rank {m['rank']} (input {r})"
                 with self.subTest(trace=name):
-                    self.assertIn(d["iteration_source"], ("comm pattern", "optimizer kernels", "none"), name)
+                    self.assertIn(d["iteration_source"], ("comm pattern", "forward ranges", "optimizer kernels", "none"), name)
                     if d["iterations"] == 0:
                         self.assertTrue(any("no reliable iterations" in n for n in d["notices"]), (name, d["notices"]))
                         continue
