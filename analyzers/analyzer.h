@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "analyzers/iterations.h"
 #include "analyzers/summary.h"
 #include "src/common/status.h"
 #include "src/trace/model.h"
@@ -21,6 +22,8 @@ struct AnalysisOptions {
   bool per_iteration = true;
   // Host annotation that marks iterations (--step-range NAME), instead of ProfilerStep#N.
   std::string step_range;
+  // --iterations: markers, the detected pattern, or markers else the pattern (analyzers/iterations.h).
+  IterationMode iterations = IterationMode::kAuto;
 };
 
 struct RankDerived;  // analyzers/overlap.h

@@ -284,9 +284,13 @@ class OverlapAnalyzer : public Analyzer {
                               "(joined to every call of it, with GPU times): communication timed by its kernels",
                               t.nccl_plugin_ops.size()));
     }
-    d->iterations = FindIterations(t, r.stats, options.step_range);
-    if (d->iterations.windows.empty() && options.step_range.empty() && sets.any_activity)
-      d->iterations = DetectIterationsFromComm(d->ops, sets.busy, sets.first_start, sets.last_end);
+    if (options.iterations != IterationMode::kPattern) d->iterations = FindIterations(t, r.stats, options.step_range);
+    if (options.iterations == IterationMode::kMarkers && d->iterations.windows.empty() && d->iterations.notice.empty())
+      d->iterations.notice = "no iteration markers (ProfilerStep#N), and --iterations markers: whole-trace figures only";
+    if (d->iterations.windows.empty() && options.iterations != IterationMode::kMarkers &&
+        (options.step_range.empty() || options.iterations == IterationMode::kPattern) && sets.any_activity)
+      d->iterations = DetectIterations(d->ops, sets.busy, sets.first_start, sets.last_end, GatherIterationEvidence(t));
+    if (d->iterations.source.empty()) d->iterations.source = "none";
     FlagWarmup(d->ops, d->iterations);
     const IterationInfo& it = d->iterations;
     r.iteration_source = it.source;
@@ -325,7 +329,7 @@ class OverlapAnalyzer : public Analyzer {
     if (it.windows.empty())
       r.notices.push_back(!it.notice.empty() ? it.notice
                                               : "no iteration markers (ProfilerStep#N): whole-trace figures only");
-    else if (it.source == "comm pattern")
+    else if (!it.notice.empty() && it.source != "ProfilerStep" && it.source != "step range")
       r.notices.push_back(it.notice);
     if (r.warmup_iterations > 0)
       r.notices.push_back(fmt::format("{} warm-up iteration(s) left out of the iteration spread", r.warmup_iterations));

@@ -75,9 +75,24 @@ std::string StepVerdict(const StepSplit& s, const std::vector<std::pair<int64_t,
   const std::string memory_text =
       fmt::format("memory copies and sets hidden by neither compute nor communication {} of the step",
                   share(s.memory_only_ns));
-  // The recoverable shares, largest first (ties: idle, exposed, memory).
-  const int64_t largest = std::max({s.idle_ns, exposed, s.memory_only_ns});
+  // The recoverable shares, largest first (ties: idle, exposed, memory). Idle leads only when it
+  // is a large share of the step and clearly the largest (kIdleLeadPercent, kIdleLeadMargin).
+  const int64_t other = std::max(exposed, s.memory_only_ns);
+  const bool idle_leads =
+      static_cast<__int128>(s.idle_ns) * 100 >= static_cast<__int128>(kIdleLeadPercent) * s.wall_ns &&
+      static_cast<double>(s.idle_ns) >= kIdleLeadMargin * static_cast<double>(other);
+  const int64_t largest = idle_leads ? s.idle_ns : other;
+  // Most communication hidden: only then is it not what limits the job.
+  const bool mostly_hidden = f.comm_ns > 0 && *f.overlap_ratio >= 0.5;
   std::string v;
+  if (!counts(largest) && counts(s.idle_ns) && !idle_leads) {
+    v = fmt::format("GPU idle {} of the step, in gaps (a secondary share: under {}% of the step or not clearly the "
+                    "largest); compute {} of the step, exposed communication {} ({} of communication hidden), memory "
+                    "only {}",
+                    share(s.idle_ns), kIdleLeadPercent, share(f.compute_ns), share(exposed),
+                    FormatPercent(f.overlap_ratio), share(s.memory_only_ns));
+    return v;
+  }
   if (!counts(largest)) {
     // "Well overlapped" only when most communication is hidden (as RankVerdict's "well hidden").
     if (f.comm_ns == 0)
@@ -94,9 +109,10 @@ std::string StepVerdict(const StepSplit& s, const std::vector<std::pair<int64_t,
                      share(s.idle_ns));
     return v;
   }
-  if (s.idle_ns == largest) {
+  if (idle_leads) {
     v = fmt::format("GPU idle {} of the step: the job is input- or CPU-bound", share(s.idle_ns));
-    v += f.comm_ns > 0 ? "; hidden communication is not what limits it" : " (no communication on the GPU timeline)";
+    if (f.comm_ns == 0) v += " (no communication on the GPU timeline)";
+    else if (mostly_hidden) v += "; hidden communication is not what limits it";
     if (counts(exposed))
       v += "; then " + exposed_text() + " (" + FormatPercent(f.overlap_ratio) + " of communication hidden)";
     if (counts(s.memory_only_ns)) v += "; then " + memory_text;

@@ -22,6 +22,10 @@ StepSplit WithWaiting(StepSplit s, int64_t exposed_wait_ns);
 
 // A share of the step counts in the verdict from 10% of the wall time.
 inline constexpr int64_t kVerdictSharePercent = 10;
+// GPU idle leads the verdict ("input- or CPU-bound") only from 25% of the step and when it is at
+// least 1.5 times every other recoverable share; else it is named after them.
+inline constexpr int64_t kIdleLeadPercent = 25;
+inline constexpr double kIdleLeadMargin = 1.5;
 
 // The verdict for a split: the largest recoverable share (GPU idle, exposed communication,
 // memory only) first, with its cause and what limits the job; "well overlapped" when none reaches

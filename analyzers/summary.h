@@ -52,7 +52,7 @@ struct RankResult {
   std::string source_path, source_format, device, host;
   OverlapFigures whole;  // the whole trace: first to last GPU activity
   int64_t iteration_count = 0;
-  std::string iteration_source;  // "ProfilerStep", "step range", "comm pattern", "none"
+  std::string iteration_source;  // "ProfilerStep", "step range", "comm pattern", "forward ranges", "optimizer kernels", "none"
   int64_t warmup_iterations = 0;
   Spread spread_overlap_ratio, spread_exposed_comm_ns, spread_wall_ns;
   int64_t streams = 0;

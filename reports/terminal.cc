@@ -143,7 +143,20 @@ class TerminalReport : public ReportWriter {
       out << "\nper iteration (window on the GPU timeline; w = warm-up, left out of spreads and the CI gate):\n";
       out << fmt::format("{:>5}  {:>5}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}  {:>6}{}\n", "rank", "iter",
                          "step", "wall", "compute", "comm", "overlap", "exposed", "overlap%", "ops", file_col("file"));
+      // Bounded: per rank the first and last kTerminalIterationRows rows, and how many are left
+      // out between (all of them are in the JSON summary).
+      constexpr int64_t kTerminalIterationRows = 20;
+      std::vector<int64_t> rows(s.ranks.size() + 1, 0);
+      for (const IterationResult& it : s.iterations) ++rows[std::min(it.rank_index, s.ranks.size())];
       for (const IterationResult& it : s.iterations) {
+        const int64_t n = rows[std::min(it.rank_index, s.ranks.size())];
+        if (n > 2 * kTerminalIterationRows && it.index >= kTerminalIterationRows &&
+            it.index < n - kTerminalIterationRows) {
+          if (it.index == kTerminalIterationRows)
+            out << fmt::format("{:>5}  ... {} iterations left out (all of them in --json)\n", RankLabel(it.rank),
+                               n - 2 * kTerminalIterationRows);
+          continue;
+        }
         const OverlapFigures& f = it.figures;
         out << fmt::format("{:>5}  {:>5}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}  {:>6}{}\n",
                            RankLabel(it.rank), it.warmup ? fmt::format("{}w", it.index) : std::to_string(it.index),

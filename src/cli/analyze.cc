@@ -67,6 +67,7 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
   }
   AnalysisOptions ao;
   ao.step_range = a.step_range;
+  ao.iterations = IterationModeNamed(a.iterations);
   // `run`: the HTML page and the Chrome trace take their data from this same pass.
   std::unique_ptr<ReportWriter> html = a.report_dir.empty() ? nullptr : MakeReportWriter("html");
   std::unique_ptr<ReportWriter> chrome = a.report_dir.empty() ? nullptr : MakeReportWriter("chrome-trace");

@@ -60,6 +60,7 @@ struct AnalyzeArgs {
   std::string cache_dir;  // --cache-dir: where .nsys-rep inputs are exported (ExpandInputs)
   std::vector<std::string> comm_kernel, not_comm;  // src/trace/classify.h CommPatterns
   std::string comm_timing = "auto";  // --comm-timing: auto (the plugin's per-op times when there) or kernels
+  std::string iterations = "auto";   // --iterations: auto, markers or pattern (IterationModeNamed)
   bool rank_by_gpu = false;          // --rank-by-gpu (CheckRanksByGpu, src/cli/pipeline.h)
   // `run`: also write the reports into this directory (overlap.summary.json,
   // overlap.perfetto.json, overlap.report.html), beside the rank files.
@@ -76,6 +77,7 @@ struct ReportArgs {
   std::string cache_dir;         // --cache-dir (.nsys-rep exports)
   std::vector<std::string> comm_kernel, not_comm;  // src/trace/classify.h CommPatterns
   std::string comm_timing = "auto";  // --comm-timing (AnalyzeArgs)
+  std::string iterations = "auto";   // --iterations (AnalyzeArgs)
   bool rank_by_gpu = false;          // --rank-by-gpu (AnalyzeArgs)
 };
 CommandResult RunReport(const ReportArgs& args);

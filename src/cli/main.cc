@@ -77,6 +77,15 @@ void AddCommTimingOption(CLI::App* app, std::string& comm_timing) {
       ->type_name("SOURCE");
 }
 
+// --iterations (docs/analyzers.md, "Iterations").
+void AddIterationsOption(CLI::App* app, std::string& iterations) {
+  app->add_option("--iterations", iterations,
+                  "where iteration windows come from: auto (ProfilerStep/--step-range markers, else detected from the "
+                  "trace; default), markers (markers only), pattern (detected, markers ignored)")
+      ->check(Quiet(CLI::IsMember({"auto", "markers", "pattern"})))
+      ->type_name("MODE");
+}
+
 // --rank-by-gpu (docs/nsys.md, "Ranks").
 void AddRankByGpuOption(CLI::App* app, bool& rank_by_gpu) {
   app->add_flag("--rank-by-gpu", rank_by_gpu,
@@ -116,6 +125,7 @@ void DefineCommands(CLI::App& app, Commands& c) {
   analyze->add_option("--cache-dir", aa.cache_dir, kCacheDirHelp)->type_name("DIR");
   AddCommPatternOptions(analyze, aa.comm_kernel, aa.not_comm);
   AddCommTimingOption(analyze, aa.comm_timing);
+  AddIterationsOption(analyze, aa.iterations);
   AddRankByGpuOption(analyze, aa.rank_by_gpu);
 
   CLI::App* import = app.add_subcommand("import", "Convert PyTorch-profiler JSON traces and Nsight Systems exports into overlapprof stores");
@@ -169,6 +179,7 @@ void DefineCommands(CLI::App& app, Commands& c) {
   report->add_option("--cache-dir", pa.cache_dir, kCacheDirHelp)->type_name("DIR");
   AddCommPatternOptions(report, pa.comm_kernel, pa.not_comm);
   AddCommTimingOption(report, pa.comm_timing);
+  AddIterationsOption(report, pa.iterations);
   AddRankByGpuOption(report, pa.rank_by_gpu);
 
   CLI::App* compare = app.add_subcommand("compare", "Compare two runs (traces, or JSON summaries): per metric, verdict");

@@ -31,6 +31,7 @@ CommandResult RunReport(const ReportArgs& a) {
   }
   AnalysisOptions ao;
   ao.step_range = a.step_range;
+  ao.iterations = IterationModeNamed(a.iterations);
   ReportOptions ro;
   ro.trace_iterations = a.trace_iterations;
   ro.trace_budget_bytes = static_cast<int64_t>(a.trace_budget_mb * 1e6);
