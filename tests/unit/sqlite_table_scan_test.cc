@@ -1,4 +1,4 @@
-// SqliteTableScan (src/importers/sqlite_table_scan.*) and RowSpill (src/importers/row_spill.*):
+// SqliteTableScan (src/io/sqlite_table_scan.*) and RowSpill (src/io/row_spill.*):
 //  1. A direct scan returns what SQL returns, row by row and column by column, on tables that
 //     exercise the file format: multi-level trees (512-byte pages), rows whose integers lie in
 //     overflow pages, every integer width, NULL/REAL/TEXT/BLOB, the rowid alias, columns added
@@ -16,10 +16,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <random>
 
-#include "src/importers/row_spill.h"
-#include "src/importers/sqlite_table_scan.h"
+#include "src/importers/sqlite_table_schema.h"
+#include "src/io/row_spill.h"
+#include "src/io/sqlite_table_scan.h"
 #include "src/store/sqlite_util.h"
 #include "test_util.h"
 
@@ -39,6 +42,13 @@ class ScanTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  static StatusOr<std::unique_ptr<SqliteTableScan>> OpenScan(sqlite3* db, const std::string& path,
+                                                            std::string_view table,
+                                                            const std::vector<std::string>& columns,
+                                                            std::string* why_not) {
+    return OpenSqliteTableScan(db, path, table, columns, why_not);
+  }
 
   // Runs `sql` on a new database at `path` (512-byte pages unless the script says otherwise).
   static void Exec(sqlite3* db, const std::string& sql) {
@@ -60,7 +70,9 @@ class ScanTest : public ::testing::Test {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
     Exec(db, "PRAGMA page_size=512; PRAGMA journal_mode=DELETE;");
-    Exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, a INTEGER, big TEXT, b INTEGER, c, d INTEGER); BEGIN;");
+    // Every column read has INTEGER affinity (others are left to SQL), which keeps reals, text
+    // and blobs as they are.
+    Exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, a INTEGER, big INTEGER, b INTEGER, c INTEGER, d INTEGER); BEGIN;");
     sqlite3_stmt* ins = nullptr;
     ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO t(id, a, big, b, c, d) VALUES (?1, ?2, ?3, ?4, ?5, ?6)", -1, &ins,
                                  nullptr),
@@ -84,7 +96,7 @@ class ScanTest : public ::testing::Test {
         sqlite3_bind_text(ins, 3, "short", -1, SQLITE_STATIC);
       }
       sqlite3_bind_int64(ins, 4, static_cast<int64_t>(rng()));
-      switch (i % 5) {  // c: untyped, any storage class
+      switch (i % 5) {  // c: any storage class
         case 0: sqlite3_bind_null(ins, 5); break;
         case 1: sqlite3_bind_double(ins, 5, 1.5 * i); break;
         case 2: sqlite3_bind_text(ins, 5, "text", -1, SQLITE_STATIC); break;
@@ -108,7 +120,7 @@ class ScanTest : public ::testing::Test {
     Db db;
     EXPECT_TRUE(OpenUntrustedReadOnly(db, path).ok());
     std::string why_not;
-    StatusOr<std::unique_ptr<SqliteTableScan>> scan = SqliteTableScan::Open(db.get(), path, table, columns, &why_not);
+    StatusOr<std::unique_ptr<SqliteTableScan>> scan = OpenScan(db.get(), path, table, columns, &why_not);
     EXPECT_TRUE(scan.ok()) << scan.status().message();
     if (!scan.ok() || !*scan) {
       ADD_FAILURE() << "no direct scan: " << why_not;
@@ -157,7 +169,7 @@ class ScanTest : public ::testing::Test {
     Db db;
     OVERLAPPROF_RETURN_IF_ERROR(OpenUntrustedReadOnly(db, path));
     std::string why_not;
-    OVERLAPPROF_ASSIGN_OR_RETURN(auto scan, SqliteTableScan::Open(db.get(), path, table, columns, &why_not));
+    OVERLAPPROF_ASSIGN_OR_RETURN(auto scan, OpenScan(db.get(), path, table, columns, &why_not));
     if (!scan) return MakeError(StatusCode::kInternal, "no direct scan: {}", why_not);
     int64_t n = 0;
     while (true) {
@@ -173,7 +185,7 @@ class ScanTest : public ::testing::Test {
     Db db;
     EXPECT_TRUE(OpenUntrustedReadOnly(db, path).ok());
     std::string why_not;
-    StatusOr<std::unique_ptr<SqliteTableScan>> scan = SqliteTableScan::Open(db.get(), path, table, columns, &why_not);
+    StatusOr<std::unique_ptr<SqliteTableScan>> scan = OpenScan(db.get(), path, table, columns, &why_not);
     EXPECT_TRUE(scan.ok());
     EXPECT_TRUE(scan.ok() && *scan == nullptr);
     return why_not;
@@ -197,6 +209,162 @@ class ScanTest : public ::testing::Test {
     StatusOr<bool> row = st.Step("root");
     EXPECT_TRUE(row.ok() && *row);
     return static_cast<uint32_t>(st.Int(0));
+  }
+
+
+  // SQLite's varint of v (1-9 bytes).
+  static std::vector<uint8_t> Varint(uint64_t v) {
+    if (v > (uint64_t{1} << 56) - 1) {  // nine bytes: eight groups of 7 bits, then 8 bits whole
+      std::vector<uint8_t> out(9);
+      out[8] = static_cast<uint8_t>(v);
+      v >>= 8;
+      for (int i = 7; i >= 0; --i, v >>= 7) out[static_cast<size_t>(i)] = static_cast<uint8_t>((v & 0x7f) | 0x80);
+      return out;
+    }
+    std::vector<uint8_t> out;
+    do {
+      out.insert(out.begin(), static_cast<uint8_t>((v & 0x7f) | (out.empty() ? 0 : 0x80)));
+      v >>= 7;
+    } while (v != 0);
+    return out;
+  }
+  static uint32_t Be32At(const std::vector<uint8_t>& b, size_t at) {
+    return (uint32_t{b[at]} << 24) | (uint32_t{b[at + 1]} << 16) | (uint32_t{b[at + 2]} << 8) | b[at + 3];
+  }
+  static void PutBe32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) b[at + static_cast<size_t>(i)] = static_cast<uint8_t>(v >> (24 - 8 * i));
+  }
+  static size_t ReadVarint(const std::vector<uint8_t>& b, size_t at, uint64_t* v) {
+    *v = 0;
+    for (size_t i = 0; i < 8; ++i) {
+      *v = (*v << 7) | (b[at + i] & 0x7f);
+      if (!(b[at + i] & 0x80)) return i + 1;
+    }
+    *v = (*v << 8) | b[at + 8];
+    return 9;
+  }
+
+  // The cells of a table's leaves, in order (512-byte pages, as MakeDb writes them): where each
+  // cell's record starts in the file, its payload size, and for an overflowing one where its
+  // first overflow page number is stored and the chain of pages.
+  struct Cell {
+    size_t record = 0;  // file offset of the record (after the payload and rowid varints)
+    uint64_t payload = 0;
+    size_t overflow_ptr = 0;  // file offset of the first overflow page number; 0: none
+    std::vector<uint32_t> chain;
+  };
+  static std::vector<Cell> LeafCells(const std::vector<uint8_t>& b, uint32_t root) {
+    std::vector<Cell> cells;
+    std::vector<uint32_t> todo = {root};
+    std::vector<uint32_t> leaves;
+    while (!todo.empty()) {  // depth first, left to right
+      const uint32_t pg = todo.back();
+      todo.pop_back();
+      const size_t p = (pg - 1) * size_t{512}, h = p + (pg == 1 ? 100 : 0);
+      const uint32_t n = (uint32_t{b[h + 3]} << 8) | b[h + 4];
+      if (b[h] == 0x0D) {
+        leaves.push_back(pg);
+        continue;
+      }
+      std::vector<uint32_t> kids;
+      for (uint32_t i = 0; i < n; ++i) kids.push_back(Be32At(b, p + ((uint32_t{b[h + 12 + 2 * i]} << 8) | b[h + 13 + 2 * i])));
+      kids.push_back(Be32At(b, h + 8));
+      todo.insert(todo.end(), kids.rbegin(), kids.rend());
+    }
+    for (uint32_t pg : leaves) {
+      const size_t p = (pg - 1) * size_t{512}, h = p + (pg == 1 ? 100 : 0);
+      const uint32_t n = (uint32_t{b[h + 3]} << 8) | b[h + 4];
+      for (uint32_t i = 0; i < n; ++i) {
+        size_t at = p + ((uint32_t{b[h + 8 + 2 * i]} << 8) | b[h + 9 + 2 * i]);
+        Cell c;
+        uint64_t rowid;
+        at += ReadVarint(b, at, &c.payload);
+        at += ReadVarint(b, at, &rowid);
+        c.record = at;
+        const uint64_t x = 512 - 35, m = (512 - 12) * 32 / 255 - 23;
+        if (c.payload > x) {
+          const uint64_t k = m + (c.payload - m) % (512 - 4);
+          c.overflow_ptr = at + (k <= x ? k : m);
+          for (uint32_t o = Be32At(b, c.overflow_ptr); o != 0; o = Be32At(b, (o - 1) * size_t{512})) c.chain.push_back(o);
+        }
+        cells.push_back(c);
+      }
+    }
+    return cells;
+  }
+
+  // What SQL says of the table, as the importer reads it through SQL: PRAGMA quick_check of
+  // the table, then the rows. Damage is an error status.
+  struct Value {
+    SqliteTableScan::Kind kind;
+    int64_t v;
+    bool operator==(const Value&) const = default;
+  };
+  using Rows = std::vector<std::vector<Value>>;
+  static StatusOr<Rows> SqlRows(const std::string& path, const std::string& table,
+                                const std::vector<std::string>& columns) {
+    Db db;
+    OVERLAPPROF_RETURN_IF_ERROR(OpenUntrustedReadOnly(db, path));
+    Stmt check;
+    OVERLAPPROF_RETURN_IF_ERROR(check.Prepare(db.get(), fmt::format("PRAGMA quick_check({})", table)));
+    OVERLAPPROF_ASSIGN_OR_RETURN(bool row, check.Step("quick_check"));
+    if (!row || check.Text(0) != "ok") return MakeError(StatusCode::kCorrupt, "quick_check: {}", check.Text(0));
+    std::string sql = "SELECT ";
+    for (size_t i = 0; i < columns.size(); ++i) sql += fmt::format("{}\"{}\"", i ? ", " : "", columns[i]);
+    Stmt st;
+    OVERLAPPROF_RETURN_IF_ERROR(st.Prepare(db.get(), sql + " FROM " + table));
+    Rows rows;
+    while (true) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(bool more, st.Step("rows"));
+      if (!more) break;
+      std::vector<Value> r;
+      for (size_t i = 0; i < columns.size(); ++i) {
+        const int type = sqlite3_column_type(st.get(), static_cast<int>(i));
+        r.push_back(type == SQLITE_NULL      ? Value{SqliteTableScan::kNull, 0}
+                    : type == SQLITE_INTEGER ? Value{SqliteTableScan::kInt, sqlite3_column_int64(st.get(), static_cast<int>(i))}
+                                             : Value{SqliteTableScan::kOther, 0});
+      }
+      rows.push_back(std::move(r));
+    }
+    return rows;
+  }
+  // The direct scan's rows; nullopt when it leaves the table to SQL.
+  static StatusOr<std::optional<Rows>> ScanRows(const std::string& path, const std::string& table,
+                                                const std::vector<std::string>& columns) {
+    Db db;
+    OVERLAPPROF_RETURN_IF_ERROR(OpenUntrustedReadOnly(db, path));
+    std::string why_not;
+    OVERLAPPROF_ASSIGN_OR_RETURN(auto scan, OpenScan(db.get(), path, table, columns, &why_not));
+    if (!scan) return std::optional<Rows>();
+    Rows rows;
+    while (true) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(bool more, scan->Next());
+      if (!more) break;
+      std::vector<Value> r;
+      for (size_t i = 0; i < columns.size(); ++i) r.push_back({scan->kind(i), scan->IsInt(i) ? scan->Int(i) : 0});
+      rows.push_back(std::move(r));
+    }
+    return std::optional<Rows>(std::move(rows));
+  }
+  // The contract on one file: where SQL finds damage the scan does too; where SQL reads rows
+  // the scan reads the same rows, or finds damage (an error, exit 2), or leaves the table to
+  // SQL. Returns the scan's verdict: "rows", "sql" or "error".
+  static std::string ExpectSqlOrError(const std::string& path, const std::string& table,
+                                      const std::vector<std::string>& columns, const std::string& what) {
+    StatusOr<Rows> want = SqlRows(path, table, columns);
+    StatusOr<std::optional<Rows>> got = ScanRows(path, table, columns);
+    if (!got.ok()) {
+      EXPECT_TRUE(got.status().code() == StatusCode::kCorrupt || got.status().code() == StatusCode::kIo)
+          << what << ": " << got.status().message();
+      return "error";
+    }
+    if (!got->has_value()) return "sql";
+    EXPECT_TRUE(want.ok()) << what << ": SQL finds damage (" << want.status().message()
+                           << ") but the direct scan read " << (*got)->size() << " rows";
+    if (want.ok()) {
+      EXPECT_TRUE(**got == *want) << what << ": the direct scan read other rows than SQL";
+    }
+    return "rows";
   }
 
   fs::path dir_;
@@ -310,7 +478,7 @@ TEST_F(ScanTest, DamagedPagesAreCorruptNotReadPastOrLooped) {
     b[r + 9] = static_cast<uint8_t>(root >> 16);
     b[r + 10] = static_cast<uint8_t>(root >> 8);
     b[r + 11] = static_cast<uint8_t>(root);
-    expect_corrupt(b, "more pages than the file has|rowids out of order");
+    expect_corrupt(b, "reached twice|rowids out of order");
   }
   {  // the first leaf's first cell offset past the page
     std::vector<uint8_t> b = good;
@@ -369,6 +537,128 @@ TEST_F(ScanTest, RandomDamageIsAnErrorOrRowsNeverACrash) {
   EXPECT_GT(errors, 0) << "some damage must be found";
 }
 
+
+// Overwrites the record of cell `cell` of a table's leaves with `record` (the same length).
+static void PutRecord(std::vector<uint8_t>& b, size_t at, const std::vector<std::vector<uint8_t>>& parts) {
+  for (const auto& part : parts) {
+    std::copy(part.begin(), part.end(), b.begin() + static_cast<std::ptrdiff_t>(at));
+    at += part.size();
+  }
+}
+
+// Serial sizes that wrap around 2^64 add up to a length that fits: the scan must see the sum
+// overflow (damage), not read a column from the wrong bytes (or 2^63 bytes away).
+TEST_F(ScanTest, SerialSizesThatWrapAroundAreDamageNotBytesReadElsewhere) {
+  const std::string path = Path("wrap.db");
+  MakeDb(path, "CREATE TABLE t(a INTEGER, b INTEGER, c INTEGER, d INTEGER);"
+               "INSERT INTO t VALUES (1, 2, 3, zeroblob(60)), (4, 5, 6, zeroblob(60)), (7, 8, 9, zeroblob(60));");
+  const std::vector<uint8_t> good = ReadFile(path);
+  const std::vector<Cell> cells = LeafCells(good, RootPage(path, "t"));
+  ASSERT_EQ(cells.size(), 3u);
+  ASSERT_EQ(cells[1].payload, 69u);  // header 6 (two bytes for the blob's type), body 63
+  const uint64_t kHugeBlob = ~uint64_t{0} - 1;  // serial type of a blob of 2^63 - 7 bytes
+  {
+    // a, b: blobs of 2^63 - 7 bytes each (sum 2^64 - 14); c: one byte at "offset -14", in the
+    // header; d: a blob of 60, so that the sizes add up to the body's 47 bytes modulo 2^64.
+    std::vector<uint8_t> b = good;
+    PutRecord(b, cells[1].record, {Varint(22), Varint(kHugeBlob), Varint(kHugeBlob), Varint(1), Varint(12 + 2 * 60),
+                                    std::vector<uint8_t>(47, 0x2a)});
+    WriteFile(path, b);
+    EXPECT_FALSE(SqlRows(path, "t", {"a", "b", "c", "d"}).ok()) << "SQLite calls the record malformed";
+    StatusOr<std::optional<Rows>> got = ScanRows(path, "t", {"c", "d"});
+    EXPECT_EQ(got.status().code(), StatusCode::kCorrupt) << (got.ok() ? "rows read" : got.status().message());
+    ExpectSqlOrError(path, "t", {"a", "b", "c", "d"}, "wrapped sizes");
+  }
+}
+
+TEST_F(ScanTest, SerialSizesThatWrapAroundNeverReadFarAway) {
+  const std::string path = Path("wrap2.db");
+  MakeDb(path, "CREATE TABLE t(a INTEGER, b INTEGER, c INTEGER, d INTEGER);"
+               "INSERT INTO t VALUES (1, 2, 3, zeroblob(60)), (4, 5, 6, zeroblob(60));");
+  std::vector<uint8_t> b = ReadFile(path);
+  const std::vector<Cell> cells = LeafCells(b, RootPage(path, "t"));
+  ASSERT_EQ(cells.size(), 2u);
+  ASSERT_EQ(cells[1].payload, 69u);  // (4, 5, 6, 60 bytes): header 6, body 63 (0 and 1 take no body bytes)
+  // a: a blob of 2^63 - 7 bytes; b: an 8-byte integer just after it; c: another such blob;
+  // d: a blob of 54, the sum wrapping to the body's 48 bytes. Reading b would read 2^63 away.
+  PutRecord(b, cells[1].record, {Varint(21), Varint(~uint64_t{0} - 1), Varint(6), Varint(~uint64_t{0} - 1),
+                                 Varint(12 + 2 * 54), std::vector<uint8_t>(48, 0x2a)});
+  WriteFile(path, b);
+  StatusOr<std::optional<Rows>> got = ScanRows(path, "t", {"b", "d"});
+  EXPECT_EQ(got.status().code(), StatusCode::kCorrupt) << (got.ok() ? "rows read" : got.status().message());
+}
+
+// A record header that claims fewer bytes than its serial types take (the columns past it
+// would read as NULL: a phantom "pid -1") or more, is damage, as SQL says.
+TEST_F(ScanTest, ARecordHeaderThatLiesAboutItsLengthIsDamage) {
+  const std::string path = Path("header.db");
+  MakeDb(path, "CREATE TABLE t(a INTEGER, b INTEGER, c INTEGER); INSERT INTO t VALUES (1, 2, 3), (4, 5, 6), (7, 8, 9);");
+  const std::vector<uint8_t> good = ReadFile(path);
+  const std::vector<Cell> cells = LeafCells(good, RootPage(path, "t"));
+  ASSERT_EQ(cells.size(), 3u);
+  ASSERT_EQ(cells[1].payload, 7u);  // [4, 1, 1, 1] [4, 5, 6]
+  for (const auto& [name, record] : std::vector<std::pair<std::string, std::vector<uint8_t>>>{
+           {"short", {3, 1, 1, 1, 4, 5, 6}},   // two types: c past the header; the body one byte too long
+           {"long", {5, 1, 1, 1, 1, 5, 6}},    // four types, of four bytes, in a body of two
+           {"long2", {6, 1, 1, 1, 0, 0, 6}}}) {  // five types, of three bytes, in a body of one
+    std::vector<uint8_t> b = good;
+    PutRecord(b, cells[1].record, {record});
+    WriteFile(path, b);
+    EXPECT_FALSE(SqlRows(path, "t", {"a", "b", "c"}).ok()) << name << ": SQLite calls the record malformed";
+    StatusOr<std::optional<Rows>> got = ScanRows(path, "t", {"a", "b", "c"});
+    EXPECT_EQ(got.status().code(), StatusCode::kCorrupt) << name << ": " << (got.ok() ? "rows read" : got.status().message());
+  }
+}
+
+// Overflow pages: one reached twice (two rows sharing a chain, a chain that loops back) or a
+// chain longer than its payload is damage (SQL's quick_check: "2nd reference to page",
+// "overflow list length"), never rows read from another row's bytes or a copy without end.
+TEST_F(ScanTest, AnOverflowPageReachedTwiceIsDamage) {
+  const std::string path = Path("chain.db");
+  std::string sql = "CREATE TABLE t(id INTEGER PRIMARY KEY, big INTEGER, a INTEGER); BEGIN;";
+  for (int i = 1; i <= 20; ++i) sql += fmt::format("INSERT INTO t VALUES ({}, zeroblob(3000), {});", i, i * 7);
+  MakeDb(path, sql + "COMMIT;");
+  const std::vector<uint8_t> good = ReadFile(path);
+  const std::vector<Cell> cells = LeafCells(good, RootPage(path, "t"));
+  ASSERT_EQ(cells.size(), 20u);
+  ASSERT_GE(cells[0].chain.size(), 5u);
+  ASSERT_EQ(cells[0].chain.size(), cells[1].chain.size());
+  ASSERT_EQ(ExpectSqlOrError(path, "t", {"id", "a"}, "undamaged"), "rows");
+  auto page_at = [](uint32_t pg) { return (pg - 1) * size_t{512}; };
+  struct Damage {
+    std::string name;
+    std::function<void(std::vector<uint8_t>&)> apply;
+  };
+  for (const Damage& d : std::vector<Damage>{
+           {"two rows share a chain", [&](auto& b) { PutBe32(b, cells[1].overflow_ptr, cells[0].chain[0]); }},
+           {"a chain loops back", [&](auto& b) { PutBe32(b, page_at(cells[0].chain[2]), cells[0].chain[1]); }},
+           {"a chain goes on past its payload", [&](auto& b) { PutBe32(b, page_at(cells[0].chain.back()), cells[5].chain[0]); }},
+           {"a chain runs into the tree", [&](auto& b) { PutBe32(b, page_at(cells[0].chain[1]), RootPage(path, "t")); }},
+       }) {
+    std::vector<uint8_t> b = good;
+    d.apply(b);
+    WriteFile(path, b);
+    EXPECT_FALSE(SqlRows(path, "t", {"id", "a"}).ok()) << d.name << ": quick_check finds it";
+    StatusOr<std::optional<Rows>> got = ScanRows(path, "t", {"id", "a"});
+    EXPECT_EQ(got.status().code(), StatusCode::kCorrupt) << d.name << ": " << (got.ok() ? "rows read" : got.status().message());
+  }
+}
+
+// SQLite reads a column of REAL affinity as a REAL even where the file holds an integer (it
+// stores integral reals as integers): a column without INTEGER affinity (SQLite's datatype
+// doc, 3.1: a declared type containing "INT") is left to SQL.
+TEST_F(ScanTest, ColumnsWithoutIntegerAffinityAreLeftToSql) {
+  const std::string path = Path("affinity.db");
+  MakeDb(path, "CREATE TABLE k(start REAL, \"end\" DOUBLE, deviceId FLOAT, n NUMERIC, s TEXT, u, "
+               "i BIGINT, j UNSIGNED BIG INT, m int8, p INTEGER);"
+               "INSERT INTO k VALUES (1, 2, 3, 4, 5, 6, 7, 8, 9, 10), (11, 12, 13, 14, 15, 16, 17, 18, 19, 20);");
+  for (const char* col : {"start", "end", "deviceId", "n", "s", "u"}) {
+    EXPECT_NE(WhyNot(path, "k", {"i", col}).find("affinity"), std::string::npos) << col;
+    EXPECT_EQ(ExpectSqlOrError(path, "k", {"i", col}, col), "sql") << col;
+  }
+  EXPECT_EQ(ExpectScanEqualsSql(path, "k", {"i", "j", "m", "p"}), 2);
+}
+
 TEST_F(ScanTest, SpilledRowsComeBackByKeyInOrder) {
   const std::string path = Path("spill.db");
   MakeMixed(path);
@@ -376,7 +666,7 @@ TEST_F(ScanTest, SpilledRowsComeBackByKeyInOrder) {
   Db db;
   ASSERT_TRUE(OpenUntrustedReadOnly(db, path).ok());
   std::string why_not;
-  auto scan = SqliteTableScan::Open(db.get(), path, "t", cols, &why_not);
+  auto scan = OpenScan(db.get(), path, "t", cols, &why_not);
   ASSERT_TRUE(scan.ok() && *scan) << why_not;
   auto spill = RowSpill::Create(dir_.string(), static_cast<int>(cols.size()), 3);
   ASSERT_TRUE(spill.ok()) << spill.status().message();
