@@ -45,10 +45,10 @@ StatusOr<SqliteTableSchema> ReadSqliteTableSchema(sqlite3* db, std::string_view 
   }
   {
     Stmt q;
-    OVERLAPPROF_RETURN_IF_ERROR(q.Prepare(db, "SELECT count(*) FROM pragma_index_list(?1) WHERE origin = 'pk'"));
+    OVERLAPPROF_RETURN_IF_ERROR(q.Prepare(db, "SELECT count(*) FROM pragma_index_list(?1)"));
     q.Bind(1, table);
     OVERLAPPROF_ASSIGN_OR_RETURN(bool row, q.Step("table indexes"));
-    s.primary_key_index = row && q.Int(0) > 0;
+    s.indexes = row ? static_cast<int>(q.Int(0)) : 0;
   }
   return s;
 }

@@ -14,7 +14,7 @@
 namespace overlapprof {
 
 // Root page (0: no such table), WITHOUT ROWID, the columns (pragma_table_xinfo: generated
-// ones too) and whether the primary key has an index of its own.
+// ones too) and the number of indexes on the table.
 StatusOr<SqliteTableSchema> ReadSqliteTableSchema(sqlite3* db, std::string_view table);
 
 // ReadSqliteTableSchema, then SqliteTableScan::Open: a direct scan of `table` of the database

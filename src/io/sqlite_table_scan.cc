@@ -24,7 +24,12 @@ constexpr uint32_t kMinPageSize = 512, kMaxPageSize = 65536, kPageSizeCodeFor64K
 constexpr uint32_t kMinUsableSize = 480;
 // 1.6 B-tree pages: the page header, then the cell pointer array (2 bytes per cell).
 constexpr uint8_t kInteriorTable = 0x05, kLeafTable = 0x0D;
+constexpr size_t kFirstFreeblockAt = 1;       // 2 bytes; 0: none
 constexpr size_t kCellCountAt = 3;            // 2 bytes
+constexpr size_t kContentStartAt = 5;         // 2 bytes; 0 means 65536
+constexpr size_t kFragmentedBytesAt = 7;      // 1 byte
+constexpr uint32_t kFreeblockHeaderBytes = 4;  // next freeblock (2), its size (2)
+constexpr uint32_t kMinCellBytes = 4;          // a smaller cell takes 4 bytes (cellSizePtr)
 constexpr size_t kRightMostPointerAt = 8;     // 4 bytes, interior pages only
 constexpr uint32_t kLeafHeaderBytes = 8, kInteriorHeaderBytes = 12;
 constexpr uint32_t kChildPointerBytes = 4;
@@ -70,17 +75,20 @@ constexpr uint64_t SerialSize(uint64_t t) {
   return t < kFirstVariableSerialType ? kFixedSerialSizes[t] : (t - kFirstVariableSerialType) / 2;
 }
 
-// Bytes of a value of a one-byte serial type (< 0x80); kReservedSize for 10 and 11.
-constexpr uint8_t kReservedSize = 0xff;
+// Bytes of a value of a one-byte serial type (< 0x80), for summing a header's sizes without a
+// branch per type. The reserved types 10 and 11 count kReservedSize, more than any record
+// body: a header with one cannot add up to its body. (A sum of at most kMaxRowPayload types,
+// each at most kReservedSize, stays below 2^56.)
+constexpr uint64_t kReservedSize = uint64_t{1} << 32;
 struct OneByteSizes {
-  uint8_t size[0x80];
+  uint64_t size[0x80];
   constexpr OneByteSizes() : size{} {
     for (uint64_t t = 0; t < 0x80; ++t)
-      size[t] = (t == kReservedSerialType10 || t == kReservedSerialType11) ? kReservedSize
-                                                                             : static_cast<uint8_t>(SerialSize(t));
+      size[t] = (t == kReservedSerialType10 || t == kReservedSerialType11) ? kReservedSize : SerialSize(t);
   }
 };
 constexpr OneByteSizes kOneByteSizes;
+constexpr uint64_t kHighBits = 0x8080808080808080;  // a varint's continuation bits, 8 bytes at a time
 
 // The big-endian two's-complement integer of serial type t (1-6), sign-extended. Reads
 // exactly SerialSize(t) bytes.
@@ -108,6 +116,24 @@ inline int64_t IntOfType(const uint8_t* p, uint64_t t) {
       return static_cast<int64_t>(__builtin_bswap64(v));
     }
   }
+}
+
+// Whether a[0..n) == b[0..n), in 8-byte words (the last one overlapping), inlined.
+inline bool SameBytes(const uint8_t* a, const uint8_t* b, size_t n) {
+  if (n < 8) {
+    uint8_t diff = 0;
+    for (size_t i = 0; i < n; ++i) diff |= a[i] ^ b[i];
+    return diff == 0;
+  }
+  uint64_t diff = 0, x, y;
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    std::memcpy(&x, a + i, 8);
+    std::memcpy(&y, b + i, 8);
+    diff |= x ^ y;
+  }
+  std::memcpy(&x, a + n - 8, 8);
+  std::memcpy(&y, b + n - 8, 8);
+  return (diff | (x ^ y)) == 0;
 }
 
 std::string Upper(std::string_view s) {
@@ -151,6 +177,7 @@ StatusOr<std::unique_ptr<SqliteTableScan>> SqliteTableScan::Open(const std::stri
   if (::stat((path + kWalSuffix).c_str(), &wal) == 0 && wal.st_size > 0) return use_sql("a -wal file is beside it");
   if (schema.root_page == 0) return use_sql("no root page in the schema");
   if (schema.without_rowid) return use_sql("a WITHOUT ROWID table");
+  if (schema.indexes > 0) return use_sql("a table with an index");
   s->root_ = schema.root_page;
 
   int pk_columns = 0;
@@ -170,9 +197,9 @@ StatusOr<std::unique_ptr<SqliteTableScan>> SqliteTableScan::Open(const std::stri
       if (AffinityOfDeclaredType(c.declared_type) != SqliteAffinity::kInteger)
         return use_sql(fmt::format("column {} is declared '{}', without INTEGER affinity", want, c.declared_type));
       idx = static_cast<int>(i);
-      // INTEGER PRIMARY KEY: the rowid itself, unless the key has an index of its own
-      // ("INTEGER PRIMARY KEY DESC" is not an alias, a quirk SQLite keeps).
-      rowid = c.primary_key && Upper(c.declared_type) == "INTEGER" && pk_columns == 1 && !schema.primary_key_index;
+      // INTEGER PRIMARY KEY: the rowid itself ("INTEGER PRIMARY KEY DESC" is not an alias, a
+      // quirk SQLite keeps, but it has an index: left to SQL above).
+      rowid = c.primary_key && Upper(c.declared_type) == "INTEGER" && pk_columns == 1;
       break;
     }
     s->col_index_.push_back(rowid ? -1 : idx);
@@ -270,6 +297,49 @@ StatusOr<uint32_t> SqliteTableScan::ChildOf(const Frame& f, int cell) const {
   return Be32(f.page.data() + off);
 }
 
+StatusOr<int64_t> SqliteTableScan::KeyOf(const Frame& f, int cell) const {
+  const uint32_t hdr_off = f.pgno == 1 ? kFileHeaderBytes : 0;
+  const uint32_t off = Be16(f.page.data() + hdr_off + kInteriorHeaderBytes + 2 * static_cast<uint32_t>(cell));
+  const uint8_t* k = f.page.data() + off + kChildPointerBytes;  // off checked when the page was read
+  uint64_t key;
+  if (!Varint(k, f.page.data() + usable_, &key)) return Corrupt(f.pgno, "cell key past the page");
+  return static_cast<int64_t>(key);
+}
+
+// As quick_check: in order, a row's rowid is above every key before it; an interior key is
+// at least the last rowid of the child before it (below every key after it).
+Status SqliteTableScan::Key(uint32_t pgno, int64_t key, bool may_equal) {
+  if (have_key_ && (may_equal ? key < last_key_ : key <= last_key_)) return Corrupt(pgno, "rowids out of order");
+  have_key_ = true;
+  last_key_ = key;
+  return OkStatus();
+}
+
+Status SqliteTableScan::CheckSpace(const uint8_t* page, uint32_t pgno, uint64_t cell_bytes) const {
+  const uint32_t hdr_off = pgno == 1 ? kFileHeaderBytes : 0;
+  const uint8_t* hdr = page + hdr_off;
+  const uint32_t header = hdr[0] == kInteriorTable ? kInteriorHeaderBytes : kLeafHeaderBytes;
+  uint32_t content = Be16(hdr + kContentStartAt);
+  if (content == 0) content = kMaxPageSize;
+  if (content < hdr_off + header + 2 * Be16(hdr + kCellCountAt) || content > usable_)
+    return Corrupt(pgno, "cell content area outside the page");
+  // Free blocks: in increasing order, inside the content area, apart.
+  uint64_t free_bytes = 0;
+  for (uint32_t fb = Be16(hdr + kFirstFreeblockAt), low = content; fb != 0;) {
+    if (fb < low || fb + kFreeblockHeaderBytes > usable_) return Corrupt(pgno, "free block outside the page");
+    const uint32_t size = Be16(page + fb + 2);
+    if (size < kFreeblockHeaderBytes || fb + size > usable_) return Corrupt(pgno, "free block outside the page");
+    free_bytes += size;
+    low = fb + size;
+    fb = Be16(page + fb);
+  }
+  if (cell_bytes + free_bytes + hdr[kFragmentedBytesAt] != usable_ - content)
+    return Corrupt(pgno, fmt::format("cells of {} bytes, free blocks of {} and {} fragmented bytes in a content area "
+                                     "of {} (a cell count or pointer damaged?)",
+                                     cell_bytes, free_bytes, hdr[kFragmentedBytesAt], usable_ - content));
+  return OkStatus();
+}
+
 // Pushes the interior pages from pgno down and loads the leftmost leaf below them.
 Status SqliteTableScan::Descend(uint32_t pgno) {
   for (;;) {
@@ -283,10 +353,16 @@ Status SqliteTableScan::Descend(uint32_t pgno) {
     if (type != kInteriorTable && type != kLeafTable) return Corrupt(pgno, fmt::format("page type {:#x} in a table tree", type));
     if (hdr_off + hsize + 2 * static_cast<uint32_t>(ncells) > usable_) return Corrupt(pgno, "cell count past the page");
     if (type == kLeafTable) {
+      if (leaf_depth_ == 0) leaf_depth_ = stack_.size() + 1;
+      if (stack_.size() + 1 != leaf_depth_) return Corrupt(pgno, "leaves at different depths");
       leaf_page_ = p;  // in the block buffer: valid until the next Page() call
       leaf_pgno_ = pgno;
       leaf_cell_ = 0;
       leaf_ncells_ = ncells;
+      leaf_bytes_ = 0;
+      leaf_content_ = Be16(hdr + kContentStartAt);
+      if (leaf_content_ == 0) leaf_content_ = kMaxPageSize;
+      if (ncells == 0) return CheckSpace(p, pgno, 0);
       return OkStatus();
     }
     if (stack_.size() >= kMaxDepth) return Corrupt(pgno, "tree deeper than any real one");
@@ -294,6 +370,18 @@ Status SqliteTableScan::Descend(uint32_t pgno) {
     f.page.assign(p, p + page_size_);
     f.pgno = pgno;
     f.ncells = ncells;
+    // The cells' sizes: a child page number and a key varint each.
+    uint64_t cell_bytes = 0;
+    for (int i = 0; i < ncells; ++i) {
+      const uint32_t off = Be16(hdr + kInteriorHeaderBytes + 2 * static_cast<uint32_t>(i));
+      if (off < hdr_off + kInteriorHeaderBytes + 2 * static_cast<uint32_t>(ncells) || off + kChildPointerBytes > usable_)
+        return Corrupt(pgno, "cell offset past the page");
+      const uint8_t* k = p + off + kChildPointerBytes;
+      uint64_t key;
+      if (!Varint(k, p + usable_, &key)) return Corrupt(pgno, "cell key past the page");
+      cell_bytes += static_cast<uint64_t>(k - (p + off));
+    }
+    OVERLAPPROF_RETURN_IF_ERROR(CheckSpace(p, pgno, cell_bytes));
     stack_.push_back(std::move(f));
     // The leftmost child: cell 0's left pointer, or the right-most pointer when no cells.
     Frame& top = stack_.back();
@@ -325,13 +413,89 @@ StatusOr<const uint8_t*> SqliteTableScan::Overflowed(const uint8_t* local, uint6
   return payload_.data();
 }
 
+// Reads a record's header (h: past its size varint) into types_, offsets_ and ntypes_: the
+// serial types of columns 0..max_index_ (fewer in a row written before a column was added:
+// those read as NULL, no DEFAULT here, checked in Open), all of them summed. The header ends
+// where its last type ends, and the sizes add up to the body.
+Status SqliteTableScan::ParseHeader(const uint8_t* rec, const uint8_t* h, uint64_t hsize, uint64_t payload,
+                                    uint32_t pgno) {
+  header_bytes_ = SIZE_MAX;  // no row's types until these check out
+  // The body is at most kMaxRowPayload bytes: a larger value size is damage at once, so the
+  // sum of the sizes (pos) cannot overflow.
+  const uint64_t body_bytes = payload - hsize;
+  const uint8_t* hend = rec + hsize;
+  int n = 0;
+  const int want = max_index_ + 1;
+  uint64_t pos = 0;
+  while (n < want && h < hend) {
+    uint64_t t = *h;
+    if (t < 0x80) {
+      ++h;  // the common one-byte serial type
+    } else if (!Varint(h, hend, &t)) {
+      return Corrupt(pgno, "a serial type runs past the record header");
+    }
+    if (t == kReservedSerialType10 || t == kReservedSerialType11) return Corrupt(pgno, "reserved serial type");
+    if (SerialSize(t) > body_bytes) return Corrupt(pgno, "a value larger than its record");
+    types_[n] = t;
+    offsets_[n] = pos;
+    pos += SerialSize(t);
+    ++n;
+  }
+  // The other types are only summed: as the row before when they are the same bytes (rows of
+  // a table mostly are), else each.
+  const size_t tail = static_cast<size_t>(hend - h);
+  const bool same_tail = tail == tail_bytes_ && SameBytes(h, tail_.data(), tail);
+  if (same_tail) {
+    pos += tail_sum_;
+  } else {
+    const uint8_t* const tail_begin = h;
+    uint64_t sum = 0;
+    for (;;) {
+      uint64_t w;
+      while (hend - h >= 8 && (std::memcpy(&w, h, 8), (w & kHighBits) == 0)) {  // eight one-byte types
+        sum += kOneByteSizes.size[h[0]] + kOneByteSizes.size[h[1]] + kOneByteSizes.size[h[2]] +
+               kOneByteSizes.size[h[3]] + kOneByteSizes.size[h[4]] + kOneByteSizes.size[h[5]] +
+               kOneByteSizes.size[h[6]] + kOneByteSizes.size[h[7]];
+        h += 8;
+      }
+      if (h >= hend) break;
+      if (*h < 0x80) {
+        sum += kOneByteSizes.size[*h++];
+        continue;
+      }
+      uint64_t t;
+      if (!Varint(h, hend, &t)) return Corrupt(pgno, "a serial type runs past the record header");
+      if (t == kReservedSerialType10 || t == kReservedSerialType11) return Corrupt(pgno, "reserved serial type");
+      if (SerialSize(t) > body_bytes) return Corrupt(pgno, "a value larger than its record");
+      sum += SerialSize(t);
+    }
+    pos += sum;
+    if (pos == body_bytes && tail <= tail_.size()) {  // a sum that checked out, of at most kMaxRowPayload
+      std::memcpy(tail_.data(), tail_begin, tail);
+      tail_bytes_ = tail;
+      tail_sum_ = sum;
+    }
+  }
+  if (pos != body_bytes)
+    return Corrupt(pgno, fmt::format("record of {} header and {} body bytes whose serial types take {}", hsize,
+                                     body_bytes, pos));
+  ntypes_ = n;
+  if (hsize <= header_.size()) {  // the row after with the same header has the same types
+    std::memcpy(header_.data(), rec, hsize);
+    header_bytes_ = hsize;
+    header_payload_ = payload;
+  } else {
+    header_bytes_ = SIZE_MAX;
+  }
+  return OkStatus();
+}
+
 Status SqliteTableScan::DecodeCell(const uint8_t* page, uint32_t pgno, int cell) {
   const uint32_t hdr_off = pgno == 1 ? kFileHeaderBytes : 0;
   const uint8_t* end = page + usable_;
   const uint32_t off = Be16(page + hdr_off + kLeafHeaderBytes + 2 * static_cast<uint32_t>(cell));
   // A cell lies after the cell pointer array and inside the usable part of the page.
-  if (off < hdr_off + kLeafHeaderBytes + 2 * static_cast<uint32_t>(leaf_ncells_) || off >= usable_)
-    return Corrupt(pgno, "cell offset past the page");
+  if (off < leaf_content_ || off >= usable_) return Corrupt(pgno, "cell offset past the page");
   const uint8_t* c = page + off;
   uint64_t payload, rowid;
   if (!Varint(c, end, &payload) || !Varint(c, end, &rowid)) return Corrupt(pgno, "cell header past the page");
@@ -345,62 +509,33 @@ Status SqliteTableScan::DecodeCell(const uint8_t* page, uint32_t pgno, int cell)
     const uint64_t k = min_local + ((payload - min_local) % (usable_ - kOverflowNextBytes));
     const uint64_t local = k <= max_local ? k : min_local;
     if (static_cast<uint64_t>(end - c) < local + kOverflowNextBytes) return Corrupt(pgno, "cell past the page");
+    leaf_bytes_ += static_cast<uint64_t>(c - (page + off)) + local + kOverflowNextBytes;
     // Overflow pages are read beside the block buffer: the leaf stays where it is.
     OVERLAPPROF_ASSIGN_OR_RETURN(rec, Overflowed(c, local, payload, Be32(c + local), pgno));
   } else if (static_cast<uint64_t>(end - c) < payload) {
     return Corrupt(pgno, "cell past the page");
+  } else {
+    leaf_bytes_ += std::max<uint64_t>(static_cast<uint64_t>(c - (page + off)) + payload, kMinCellBytes);
   }
   // Rowids strictly increase along the leaves: a page reached twice, or out of order, is
   // damage (what PRAGMA quick_check would say), not rows to count twice.
-  if (have_rowid_ && static_cast<int64_t>(rowid) <= last_rowid_) return Corrupt(pgno, "rowids out of order");
-  have_rowid_ = true;
-  last_rowid_ = static_cast<int64_t>(rowid);
+  OVERLAPPROF_RETURN_IF_ERROR(Key(pgno, static_cast<int64_t>(rowid), /*may_equal=*/false));
   const uint8_t* rend = rec + payload;
   const uint8_t* h = rec;
   uint64_t hsize;
   if (!Varint(h, rend, &hsize) || hsize > payload || hsize < static_cast<uint64_t>(h - rec))
     return Corrupt(pgno, "record header");
-  const uint8_t* hend = rec + hsize;
-  const uint8_t* body = hend;
   // The serial types: those of columns 0..max_index_ kept (fewer in a row written before a
   // column was added: those read as NULL, no DEFAULT here, checked in Open), all of them
-  // summed. The header ends where its last type ends, and the sizes add up to the body.
-  uint64_t types[kMaxColumns];
-  uint64_t offsets[kMaxColumns];
-  int n = 0;
-  const int want = max_index_ + 1;
-  uint64_t pos = 0;
-  while (n < want && h < hend) {
-    uint64_t t = *h;
-    if (t < 0x80) {
-      ++h;  // the common one-byte serial type
-    } else if (!Varint(h, hend, &t)) {
-      return Corrupt(pgno, "a serial type runs past the record header");
-    }
-    if (t == kReservedSerialType10 || t == kReservedSerialType11) return Corrupt(pgno, "reserved serial type");
-    types[n] = t;
-    offsets[n] = pos;
-    if (__builtin_add_overflow(pos, SerialSize(t), &pos)) return Corrupt(pgno, "serial sizes past 2^64");
-    ++n;
+  // summed. The header ends where its last type ends, and the sizes add up to the body. A
+  // row whose header and payload size are the row before's has its types and offsets.
+  if (!(hsize == header_bytes_ && payload == header_payload_ && SameBytes(rec, header_.data(), hsize))) {
+    OVERLAPPROF_RETURN_IF_ERROR(ParseHeader(rec, h, hsize, payload, pgno));
   }
-  while (h < hend) {
-    const uint8_t b = *h;
-    uint64_t size;
-    if (b < 0x80) {
-      ++h;
-      size = kOneByteSizes.size[b];
-      if (size == kReservedSize) return Corrupt(pgno, "reserved serial type");
-    } else {
-      uint64_t t;
-      if (!Varint(h, hend, &t)) return Corrupt(pgno, "a serial type runs past the record header");
-      if (t == kReservedSerialType10 || t == kReservedSerialType11) return Corrupt(pgno, "reserved serial type");
-      size = SerialSize(t);
-    }
-    if (__builtin_add_overflow(pos, size, &pos)) return Corrupt(pgno, "serial sizes past 2^64");
-  }
-  if (pos != payload - hsize)
-    return Corrupt(pgno, fmt::format("record of {} header and {} body bytes whose serial types take {}", hsize,
-                                     payload - hsize, pos));
+  const uint8_t* body = rec + hsize;
+  const uint64_t* types = types_;
+  const uint64_t* offsets = offsets_;
+  const int n = ntypes_;
   for (size_t i = 0; i < col_index_.size(); ++i) {
     if (col_rowid_[i] != 0) {
       values_[i] = static_cast<int64_t>(rowid);
@@ -453,13 +588,17 @@ StatusOr<bool> SqliteTableScan::Next() {
         continue;
       }
       OVERLAPPROF_ASSIGN_OR_RETURN(uint32_t child, ChildOf(f, f.cell));
+      if (f.cell > 0) {  // the key between the child before and this one
+        OVERLAPPROF_ASSIGN_OR_RETURN(int64_t key, KeyOf(f, f.cell - 1));
+        OVERLAPPROF_RETURN_IF_ERROR(Key(f.pgno, key, /*may_equal=*/true));
+      }
       ++f.cell;
       OVERLAPPROF_RETURN_IF_ERROR(Descend(child));
       break;
     }
   }
   OVERLAPPROF_RETURN_IF_ERROR(DecodeCell(leaf_page_, leaf_pgno_, leaf_cell_));
-  ++leaf_cell_;
+  if (++leaf_cell_ == leaf_ncells_) OVERLAPPROF_RETURN_IF_ERROR(CheckSpace(leaf_page_, leaf_pgno_, leaf_bytes_));
   return true;
 }
 

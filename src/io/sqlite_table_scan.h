@@ -16,7 +16,10 @@
 //    record with overflow-safe arithmetic; page numbers against the file;
 //  - every page (interior, leaf, overflow) is reached at most once (a bitmap of the file's
 //    pages, as quick_check keeps): a tree or chain that loops or shares a page is damage;
-//  - rowids increase from row to row; the tree's depth is bounded;
+//  - keys are in order (rowids increase from row to row, and sit between their interior
+//    keys), every leaf is at the same depth, and the depth is bounded;
+//  - each page's cells, free blocks and fragmented bytes fill its cell content area exactly
+//    (a damaged cell count or pointer cannot hide a row);
 //  - a record's header must end exactly where its serial types end, and their sizes must add
 //    up to its payload; an overflow chain must hold exactly its payload's pages;
 //  - a row's payload is at most kMaxRowPayload bytes (copied once when it overflows), and each
@@ -26,13 +29,15 @@
 // memory is that buffer, one page per tree level, the largest row, and one bit per page.
 //
 // Open returns nullptr (and why, in *why_not) when the file cannot be read this way with the
-// same result as SQL: a WAL file beside it with frames in it, a WITHOUT ROWID table, a
+// same result as SQL: a WAL file beside it with frames in it, a WITHOUT ROWID table, a table
+// with an index (quick_check checks an index against its table; the scan reads no index), a
 // generated column, a requested column without INTEGER affinity (SQLite reads an integer in
 // a REAL column as a REAL), one with a DEFAULT that older rows would take, or one past the
 // 64th: the caller then uses SQL (and quick_check).
 //
 // This is a format primitive: the table's schema is read by the caller (through SQL,
 // src/importers/sqlite_table_schema.h) and passed in.
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -55,8 +60,8 @@ struct SqliteTableSchema {
   };
   uint32_t root_page = 0;  // 0: no such table, or none in the schema
   bool without_rowid = false;
-  bool primary_key_index = false;  // the primary key has an index of its own (origin 'pk')
-  std::vector<Column> columns;     // in declared order (= record order for a rowid table)
+  int indexes = 0;              // indexes on the table (pragma_index_list), the primary key's too
+  std::vector<Column> columns;  // in declared order (= record order for a rowid table)
 };
 
 // SQLite's column affinity of a declared type (https://www.sqlite.org/datatype3.html, 3.1).
@@ -103,7 +108,13 @@ class SqliteTableScan {
   StatusOr<const uint8_t*> OverflowPage(uint32_t pgno);  // leaves the block buffer as it is
   Status Descend(uint32_t pgno);                         // from pgno down to its leftmost leaf
   StatusOr<uint32_t> ChildOf(const Frame& f, int cell) const;
+  StatusOr<int64_t> KeyOf(const Frame& f, int cell) const;  // an interior cell's rowid key
+  Status Key(uint32_t pgno, int64_t key, bool may_equal);   // the next key in order
+  // The page's cells (cell_bytes in all), free blocks and fragmented bytes fill its cell
+  // content area, as quick_check counts them.
+  Status CheckSpace(const uint8_t* page, uint32_t pgno, uint64_t cell_bytes) const;
   Status DecodeCell(const uint8_t* page, uint32_t pgno, int cell);
+  Status ParseHeader(const uint8_t* rec, const uint8_t* h, uint64_t hsize, uint64_t payload, uint32_t pgno);
   StatusOr<const uint8_t*> Overflowed(const uint8_t* local, uint64_t local_size, uint64_t payload,
                                       uint32_t first_overflow, uint32_t pgno);
 
@@ -122,10 +133,25 @@ class SqliteTableScan {
   const uint8_t* leaf_page_ = nullptr;
   uint32_t leaf_pgno_ = 0;
   int leaf_cell_ = 0, leaf_ncells_ = 0;
+  uint32_t leaf_content_ = 0;  // where the leaf's cell content area starts
+  uint64_t leaf_bytes_ = 0;    // the sizes of the leaf's cells decoded so far
+  size_t leaf_depth_ = 0;      // interior pages above every leaf (0: no leaf yet)
   bool started_ = false, done_ = false;
-  bool have_rowid_ = false;
-  int64_t last_rowid_ = 0;
+  bool have_key_ = false;
+  int64_t last_key_ = 0;  // the last rowid or interior key, in order
   std::vector<uint8_t> payload_;  // an overflowing payload, assembled
+  // The last record header that checked out (its bytes, its payload's size) and its serial
+  // types and their offsets in the body: a row with the same header and size has the same.
+  std::array<uint8_t, 256> header_{};
+  size_t header_bytes_ = SIZE_MAX;
+  uint64_t header_payload_ = 0;
+  uint64_t types_[64] = {}, offsets_[64] = {};
+  int ntypes_ = 0;
+  // The serial types past the columns decoded, of the last row whose sizes added up, and
+  // their sum (a row with the same bytes there has the same sum).
+  std::array<uint8_t, 128> tail_{};
+  size_t tail_bytes_ = SIZE_MAX;
+  uint64_t tail_sum_ = 0;
   // Requested columns: their index in the record (-1: absent), or rowid alias.
   std::vector<int> col_index_;
   std::vector<uint8_t> col_rowid_;  // 1: the rowid alias (INTEGER PRIMARY KEY)
