@@ -36,6 +36,10 @@ constexpr uint32_t kChildPointerBytes = 4;
 // 1.6 Cell payload overflow: the local part of a table leaf cell's payload, and overflow pages
 // (a 4-byte next page number, then payload).
 constexpr uint32_t kOverflowNextBytes = 4;
+// A table leaf's payload stays on the page up to usable - 35 bytes (X); past it, at least
+// ((usable - 12) * 32 / 255) - 23 bytes (M) stay, and the rest goes to overflow pages.
+constexpr uint64_t MaxLocal(uint64_t usable) { return usable - 35; }
+constexpr uint64_t MinLocal(uint64_t usable) { return ((usable - 12) * 32 / 255) - 23; }
 // 2.1 Record format: serial types 10 and 11 are reserved.
 constexpr uint64_t kReservedSerialType10 = 10, kReservedSerialType11 = 11;
 // 1.5 The write-ahead log beside the database.
@@ -502,10 +506,10 @@ Status SqliteTableScan::DecodeCell(const uint8_t* page, uint32_t pgno, int cell)
   if (payload > kMaxRowPayload)
     return Corrupt(pgno, fmt::format("a row of {} bytes (more than {})", payload, kMaxRowPayload));
   // Local part (fileformat2 "Cell Payload Overflow Pages", table leaf).
-  const uint64_t max_local = usable_ - 35;
+  const uint64_t max_local = MaxLocal(usable_);
   const uint8_t* rec = c;
   if (payload > max_local) {
-    const uint64_t min_local = ((uint64_t{usable_} - 12) * 32 / 255) - 23;
+    const uint64_t min_local = MinLocal(usable_);
     const uint64_t k = min_local + ((payload - min_local) % (usable_ - kOverflowNextBytes));
     const uint64_t local = k <= max_local ? k : min_local;
     if (static_cast<uint64_t>(end - c) < local + kOverflowNextBytes) return Corrupt(pgno, "cell past the page");

@@ -243,6 +243,20 @@ class HostileInputTest(unittest.TestCase):
                       out)
 
 
+    def test_store_whose_two_versions_disagree_is_exit_2_naming_both(self):
+        store = self.path("versions.db")
+        rc, _, err = run("import", A100_2, "-o", store)
+        self.assertEqual(rc, 0, err)
+        db = sqlite3.connect(store)
+        db.execute("UPDATE meta SET value = '2.0' WHERE key = 'schema_version'")
+        db.commit()
+        db.close()
+        rc, out, err = run("analyze", store)
+        self.assertEqual(rc, 2, out + err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("user_version 1002", err)
+        self.assertIn("'2.0'", err)
+
     # --- Nsight Systems exports: the direct page reader says what SQL says, or exit 2 ------
 
     def nsys_copy(self, name="export.sqlite"):

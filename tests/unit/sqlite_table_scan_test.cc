@@ -661,6 +661,20 @@ TEST_F(ScanTest, ColumnsWithoutIntegerAffinityAreLeftToSql) {
   EXPECT_EQ(ExpectScanEqualsSql(path, "k", {"i", "j", "m", "p"}), 2);
 }
 
+// A row's payload is bounded (SqliteTableScan::kMaxRowPayload, the store reader's
+// SQLITE_LIMIT_LENGTH): a larger one is an error, not an allocation the file decides.
+TEST_F(ScanTest, ARowLargerThanTheBoundIsAnError) {
+  const std::string path = Path("big.db");
+  MakeDb(path, fmt::format("CREATE TABLE t(a INTEGER, big INTEGER); INSERT INTO t VALUES (1, zeroblob(100));"
+                           "INSERT INTO t VALUES (2, zeroblob({}));",
+                           SqliteTableScan::kMaxRowPayload + 1));
+  StatusOr<std::optional<Rows>> got = ScanRows(path, "t", {"a"});
+  EXPECT_EQ(got.status().code(), StatusCode::kCorrupt) << (got.ok() ? "rows read" : got.status().message());
+  if (!got.ok()) {
+    EXPECT_NE(got.status().message().find("a row of"), std::string::npos) << got.status().message();
+  }
+}
+
 // The differential test of the contract: a corpus of files, each one mutation (sometimes two)
 // of a table's structure away from a good file: page types and cell counts, cell and child
 // pointers, payload and rowid varints, record headers (sizes, serial types, one-byte and nine-
