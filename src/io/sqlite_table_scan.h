@@ -23,7 +23,8 @@
 //  - a record's header must end exactly where its serial types end, and their sizes must add
 //    up to its payload; an overflow chain must hold exactly its payload's pages;
 //  - a row's payload is at most kMaxRowPayload bytes (copied once when it overflows), and each
-//    page is copied at most once: the bytes copied over a scan are bounded by the file's size.
+//    page is reached at most once: the payload bytes copied over a scan are at most the file's
+//    size, and the bytes read from it at most one block (below) per page reached.
 // The file is read with pread (no mapping: a file truncated under us is an error, not
 // SIGBUS) through a 256 KiB block buffer (overflow pages outside it one page at a time), so
 // memory is that buffer, one page per tree level, the largest row, and one bit per page.
