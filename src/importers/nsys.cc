@@ -33,8 +33,9 @@
 #include "src/common/rank_env.h"
 #include "src/importers/importer.h"
 #include "src/importers/nvtx_payload.h"
-#include "src/importers/row_spill.h"
-#include "src/importers/sqlite_table_scan.h"
+#include "src/importers/sqlite_table_schema.h"
+#include "src/io/row_spill.h"
+#include "src/io/sqlite_table_scan.h"
 #include "src/io/input_file.h"
 #include "src/store/schema.h"
 #include "src/store/sqlite_util.h"
@@ -114,7 +115,7 @@ class Rows {
     const char* force_sql = std::getenv("OVERLAPPROF_NSYS_SQL");
     if (!(force_sql && std::string_view(force_sql) == "1")) {
       std::string why_not;
-      OVERLAPPROF_ASSIGN_OR_RETURN(scan_, SqliteTableScan::Open(db, path, table, columns, &why_not));
+      OVERLAPPROF_ASSIGN_OR_RETURN(scan_, OpenSqliteTableScan(db, path, table, columns, &why_not));
       if (scan_) return OkStatus();
     }
     std::string sql = "SELECT ";
@@ -499,16 +500,31 @@ class Export {
     return OkStatus();
   }
 
+  // Whether Read reads `table` by a direct scan, with the columns it reads (a column without
+  // INTEGER affinity sends the table to SQL, and then to quick_check).
   bool DirectlyScanned(const char* table) {
-    for (const char* big : {kKernel, kMemcpy, kMemset, kSync, kRuntime}) {
-      if (std::string_view(big) != table) continue;
-      const char* force_sql = std::getenv("OVERLAPPROF_NSYS_SQL");
-      if (force_sql && std::string_view(force_sql) == "1") return false;
-      std::string why_not;
-      StatusOr<std::unique_ptr<SqliteTableScan>> scan = SqliteTableScan::Open(db_.get(), path_, table, {}, &why_not);
-      return scan.ok() && *scan != nullptr;
+    static constexpr std::pair<const char*, ActivityKind> kGpuTables[] = {
+        {kKernel, ActivityKind::kKernel}, {kMemcpy, ActivityKind::kMemcpy},
+        {kMemset, ActivityKind::kMemset}, {kSync, ActivityKind::kSync}};
+    const char* force_sql = std::getenv("OVERLAPPROF_NSYS_SQL");
+    if (force_sql && std::string_view(force_sql) == "1") return false;
+    std::vector<std::string> columns;
+    if (std::string_view(table) == kRuntime) {
+      StatusOr<std::set<std::string>> cols = Columns(kRuntime);
+      if (!cols.ok()) return false;
+      columns = RuntimeColumns(*cols);
+    } else {
+      const auto* g = std::find_if(std::begin(kGpuTables), std::end(kGpuTables),
+                                   [&](const auto& t) { return std::string_view(t.first) == table; });
+      if (g == std::end(kGpuTables)) return false;
+      GpuTable gpu{g->first, g->second};
+      StatusOr<std::vector<std::string>> c = GpuColumns(gpu);
+      if (!c.ok()) return false;
+      columns = std::move(*c);
     }
-    return false;
+    std::string why_not;
+    StatusOr<std::unique_ptr<SqliteTableScan>> scan = OpenSqliteTableScan(db_.get(), path_, table, columns, &why_not);
+    return scan.ok() && *scan != nullptr;
   }
 
   // Times become UTC ns when the export says when the session started on which clock.
@@ -1280,7 +1296,7 @@ class Export {
                            auto key_of) -> StatusOr<bool> {
       std::string why_not;
       OVERLAPPROF_ASSIGN_OR_RETURN(auto scan,
-                                   SqliteTableScan::Open(db_.get(), path_, table, columns, &why_not));
+                                   OpenSqliteTableScan(db_.get(), path_, table, columns, &why_not));
       if (!scan) return false;
       StatusOr<std::unique_ptr<RowSpill>> spill =
           RowSpill::Create(dir, static_cast<int>(columns.size()), nkeys);

@@ -537,6 +537,17 @@ StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& o
   StoreReadOptions opts = options;
   if (layout.injector) opts.needs.host_calls = true;
   auto read_layout_meta = [&]() -> Status {
+    // meta('schema_version') repeats user_version as "major.minor" (schema.h): a store where
+    // the two disagree is damaged or forged, and is read as neither.
+    Stmt v;
+    OVERLAPPROF_RETURN_IF_ERROR(v.Prepare(h, "SELECT value FROM meta WHERE key='schema_version'"));
+    OVERLAPPROF_ASSIGN_OR_RETURN(bool has_version, v.Step("select meta"));
+    const std::string said = fmt::format("{}.{}", major, minor);
+    if (has_version && (sqlite3_column_type(v.get(), 0) != SQLITE_TEXT || v.Text(0) != said))
+      return MakeError(StatusCode::kInvalidInput,
+                       "the store's two schema versions disagree: PRAGMA user_version {} ({}) but meta.schema_version "
+                       "'{}'",
+                       user_version, said, v.Text(0));
     if (layout.injector) {
       Stmt m;
       OVERLAPPROF_RETURN_IF_ERROR(m.Prepare(h, "SELECT value FROM meta WHERE key='source_format'"));

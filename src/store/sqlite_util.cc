@@ -1,5 +1,13 @@
 #include "src/store/sqlite_util.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+
+#include <fmt/format.h>
+
 namespace overlapprof {
 
 Status SqliteError(sqlite3* db, int rc, std::string_view call) {
@@ -42,8 +50,41 @@ Status Db::Exec(const std::string& sql) {
   return OkStatus();
 }
 
-Status OpenUntrustedReadOnly(Db& db, const std::string& path, int max_columns) {
-  OVERLAPPROF_RETURN_IF_ERROR(db.Open(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX));
+namespace {
+
+// The database header (https://www.sqlite.org/fileformat2.html, 1.3): bytes 18 and 19, the
+// file format write and read versions, are 2 in WAL mode.
+constexpr size_t kFileHeaderBytes = 100;
+constexpr size_t kWriteVersionAt = 18, kReadVersionAt = 19;
+constexpr uint8_t kWalFormatVersion = 2;
+// A -wal file of its 32-byte header alone holds no frames (1.5, "WAL File Format").
+constexpr off_t kWalHeaderBytes = 32;
+
+// Whether `path` is a WAL-mode database with no frames to read beside it (and no rollback
+// journal): then it reads the same without its -wal and -shm, and may be opened immutable.
+bool WalModeWithoutFrames(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  uint8_t h[kFileHeaderBytes];
+  const bool read = ::pread(fd, h, sizeof h, 0) == static_cast<ssize_t>(sizeof h);
+  ::close(fd);
+  if (!read || h[kWriteVersionAt] != kWalFormatVersion || h[kReadVersionAt] != kWalFormatVersion) return false;
+  struct stat side;
+  if (::stat((path + "-journal").c_str(), &side) == 0 && side.st_size > 0) return false;
+  return ::stat((path + "-wal").c_str(), &side) != 0 || side.st_size <= kWalHeaderBytes;
+}
+
+// "file:PATH?immutable=1", PATH percent-encoded (https://www.sqlite.org/uri.html).
+std::string ImmutableUri(const std::string& path) {
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') uri += static_cast<char>(c);
+    else uri += fmt::format("%{:02X}", c);
+  }
+  return uri + "?immutable=1";
+}
+
+Status ConfigureUntrusted(Db& db, int max_columns) {
   sqlite3* h = db.get();
   OVERLAPPROF_SQLITE(h, sqlite3_db_config(h, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr), "sqlite3_db_config(DEFENSIVE)");
   OVERLAPPROF_SQLITE(h, sqlite3_db_config(h, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr),
@@ -51,7 +92,7 @@ Status OpenUntrustedReadOnly(Db& db, const std::string& path, int max_columns) {
   OVERLAPPROF_SQLITE(h, sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr),
                      "sqlite3_db_config(ENABLE_TRIGGER)");
   OVERLAPPROF_SQLITE(h, sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_VIEW, 0, nullptr), "sqlite3_db_config(ENABLE_VIEW)");
-  sqlite3_limit(h, SQLITE_LIMIT_LENGTH, 16 << 20);
+  sqlite3_limit(h, SQLITE_LIMIT_LENGTH, kUntrustedMaxLength);
   sqlite3_limit(h, SQLITE_LIMIT_SQL_LENGTH, 100000);
   sqlite3_limit(h, SQLITE_LIMIT_COLUMN, max_columns);
   sqlite3_limit(h, SQLITE_LIMIT_EXPR_DEPTH, 10);
@@ -63,6 +104,22 @@ Status OpenUntrustedReadOnly(Db& db, const std::string& path, int max_columns) {
   sqlite3_limit(h, SQLITE_LIMIT_VARIABLE_NUMBER, 32);
   sqlite3_limit(h, SQLITE_LIMIT_TRIGGER_DEPTH, 10);
   return db.Exec("PRAGMA cell_size_check=ON; PRAGMA mmap_size=0;");
+}
+
+}  // namespace
+
+Status OpenUntrustedReadOnly(Db& db, const std::string& path, int max_columns) {
+  OVERLAPPROF_RETURN_IF_ERROR(db.Open(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX));
+  OVERLAPPROF_RETURN_IF_ERROR(ConfigureUntrusted(db, max_columns));
+  // A WAL-mode file needs its -shm, which a read-only connection cannot create in a
+  // read-only folder (SQLITE_READONLY_DIRECTORY) or on a read-only medium (SQLITE_CANTOPEN)
+  // at the first read. With no -wal frames to read, the file alone is the database: it is
+  // opened immutable (no -shm, no locks). Any other outcome of the first read is left for
+  // the caller's own first query to report.
+  const int rc = sqlite3_exec(db.get(), "PRAGMA schema_version", nullptr, nullptr, nullptr) & 0xff;
+  if ((rc != SQLITE_CANTOPEN && rc != SQLITE_READONLY) || !WalModeWithoutFrames(path)) return OkStatus();
+  OVERLAPPROF_RETURN_IF_ERROR(db.Open(ImmutableUri(path), SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI));
+  return ConfigureUntrusted(db, max_columns);
 }
 
 Status Stmt::Prepare(sqlite3* db, std::string_view sql) {

@@ -47,10 +47,15 @@ class Db {
   sqlite3* db_ = nullptr;
 };
 
+// The longest string, blob or row an untrusted database may hold (SQLITE_LIMIT_LENGTH).
+inline constexpr int kUntrustedMaxLength = 16 << 20;
+
 // Opens `path` as an untrusted database (https://www.sqlite.org/security.html): read-only,
 // SQLITE_DBCONFIG_DEFENSIVE, trusted_schema, triggers and views off, cell_size_check on, no
 // mmap, and tight sqlite3_limits (16 MiB strings and rows, `max_columns` per table or
-// result, shallow expressions, nothing attached).
+// result, shallow expressions, nothing attached). A WAL-mode file that SQLite cannot open
+// because it cannot create its -shm (a read-only folder or medium) is opened immutable when
+// no -wal frames or hot journal lie beside it (then the file alone is the whole database).
 Status OpenUntrustedReadOnly(Db& db, const std::string& path, int max_columns = 100);
 
 class Stmt {

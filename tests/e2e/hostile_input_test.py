@@ -9,6 +9,7 @@ usage: hostile_input_test.py PATH/TO/overlapprof
 import gzip
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -21,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "data")
 SMALL = os.path.join(DATA, "kineto", "cpu_only_ops.json.gz")   # one rank, 1 MB inflated
 A100_2 = os.path.join(DATA, "kineto", "a100_2rank_rank0.json.gz")
+NSYS_2GPU = os.path.join(DATA, "nsys", "mfu_2gpu_before.sqlite")
 CLI = None
 
 
@@ -341,6 +343,90 @@ class HostileInputTest(unittest.TestCase):
         self.assertIn("not comparable, shown because the new run lost data: the runs are not comparable: world size",
                       out)
 
+
+    def test_store_whose_two_versions_disagree_is_exit_2_naming_both(self):
+        store = self.path("versions.db")
+        rc, _, err = run("import", A100_2, "-o", store)
+        self.assertEqual(rc, 0, err)
+        db = sqlite3.connect(store)
+        db.execute("UPDATE meta SET value = '2.0' WHERE key = 'schema_version'")
+        db.commit()
+        db.close()
+        rc, out, err = run("analyze", store)
+        self.assertEqual(rc, 2, out + err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("user_version 1002", err)
+        self.assertIn("'2.0'", err)
+
+    # --- Nsight Systems exports: the direct page reader says what SQL says, or exit 2 ------
+
+    def nsys_copy(self, name="export.sqlite"):
+        out = self.path(name)
+        shutil.copy(NSYS_2GPU, out)
+        return out
+
+    def analyze_both_ways(self, export):
+        """analyze through the direct page reader and through SQL: (rc, summary or stderr) each."""
+        results = []
+        for sql in ("0", "1"):
+            out = self.path(f"sql{sql}.summary.json")
+            rc, _, err = run("analyze", export, "--json", out, env={"OVERLAPPROF_NSYS_SQL": sql})
+            if rc in (0, 4):
+                with open(out) as f:
+                    results.append((rc, json.load(f)))
+            else:
+                results.append((rc, err.strip()))
+        return results
+
+    def test_nsys_kernel_times_declared_real_read_as_sql_reads_them(self):
+        # SQLite reads a REAL column as REAL even where the file holds integers: the direct
+        # reader must leave such a table to SQL rather than read kernels that SQL skips.
+        export = self.nsys_copy()
+        db = sqlite3.connect(export)
+        (ddl,) = db.execute("SELECT sql FROM sqlite_schema WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL'").fetchone()
+        ddl = ddl.replace("CUPTI_ACTIVITY_KIND_KERNEL", "k_real", 1)
+        ddl, n = re.subn(r"(\n\s*(?:start|end)\s+)INTEGER", r"\1REAL   ", ddl)
+        self.assertEqual(n, 2, ddl[:200])
+        db.executescript(ddl + "; INSERT INTO k_real SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL;"
+                         "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL; ALTER TABLE k_real RENAME TO CUPTI_ACTIVITY_KIND_KERNEL;")
+        db.commit()
+        db.close()
+        direct, sql = self.analyze_both_ways(export)
+        self.assertEqual(direct, sql)
+
+    def test_nsys_damaged_record_is_exit_2_not_a_phantom_rank(self):
+        # A kernel record whose header claims one byte less than its serial types: SQL calls the
+        # file malformed; the direct reader must too (not read the columns past it as NULL).
+        export = self.nsys_copy()
+        db = sqlite3.connect(export)
+        (root,) = db.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL'").fetchone()
+        (page_size,) = db.execute("PRAGMA page_size").fetchone()
+        db.close()
+        data = bytearray(open(export, "rb").read())
+        page = root
+        while data[(page - 1) * page_size] == 0x05:  # down the leftmost path to a leaf
+            at = (page - 1) * page_size
+            cell = int.from_bytes(data[at + 12:at + 14], "big")
+            page = int.from_bytes(data[at + cell:at + cell + 4], "big")
+        at = (page - 1) * page_size
+        self.assertEqual(data[at], 0x0D)
+        cell = at + int.from_bytes(data[at + 8:at + 10], "big")
+        while data[cell] & 0x80:  # the payload size
+            cell += 1
+        cell += 1
+        while data[cell] & 0x80:  # the rowid
+            cell += 1
+        cell += 1
+        self.assertLess(data[cell], 0x80)
+        data[cell] -= 1  # the record header's size
+        with open(export, "wb") as f:
+            f.write(bytes(data))
+        direct, sql = self.analyze_both_ways(export)
+        self.assertEqual(sql[0], 2, "SQL reads the damaged export")
+        self.assertEqual(direct[0], 2, "the direct reader reads the damaged export: ranks " +
+                         ", ".join(r["source"] for r in direct[1]["ranks"]) if direct[0] in (0, 4) else direct)
+        self.assertIn("corrupted SQLite file", direct[1])
+        self.assertEqual(len(direct[1].splitlines()), 1, direct[1])
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:

@@ -17,6 +17,12 @@
 // seeds include small Nsight Systems exports (tests/fuzz/seeds/store/nsys_*.sqlite,
 // make_nsys_seeds.py).
 //
+// Half the mutations keep the file's pages in place (LLVMFuzzerCustomMutator): one page
+// mutated within its own bytes, a page number or a 2-byte count/offset written into a page,
+// or a page copied over another. Those reach the B-tree structure that the direct page reader
+// of Nsight Systems exports (src/io/sqlite_table_scan.h) and SQLite check, where a byte
+// inserted or removed anywhere shifts every page after it.
+//
 // Note: SQLite itself is the system library and is not coverage-instrumented, so the
 // coverage feedback comes from overlapprof's reader code only.
 #include <fcntl.h>
@@ -28,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 
 #include "src/io/input_file.h"
@@ -79,7 +86,50 @@ void WriteInput(const uint8_t* data, size_t size) {
   ::close(fd);
 }
 
+// The page size of a SQLite file (its header, bytes 16-17; 1 means 65536), 0 when not one.
+size_t PageSize(const uint8_t* data, size_t size) {
+  constexpr size_t kPageSizeAt = 16, kHeaderBytes = 100;
+  if (size < kHeaderBytes || std::memcmp(data, "SQLite format 3", 16) != 0) return 0;
+  size_t page = (size_t{data[kPageSizeAt]} << 8) | data[kPageSizeAt + 1];
+  if (page == 1) page = 65536;
+  if (page < 512 || page > 65536 || (page & (page - 1)) != 0) return 0;
+  return page;
+}
+
 }  // namespace
+
+extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
+  std::minstd_rand rng(seed);
+  const size_t page = PageSize(data, size);
+  if (page == 0 || size < 2 * page || rng() % 2 == 0) return LLVMFuzzerMutate(data, size, max_size);
+  const size_t pages = size / page;
+  uint8_t* p = data + (rng() % pages) * page;  // page 1 too: the schema
+  switch (rng() % 4) {
+    case 0:  // the page's own bytes, mutated in place (the page keeps its size)
+      LLVMFuzzerMutate(p, page, page);
+      break;
+    case 1: {  // a page number (one of the file's, or just past it) at any offset
+      const uint32_t pgno = static_cast<uint32_t>(rng() % (pages + 3));
+      const size_t at = rng() % (page - 3);
+      for (int i = 0; i < 4; ++i) p[at + static_cast<size_t>(i)] = static_cast<uint8_t>(pgno >> (24 - 8 * i));
+      break;
+    }
+    case 2: {  // a 2-byte count, offset or size: one off, or any
+      const size_t at = rng() % (page - 1);
+      uint32_t v = (uint32_t{p[at]} << 8) | p[at + 1];
+      v = rng() % 2 ? v + (rng() % 2 ? 1 : 0xffff) : static_cast<uint32_t>(rng());
+      p[at] = static_cast<uint8_t>(v >> 8);
+      p[at + 1] = static_cast<uint8_t>(v);
+      break;
+    }
+    default:  // another page copied over this one: a page reached twice
+      std::memmove(p, data + (rng() % pages) * page, page);
+      break;
+  }
+  return size;
+}
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
   std::string tmpl = TempDir() + "/overlapprof-store-fuzz-XXXXXX";

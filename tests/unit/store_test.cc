@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
 #include <tuple>
 
 #include "analyzers/overlap.h"
@@ -65,7 +70,8 @@ TEST(Store, NcclProfilerOpsReadBackAndOlderStoresReadWithout) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("comm_op_id out of range"), std::string::npos) << bad.status().message();
 
-  Sql(path, "DROP TABLE nccl_profiler_op; PRAGMA user_version = 1001");
+  Sql(path, "DROP TABLE nccl_profiler_op; PRAGMA user_version = 1001;"
+            "UPDATE meta SET value = '1.1' WHERE key = 'schema_version'");
   StatusOr<RankTrace> old = ReadStore(path);
   ASSERT_TRUE(old.ok()) << old.status().message();
   EXPECT_TRUE(old->nccl_plugin_ops.empty());
@@ -121,7 +127,8 @@ TEST(Store, StatsRoundTripIncludingUnknownCountersFromNewerMinor) {
   in.stats.Set(Stat::records_dropped_cupti, 7);
   std::string path = dir.File("r.db");
   ASSERT_TRUE(WriteStore(in, path, false).ok());
-  Sql(path, "PRAGMA user_version=1005; INSERT INTO stats VALUES('future_counter','error',3,'from a newer writer')");
+  Sql(path, "PRAGMA user_version=1005; UPDATE meta SET value = '1.5' WHERE key = 'schema_version';"
+            "INSERT INTO stats VALUES('future_counter','error',3,'from a newer writer')");
   StatusOr<RankTrace> out = ReadStore(path);
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ(out->stats.Get(Stat::records_dropped_cupti), 7);
@@ -140,6 +147,59 @@ TEST(Store, RefusesNewerMajorVersionNamingIt) {
   EXPECT_EQ(out.status().code(), StatusCode::kUnsupportedVersion);
   EXPECT_NE(out.status().message().find("schema 2.3"), std::string::npos) << out.status().message();
   EXPECT_NE(out.status().message().find("upgrade overlapprof"), std::string::npos);
+}
+
+// meta('schema_version') repeats PRAGMA user_version: a store where they disagree is damaged
+// or forged, and is refused naming both, not read as either.
+TEST(Store, RefusesAStoreWhoseTwoVersionsDisagree) {
+  testing::TempDir dir;
+  std::string path = dir.File("v.db");
+  ASSERT_TRUE(WriteStore(RealTrace(), path, false).ok());
+  ASSERT_TRUE(ReadStore(path).ok());
+  Sql(path, "UPDATE meta SET value = '2.0' WHERE key = 'schema_version'");
+  StatusOr<RankTrace> out = ReadStore(path);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidInput);
+  EXPECT_NE(out.status().message().find("'2.0'"), std::string::npos) << out.status().message();
+  EXPECT_NE(out.status().message().find("1002"), std::string::npos) << out.status().message();
+  Sql(path, "UPDATE meta SET value = 7 WHERE key = 'schema_version'");
+  EXPECT_EQ(ReadStore(path).status().code(), StatusCode::kInvalidInput);
+  Sql(path, fmt::format("UPDATE meta SET value = '{}.{}' WHERE key = 'schema_version'", kSchemaMajor, kSchemaMinor));
+  EXPECT_TRUE(ReadStore(path).ok());
+}
+
+// A store (or export) in WAL mode on read-only media, without its -shm: SQLite cannot create
+// the -shm and refuses the file (SQLITE_CANTOPEN); with no -wal frames to read it is opened
+// immutable and reads. Read-only media is a directory this process may not write (as root:
+// a child that drops to "nobody").
+TEST(Store, AWalModeStoreReadsFromReadOnlyMediaWithoutItsShm) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("overlapprof-ro-{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "wal.db").string();
+  ASSERT_TRUE(WriteStore(RealTrace(), path, false).ok());
+  Sql(path, "PRAGMA journal_mode=WAL");
+  ASSERT_FALSE(fs::exists(path + "-shm"));
+  ASSERT_FALSE(fs::exists(path + "-wal"));
+  fs::permissions(path, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read | fs::perms::group_exec |
+                           fs::perms::others_read | fs::perms::others_exec);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::getuid() == 0 && ::setuid(65534) != 0) ::_exit(3);
+    StatusOr<RankTrace> t = ReadStore(path);
+    if (!t.ok()) std::fprintf(stderr, "ReadStore: %s\n", t.status().message().c_str());
+    ::_exit(t.ok() && !t->activities.empty() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  fs::permissions(dir, fs::perms::owner_all);
+  EXPECT_FALSE(fs::exists(path + "-shm"));
+  fs::remove_all(dir);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the store did not read from a read-only directory (see stderr)";
 }
 
 TEST(Store, RefusesOtherSchemasAndMissingTables) {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "src/common/status.h"
-#include "src/importers/sqlite_table_scan.h"
+#include "src/io/sqlite_table_scan.h"
 
 namespace overlapprof {
 

@@ -1,4 +1,4 @@
-#include "src/importers/row_spill.h"
+#include "src/io/row_spill.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
