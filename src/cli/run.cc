@@ -39,6 +39,7 @@
 
 #include <fmt/format.h>
 
+#include "src/common/utf8.h"
 #include "src/store/plugin_join.h"
 #include "src/store/writer.h"
 
@@ -49,7 +50,8 @@ namespace fs = std::filesystem;
 
 constexpr const char* kInjectorName = "liboverlapprof_inject.so";
 
-void Note(const std::string& line) { std::fprintf(stderr, "overlapprof: %s\n", line.c_str()); }
+// Every line run prints is escaped for the terminal (paths and job names may hold control characters).
+void Note(const std::string& line) { std::fprintf(stderr, "overlapprof: %s\n", EscapeForTerminal(line).c_str()); }
 
 int64_t RealtimeNs() {
   struct timespec ts {};

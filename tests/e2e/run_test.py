@@ -755,6 +755,13 @@ class RunOwnsJobTreeTest(unittest.TestCase):
             self.assertNotIn(b"internal error", p.stderr)
             self.assertTrue(os.path.exists(d + str(want).encode() + b"/overlap.summary.json"))
 
+    def test_terminal_escapes_in_the_output_dir_are_printed_escaped(self):
+        d = os.path.join(self.tmp, "red\x1b[31mdir")
+        rc, out, err = run(["run", "-o", d, "--", "sh", "-c", f"'{DRIVER}' loop 5 0 1 >/dev/null"])
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("\x1b", out + err)  # no raw ESC byte reaches the terminal
+        self.assertIn("red\\x1b[31mdir", err)  # the path is shown, escaped
+
 
 if __name__ == "__main__":
     CLI, DRIVER = (os.path.abspath(a) for a in sys.argv[1:3])
