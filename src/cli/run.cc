@@ -450,14 +450,14 @@ std::vector<pid_t> Descendants() {
     }
     ::closedir(d);
   }
-  std::vector<pid_t> out, todo = {::getpid()};
-  while (!todo.empty()) {
-    pid_t p = todo.back();
-    todo.pop_back();
+  std::vector<pid_t> out, pending = {::getpid()};
+  while (!pending.empty()) {
+    pid_t p = pending.back();
+    pending.pop_back();
     auto [b, e] = children.equal_range(p);
     for (auto it = b; it != e; ++it) {
       if (state[it->second] != 'Z' && state[it->second] != 'X') out.push_back(it->second);
-      todo.push_back(it->second);
+      pending.push_back(it->second);
     }
   }
   std::sort(out.begin(), out.end());

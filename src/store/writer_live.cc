@@ -13,23 +13,22 @@ Status StoreWriter::UpdateMeta(const RunMeta& meta) {
   return Commit();
 }
 
-Status StoreWriter::PutMeta(std::string_view key, std::string_view value) {
-  if (!open_) return MakeError(StatusCode::kInternal, "StoreWriter::PutMeta before Open");
+namespace {
+// One meta row, text or integer (the column takes either).
+template <typename V>
+Status InsertMeta(sqlite3* db, bool open, std::string_view key, V value) {
+  if (!open) return MakeError(StatusCode::kInternal, "StoreWriter::PutMeta before Open");
   Stmt s;
-  OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(), "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)"));
   s.Bind(1, key);
   s.Bind(2, value);
   return s.StepDone("insert meta");
 }
+}  // namespace
 
-Status StoreWriter::PutMeta(std::string_view key, int64_t value) {
-  if (!open_) return MakeError(StatusCode::kInternal, "StoreWriter::PutMeta before Open");
-  Stmt s;
-  OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(db_.get(), "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)"));
-  s.Bind(1, key);
-  s.Bind(2, value);
-  return s.StepDone("insert meta");
-}
+Status StoreWriter::PutMeta(std::string_view key, std::string_view value) { return InsertMeta(db_.get(), open_, key, value); }
+
+Status StoreWriter::PutMeta(std::string_view key, int64_t value) { return InsertMeta(db_.get(), open_, key, value); }
 
 Status StoreWriter::RetimeNcclPluginOps(int64_t offset_ns) {
   if (!open_) return MakeError(StatusCode::kInternal, "StoreWriter::RetimeNcclPluginOps before Open");

@@ -51,21 +51,25 @@ struct Agent {
   std::string name, product;
 };
 
-struct Dispatch {
+// What every buffer record has: its times (ns), the host thread and the correlation id.
+struct Record {
   int64_t start = 0, end = 0, tid = kUnknown;
-  uint64_t corr = 0, kernel_id = 0, agent = 0, queue = 0;
+  uint64_t corr = 0;
 };
 
-struct Copy {
-  int64_t start = 0, end = 0, tid = kUnknown, op = kUnknown, bytes = kUnknown;
-  uint64_t corr = 0, src = 0, dst = 0;
+struct Dispatch : Record {
+  uint64_t kernel_id = 0, agent = 0, queue = 0;
+};
+
+struct Copy : Record {
+  int64_t op = kUnknown, bytes = kUnknown;
+  uint64_t src = 0, dst = 0;
   bool has_src = false, has_dst = false;
 };
 
 // A HIP, RCCL or marker API record (buffer tracing: one record per call, with both times).
-struct ApiCall {
-  int64_t start = 0, end = 0, tid = kUnknown, kind = kUnknown, op = kUnknown;
-  uint64_t corr = 0;
+struct ApiCall : Record {
+  int64_t kind = kUnknown, op = kUnknown;
 };
 
 struct KindNames {
@@ -450,133 +454,109 @@ class Reader {
     return OkStatus();
   }
 
-  // Times of a record: both present; an end before its start is counted and the record skipped
-  // (returned false with SUCCESS).
-  static constexpr uint32_t kStart = 1, kEnd = 2;
-
-  error_code ReadDispatch(od::object& o) {
-    Dispatch d;
+  // One buffer record: the fields every kind has (Record) are read here, each other field is
+  // given to `field(key, value)`, which returns an error or SUCCESS. A record without both times
+  // or without what `complete()` asks for is malformed (NO_SUCH_FIELD); an end before its start
+  // is counted and the record skipped. `*keep` says whether the record is to be kept.
+  template <typename Field, typename Complete>
+  error_code ReadRecord(od::object& o, Record& r, Field&& field, Complete&& complete, bool* keep) {
+    constexpr uint32_t kStart = 1, kEnd = 2;
     uint32_t seen = 0;
-    bool has_kernel = false, has_agent = false, has_queue = false;
+    *keep = false;
     for (auto fr : o) {
       od::field f;
       if (auto e = std::move(fr).get(f)) return e;
       const std::string_view key = Key(f);
       error_code e = simdjson::SUCCESS;
       if (key == "start_timestamp") {
-        e = Time(f.value(), &d.start);
+        e = Time(f.value(), &r.start);
         seen |= kStart;
       } else if (key == "end_timestamp") {
-        e = Time(f.value(), &d.end);
+        e = Time(f.value(), &r.end);
         seen |= kEnd;
       } else if (key == "thread_id") {
-        e = Int(f.value(), &d.tid);
+        e = Int(f.value(), &r.tid);
       } else if (key == "correlation_id") {
-        e = Correlation(f.value(), &d.corr);
-      } else if (key == "dispatch_info") {
-        od::object di;
-        e = f.value().get_object().get(di);
-        if (!e) for (auto dr : di) {
-          od::field df;
-          if ((e = std::move(dr).get(df))) break;
-          const std::string_view dk = Key(df);
-          if (dk == "agent_id") {
-            e = Handle(df.value(), &d.agent);
-            has_agent = true;
-          } else if (dk == "queue_id") {
-            e = Handle(df.value(), &d.queue);
-            has_queue = true;
-          } else if (dk == "kernel_id") {
-            e = Uint(df.value(), &d.kernel_id);
-            has_kernel = true;
-          }
-          if (e) break;
-        }
+        e = Correlation(f.value(), &r.corr);
+      } else {
+        e = field(key, f.value());
       }
       if (e) return e;
     }
-    if (seen != (kStart | kEnd) || !has_kernel || !has_agent || !has_queue) return simdjson::NO_SUCH_FIELD;
-    if (d.end < d.start) {
+    if (seen != (kStart | kEnd) || !complete()) return simdjson::NO_SUCH_FIELD;
+    if (r.end < r.start) {
       d_->stats.Add(Stat::events_negative_duration);
       return simdjson::SUCCESS;
     }
-    d_->dispatches.push_back(d);
+    *keep = true;
+    return simdjson::SUCCESS;
+  }
+
+  error_code ReadDispatch(od::object& o) {
+    Dispatch d;
+    bool has_kernel = false, has_agent = false, has_queue = false, keep = false;
+    auto field = [&](std::string_view key, od::value v) -> error_code {
+      if (key != "dispatch_info") return simdjson::SUCCESS;
+      od::object di;
+      error_code e = v.get_object().get(di);
+      if (!e) for (auto dr : di) {
+        od::field df;
+        if ((e = std::move(dr).get(df))) break;
+        const std::string_view dk = Key(df);
+        if (dk == "agent_id") {
+          e = Handle(df.value(), &d.agent);
+          has_agent = true;
+        } else if (dk == "queue_id") {
+          e = Handle(df.value(), &d.queue);
+          has_queue = true;
+        } else if (dk == "kernel_id") {
+          e = Uint(df.value(), &d.kernel_id);
+          has_kernel = true;
+        }
+        if (e) break;
+      }
+      return e;
+    };
+    auto complete = [&] { return has_kernel && has_agent && has_queue; };
+    if (auto e = ReadRecord(o, d, field, complete, &keep)) return e;
+    if (keep) d_->dispatches.push_back(d);
     return simdjson::SUCCESS;
   }
 
   error_code ReadCopy(od::object& o) {
     Copy c;
-    uint32_t seen = 0;
-    for (auto fr : o) {
-      od::field f;
-      if (auto e = std::move(fr).get(f)) return e;
-      const std::string_view key = Key(f);
-      error_code e = simdjson::SUCCESS;
-      if (key == "start_timestamp") {
-        e = Time(f.value(), &c.start);
-        seen |= kStart;
-      } else if (key == "end_timestamp") {
-        e = Time(f.value(), &c.end);
-        seen |= kEnd;
-      } else if (key == "thread_id") {
-        e = Int(f.value(), &c.tid);
-      } else if (key == "operation") {
-        e = Int(f.value(), &c.op);
-      } else if (key == "bytes") {
-        e = Int(f.value(), &c.bytes);
-      } else if (key == "correlation_id") {
-        e = Correlation(f.value(), &c.corr);
-      } else if (key == "src_agent_id") {
-        e = Handle(f.value(), &c.src);
+    bool keep = false;
+    auto field = [&](std::string_view key, od::value v) -> error_code {
+      if (key == "operation") return Int(v, &c.op);
+      if (key == "bytes") return Int(v, &c.bytes);
+      if (key == "src_agent_id") {
         c.has_src = true;
-      } else if (key == "dst_agent_id") {
-        e = Handle(f.value(), &c.dst);
-        c.has_dst = true;
+        return Handle(v, &c.src);
       }
-      if (e) return e;
-    }
-    if (seen != (kStart | kEnd)) return simdjson::NO_SUCH_FIELD;
-    if (c.end < c.start) {
-      d_->stats.Add(Stat::events_negative_duration);
+      if (key == "dst_agent_id") {
+        c.has_dst = true;
+        return Handle(v, &c.dst);
+      }
       return simdjson::SUCCESS;
-    }
-    d_->copies.push_back(c);
+    };
+    if (auto e = ReadRecord(o, c, field, [] { return true; }, &keep)) return e;
+    if (keep) d_->copies.push_back(c);
     return simdjson::SUCCESS;
   }
 
   error_code ReadApiCall(od::object& o, std::vector<ApiCall>& out) {
     ApiCall c;
-    uint32_t seen = 0;
-    bool has_op = false;
-    for (auto fr : o) {
-      od::field f;
-      if (auto e = std::move(fr).get(f)) return e;
-      const std::string_view key = Key(f);
-      error_code e = simdjson::SUCCESS;
-      if (key == "start_timestamp") {
-        e = Time(f.value(), &c.start);
-        seen |= kStart;
-      } else if (key == "end_timestamp") {
-        e = Time(f.value(), &c.end);
-        seen |= kEnd;
-      } else if (key == "thread_id") {
-        e = Int(f.value(), &c.tid);
-      } else if (key == "kind") {
-        e = Int(f.value(), &c.kind);
-      } else if (key == "operation") {
-        e = Int(f.value(), &c.op);
+    bool has_op = false, keep = false;
+    auto field = [&](std::string_view key, od::value v) -> error_code {
+      if (key == "kind") return Int(v, &c.kind);
+      if (key == "operation") {
         has_op = true;
-      } else if (key == "correlation_id") {
-        e = Correlation(f.value(), &c.corr);
+        return Int(v, &c.op);
       }
-      if (e) return e;
-    }
-    if (seen != (kStart | kEnd) || !has_op) return simdjson::NO_SUCH_FIELD;
-    if (c.end < c.start) {
-      d_->stats.Add(Stat::events_negative_duration);
       return simdjson::SUCCESS;
-    }
-    out.push_back(c);
+    };
+    if (auto e = ReadRecord(o, c, field, [&] { return has_op; }, &keep)) return e;
+    if (keep) out.push_back(c);
     return simdjson::SUCCESS;
   }
 
