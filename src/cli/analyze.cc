@@ -9,9 +9,11 @@
 
 #include "src/cli/command.h"
 #include "src/cli/gate.h"
+#include "src/cli/options.h"
 #include "src/cli/output.h"
 #include "src/cli/pipeline.h"
 #include "src/cli/registry.h"
+#include "src/cli/subcommand.h"
 #include "src/common/memory.h"
 #include "src/common/utf8.h"
 
@@ -19,6 +21,20 @@ namespace overlapprof {
 namespace {
 
 namespace fs = std::filesystem;
+
+struct AnalyzeArgs {
+  std::vector<std::string> traces;
+  std::string json_path;
+  bool per_iteration = false;
+  std::string color = "auto";
+  int jobs = 0;  // -j: ranks imported at once; 0: DefaultJobs() (src/cli/pipeline.h)
+  std::string step_range;
+  std::string iterations = "auto";  // --iterations: auto, markers or pattern (IterationModeNamed)
+  ImportFlags import;
+  // `run`: also write the reports into this directory (overlap.summary.json,
+  // overlap.perfetto.json, overlap.report.html), beside the rank files.
+  std::string report_dir;
+};
 
 bool UseColor(const std::string& mode) {
   if (mode == "always") return true;
@@ -43,10 +59,8 @@ Status WriteRunReports(const std::string& dir, const Summary& summary, ReportWri
   return OkStatus();
 }
 
-}  // namespace
-
 CommandResult RunAnalyze(const AnalyzeArgs& a) {
-  OVERLAPPROF_ASSIGN_OR_RETURN(int exp, ParseTsUnit(a.ts_unit));
+  OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(a.import));
   // A JSON summary is already analyzed: say what takes it.
   for (const std::string& t : a.traces)
     if (IsSummaryFile(t))
@@ -56,15 +70,8 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
                        t, t, t);
   // `run`'s reports include a Chrome trace, which draws host calls.
   OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files,
-                               ExpandInputs(a.traces, a.cache_dir, a.report_dir.empty() ? TraceNeeds{} : TraceNeeds::All()));
-  ImportOptions io;
-  io.kineto_time_exp = exp;
-  io.store_quick_check = !a.no_verify;
-  OVERLAPPROF_ASSIGN_OR_RETURN(io.comm_patterns, MakeCommPatterns(a.comm_kernel, a.not_comm));
-  io.kernel_timing_only = a.comm_timing == "kernels";
-  if (a.rank_by_gpu) {
-    OVERLAPPROF_ASSIGN_OR_RETURN(io.rank_by_gpu_world, CheckRanksByGpu(files));
-  }
+                               ExpandInputs(a.traces, a.import.cache_dir, a.report_dir.empty() ? TraceNeeds{} : TraceNeeds::All()));
+  OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(a.import, files, io));
   AnalysisOptions ao;
   ao.step_range = a.step_range;
   ao.iterations = IterationModeNamed(a.iterations);
@@ -89,5 +96,52 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
   KeepUntilExit(std::move(summary));  // the process ends next: no freeing node by node
   return outcome;
 }
+
+class AnalyzeCommand : public Subcommand {
+ public:
+  std::string_view name() const override { return "analyze"; }
+  std::string_view description() const override {
+    return "Analyze traces (PyTorch-profiler JSON, Nsight Systems SQLite exports, overlapprof stores)";
+  }
+  std::string_view usage() const override { return "analyze [OPTIONS] TRACE..."; }
+  void AddOptions(CLI::App& app) override {
+    app.add_option("TRACE", a_.traces, "trace files or directories of them")->required();
+    app.add_option("--json", a_.json_path, "write the JSON summary (overlapprof.summary/1) to FILE, '-' for stdout");
+    app.add_flag("--per-iteration", a_.per_iteration, "print the per-iteration table");
+    AddTsUnitOption(app, a_.import, "unit of Chrome-trace ts/dur: us (the format's, default) or ns");
+    AddNoVerifyOption(app, a_.import);
+    app.add_option("--color", a_.color, "auto (TTY and no NO_COLOR, the default), always or never")
+        ->check(Quiet(CLI::IsMember({"auto", "always", "never"})))
+        ->type_name("WHEN");
+    app.add_option("-j,--jobs", a_.jobs,
+                   "read up to N traces at once on other threads, each with its rank's own analysis (at most N "
+                   "ranks in memory; 1: one at a time on this thread; the output is the same); 1 to 256, default: "
+                   "the CPUs this process may use")
+        ->check(Quiet(CLI::Range(1, 256)))
+        ->type_name("N");
+    AddStepRangeOption(app, a_.step_range,
+                       "host annotation (NVTX or record_function) that marks an iteration, instead of ProfilerStep#N");
+    AddCacheDirOption(app, a_.import);
+    AddCommPatternOptions(app, a_.import.comm_kernel, a_.import.not_comm);
+    AddCommTimingOption(app, a_.import);
+    AddIterationsOption(app, a_.iterations);
+    AddRankByGpuOption(app, a_.import);
+  }
+  CommandResult Run(const std::vector<std::string>&) override { return RunAnalyze(a_); }
+
+ private:
+  AnalyzeArgs a_;
+};
+
+}  // namespace
+
+CommandResult AnalyzeRunDirectory(const std::string& dir) {
+  AnalyzeArgs a;
+  a.traces = {dir};
+  a.report_dir = dir;
+  return RunAnalyze(a);
+}
+
+std::unique_ptr<Subcommand> MakeAnalyzeCommand() { return std::make_unique<AnalyzeCommand>(); }
 
 }  // namespace overlapprof

@@ -1,8 +1,7 @@
 #pragma once
-// The CLI's subcommands, one file each in src/cli/ (analyze.cc, import.cc, report.cc, gate.cc for
-// compare and check, run.cc), and their result: a subcommand returns a Status when it fails, or
-// an Outcome, the exit code of an ending that is not an error. ExitCodeOf (command.cc) maps both
-// to the process's exit code, in one place (docs/exit-codes.md).
+// What the CLI's subcommands (src/cli/subcommand.h) share: their result, a Status when they fail
+// or an Outcome, the exit code of an ending that is not an error; ExitCodeOf (command.cc) maps
+// both to the process's exit code, in one place (docs/exit-codes.md).
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,48 +47,9 @@ Outcome DataQualityOutcome(const Summary& summary, const char* what_it_means);
 StatusOr<std::shared_ptr<const CommPatterns>> MakeCommPatterns(const std::vector<std::string>& comm_kernel,
                                                                const std::vector<std::string>& not_comm);
 
-struct AnalyzeArgs {
-  std::vector<std::string> traces;
-  std::string json_path;
-  bool per_iteration = false;
-  std::string ts_unit = "us";
-  bool no_verify = false;
-  std::string color = "auto";
-  int jobs = 0;  // -j: ranks imported at once; 0: DefaultJobs() (src/cli/pipeline.h)
-  std::string step_range;
-  std::string cache_dir;  // --cache-dir: where .nsys-rep inputs are exported (ExpandInputs)
-  std::vector<std::string> comm_kernel, not_comm;  // src/trace/classify.h CommPatterns
-  std::string comm_timing = "auto";  // --comm-timing: auto (the plugin's per-op times when there) or kernels
-  std::string iterations = "auto";   // --iterations: auto, markers or pattern (IterationModeNamed)
-  bool rank_by_gpu = false;          // --rank-by-gpu (CheckRanksByGpu, src/cli/pipeline.h)
-  // `run`: also write the reports into this directory (overlap.summary.json,
-  // overlap.perfetto.json, overlap.report.html), beside the rank files.
-  std::string report_dir;
-};
-CommandResult RunAnalyze(const AnalyzeArgs& args);
-
-struct ReportArgs {
-  std::vector<std::string> traces;
-  std::string chrome_trace, json_path, html_path;
-  std::string step_range;
-  std::string trace_iterations;  // Chrome trace: --trace-iterations
-  double trace_budget_mb = 0;    // Chrome trace: --trace-budget (0: the default)
-  std::string cache_dir;         // --cache-dir (.nsys-rep exports)
-  std::vector<std::string> comm_kernel, not_comm;  // src/trace/classify.h CommPatterns
-  std::string comm_timing = "auto";  // --comm-timing (AnalyzeArgs)
-  std::string iterations = "auto";   // --iterations (AnalyzeArgs)
-  bool rank_by_gpu = false;          // --rank-by-gpu (AnalyzeArgs)
-};
-CommandResult RunReport(const ReportArgs& args);
-
-struct ImportArgs {
-  std::vector<std::string> inputs;
-  std::string output;
-  bool force = false;
-  std::string ts_unit = "us";
-  std::string cache_dir;  // --cache-dir (.nsys-rep exports)
-  bool rank_by_gpu = false;  // --rank-by-gpu (AnalyzeArgs)
-};
-CommandResult RunImport(const ImportArgs& args);
+// `run`: analyzes the rank files in `dir` as `overlapprof analyze DIR` does with its defaults,
+// and writes the report files beside them (overlap.summary.json, overlap.perfetto.json,
+// overlap.report.html). Defined in analyze.cc.
+CommandResult AnalyzeRunDirectory(const std::string& dir);
 
 }  // namespace overlapprof

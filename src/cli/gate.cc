@@ -10,9 +10,12 @@
 #include <set>
 #include <sstream>
 
+#include "analyzers/compare.h"
 #include "src/cli/command.h"
+#include "src/cli/options.h"
 #include "src/cli/pipeline.h"
 #include "src/cli/registry.h"
+#include "src/cli/subcommand.h"
 #include "src/common/utf8.h"
 #include "src/io/input_file.h"
 
@@ -20,6 +23,16 @@ namespace overlapprof {
 namespace {
 
 namespace fs = std::filesystem;
+
+struct GateArgs {
+  std::string base, next;  // a JSON summary, a trace file, or a directory of traces
+  std::string policy_file;
+  Policy policy;
+  std::string markdown_path, junit_path;  // check: also write these ("-": stdout)
+  std::string step_range;                 // AnalysisOptions::step_range for traces
+  bool allow_different_runs = false;      // compare runs that Differences() finds not comparable
+  std::vector<std::string> comm_kernel, not_comm;  // --comm-kernel / --not-comm (traces only)
+};
 
 }  // namespace
 
@@ -35,8 +48,7 @@ bool IsSummaryFile(const std::string& path) {
 
 namespace {
 
-StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range,
-                          const std::shared_ptr<const CommPatterns>& patterns) {
+StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range, const ImportOptions& io) {
   if (IsSummaryFile(path)) {
     // Read as the traces are (src/io/input_file.h), in one streaming pass (ReadSummary): NaN /
     // Infinity refuse the summary (exit 2); a key given twice keeps its first value, with a
@@ -50,8 +62,6 @@ StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range
     return v;
   }
   OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs({path}));
-  ImportOptions io;
-  io.comm_patterns = patterns;
   AnalysisOptions ao;
   ao.step_range = step_range;
   OVERLAPPROF_ASSIGN_OR_RETURN(Summary s, AnalyzeFiles(files, io, ao, DefaultJobs()));
@@ -83,12 +93,15 @@ StatusOr<Loaded> Load(const GateArgs& a) {
   l.policy = a.policy;
   for (const std::string& w : a.policy.warnings) std::fprintf(stderr, "overlapprof: warning: %s\n", EscapeForTerminal(w).c_str());
   // The policy file's patterns, then the flags'.
-  std::vector<std::string> add = a.policy.comm_kernel, veto = a.policy.not_comm;
-  add.insert(add.end(), a.comm_kernel.begin(), a.comm_kernel.end());
-  veto.insert(veto.end(), a.not_comm.begin(), a.not_comm.end());
-  OVERLAPPROF_ASSIGN_OR_RETURN(std::shared_ptr<const CommPatterns> patterns, MakeCommPatterns(add, veto));
-  OVERLAPPROF_ASSIGN_OR_RETURN(l.base, LoadRun(a.base, a.step_range, patterns));
-  OVERLAPPROF_ASSIGN_OR_RETURN(l.next, LoadRun(a.next, a.step_range, patterns));
+  ImportFlags flags;
+  flags.comm_kernel = a.policy.comm_kernel;
+  flags.not_comm = a.policy.not_comm;
+  flags.comm_kernel.insert(flags.comm_kernel.end(), a.comm_kernel.begin(), a.comm_kernel.end());
+  flags.not_comm.insert(flags.not_comm.end(), a.not_comm.begin(), a.not_comm.end());
+  OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(flags));
+  OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(flags, {}, io));
+  OVERLAPPROF_ASSIGN_OR_RETURN(l.base, LoadRun(a.base, a.step_range, io));
+  OVERLAPPROF_ASSIGN_OR_RETURN(l.next, LoadRun(a.next, a.step_range, io));
   return l;
 }
 
@@ -105,8 +118,6 @@ Status CheckComparable(const GateArgs& a, const Loaded& l, Comparison& c) {
   c.notes.push_back("the runs differ: " + what);
   return OkStatus();
 }
-
-}  // namespace
 
 CommandResult RunCompare(const GateArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(Loaded l, Load(a));
@@ -154,5 +165,97 @@ CommandResult RunCheck(const GateArgs& a) {
   std::fprintf(stderr, "overlapprof: check passed (%s)\n", VerdictName(c.gate));
   return Outcome::Ok();
 }
+
+constexpr const char* kAllowDifferentRunsHelp =
+    "compare runs of another world size, rank set or op mix (refused otherwise, exit 2)";
+
+class CompareCommand : public Subcommand {
+ public:
+  std::string_view name() const override { return "compare"; }
+  std::string_view description() const override {
+    return "Compare two runs (traces, or JSON summaries): per metric, verdict";
+  }
+  std::string_view usage() const override { return "compare [OPTIONS] BASE NEW"; }
+  void AddOptions(CLI::App& app) override {
+    app.add_option("BASE", a_.base, "baseline: a JSON summary, a trace, or a directory of traces")->required();
+    app.add_option("NEW", a_.next, "the run to compare with it")->required();
+    app.add_option("--markdown", a_.markdown_path, "also write a Markdown table to FILE ('-': stdout)");
+    AddStepRangeOption(app, a_.step_range, "host annotation that marks an iteration (traces only)");
+    app.add_flag("--allow-different-runs", a_.allow_different_runs, kAllowDifferentRunsHelp);
+    AddCommPatternOptions(app, a_.comm_kernel, a_.not_comm);
+  }
+  CommandResult Run(const std::vector<std::string>&) override { return RunCompare(a_); }
+
+ private:
+  GateArgs a_;
+};
+
+// check's thresholds: the flags override the policy file's values (GateArgs::policy), only
+// those given on the command line.
+class CheckCommand : public Subcommand {
+ public:
+  std::string_view name() const override { return "check"; }
+  std::string_view description() const override {
+    return "CI gate: exit 0 pass, 1 regression, 3 inconclusive, 4 data lost, 2 usage (docs/ci-gate.md)";
+  }
+  std::string_view usage() const override { return "check [OPTIONS] TRACE --baseline BASE"; }
+  void AddOptions(CLI::App& app) override {
+    app.add_option("TRACE", a_.next, "the new run: a trace, a directory of traces, or a JSON summary")->required();
+    app.add_option("--baseline", a_.base, "the baseline: a JSON summary (commit it) or traces")->required();
+    max_drop_ = app.add_option("--max-overlap-drop", max_drop_pp_,
+                               "fail when the overlap ratio drops by more than this many percentage points, 0 or "
+                               "more (default 2)")
+                    ->check(Quiet(CLI::NonNegativeNumber))
+                    ->type_name("PP");
+    max_increase_ = app.add_option("--max-exposed-comm-increase", max_increase_pct_,
+                                   "fail when exposed communication per iteration grows by more than this %, 0 or "
+                                   "more (default 10)")
+                        ->check(Quiet(CLI::NonNegativeNumber))
+                        ->type_name("PCT");
+    max_loss_ = app.add_option("--max-data-loss", max_loss_count_,
+                               "fail (exit 4) when the new run's error-severity counters total more, 0 or more "
+                               "(default 0)")
+                    ->check(Quiet(CLI::NonNegativeNumber))
+                    ->type_name("N");
+    max_step_ = app.add_option("--max-step-time-increase", max_step_pct_,
+                               "fail when the step time grows by more than this %, 0 or more (default 5)")
+                    ->check(Quiet(CLI::NonNegativeNumber))
+                    ->type_name("PCT");
+    min_effect_ = app.add_option("--min-effect-ms", min_effect_ms_,
+                                 "a change smaller than this many ms per iteration (or 1% of the step) never fails "
+                                 "(0 or more, default 0.5)")
+                      ->check(Quiet(CLI::NonNegativeNumber))
+                      ->type_name("MS");
+    app.add_flag("--allow-different-runs", a_.allow_different_runs, kAllowDifferentRunsHelp);
+    app.add_option("--policy", a_.policy_file, "JSON policy file with the same thresholds (flags override it)");
+    app.add_option("--markdown", a_.markdown_path, "write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY; '-': stdout)");
+    app.add_option("--junit", a_.junit_path, "write JUnit XML (a test case per gated metric)");
+    AddStepRangeOption(app, a_.step_range, "host annotation that marks an iteration (traces only)");
+    AddCommPatternOptions(app, a_.comm_kernel, a_.not_comm);
+  }
+  CommandResult Run(const std::vector<std::string>&) override {
+    if (!a_.policy_file.empty()) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(a_.policy, LoadPolicy(a_.policy_file, a_.policy));
+    }
+    if (max_drop_->count()) a_.policy.max_overlap_drop_pp = max_drop_pp_;
+    if (max_increase_->count()) a_.policy.max_exposed_comm_increase_pct = max_increase_pct_;
+    if (max_loss_->count()) a_.policy.max_data_loss = max_loss_count_;
+    if (max_step_->count()) a_.policy.max_step_time_increase_pct = max_step_pct_;
+    if (min_effect_->count()) a_.policy.min_effect_ms = min_effect_ms_;
+    return RunCheck(a_);
+  }
+
+ private:
+  GateArgs a_;
+  double max_drop_pp_ = 0, max_increase_pct_ = 0, max_step_pct_ = 0, min_effect_ms_ = 0;
+  int64_t max_loss_count_ = 0;
+  CLI::Option *max_drop_ = nullptr, *max_increase_ = nullptr, *max_loss_ = nullptr, *max_step_ = nullptr,
+              *min_effect_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Subcommand> MakeCompareCommand() { return std::make_unique<CompareCommand>(); }
+std::unique_ptr<Subcommand> MakeCheckCommand() { return std::make_unique<CheckCommand>(); }
 
 }  // namespace overlapprof

@@ -4,7 +4,9 @@
 #include <filesystem>
 
 #include "src/cli/command.h"
+#include "src/cli/options.h"
 #include "src/cli/pipeline.h"
+#include "src/cli/subcommand.h"
 #include "src/common/utf8.h"
 #include "src/store/writer.h"
 
@@ -12,6 +14,13 @@ namespace overlapprof {
 namespace {
 
 namespace fs = std::filesystem;
+
+struct ImportArgs {
+  std::vector<std::string> inputs;
+  std::string output;
+  bool force = false;
+  ImportFlags import;
+};
 
 // "dir/a.json.gz" -> "a"; one rank of a multi-rank file, "dir/r.sqlite#pid7.gpu1" -> "r.pid7.gpu1".
 std::string StemOf(const std::string& input) {
@@ -26,22 +35,17 @@ std::string StemOf(const std::string& input) {
   return unit.empty() ? name : name + "." + unit;
 }
 
-}  // namespace
-
 CommandResult RunImport(const ImportArgs& a) {
-  OVERLAPPROF_ASSIGN_OR_RETURN(int exp, ParseTsUnit(a.ts_unit));
-  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs(a.inputs, a.cache_dir, TraceNeeds::All()));
+  OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(a.import));
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files,
+                               ExpandInputs(a.inputs, a.import.cache_dir, TraceNeeds::All()));
   std::error_code ec;
   bool to_dir = files.size() > 1 || fs::is_directory(a.output, ec) || (!a.output.empty() && a.output.back() == '/');
   if (to_dir) {
     fs::create_directories(a.output, ec);
     if (ec) return MakeError(StatusCode::kIo, "{}: cannot create directory: {}", a.output, ec.message());
   }
-  ImportOptions io;
-  io.kineto_time_exp = exp;
-  if (a.rank_by_gpu) {
-    OVERLAPPROF_ASSIGN_OR_RETURN(io.rank_by_gpu_world, CheckRanksByGpu(files));
-  }
+  OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(a.import, files, io));
   ImportScratch scratch;  // the document buffer and JSON parser, reused for every file
   io.scratch = &scratch;
   for (const std::string& in : files) {
@@ -53,5 +57,30 @@ CommandResult RunImport(const ImportArgs& a) {
   }
   return Outcome::Ok();
 }
+
+class ImportCommand : public Subcommand {
+ public:
+  std::string_view name() const override { return "import"; }
+  std::string_view description() const override {
+    return "Convert PyTorch-profiler JSON traces and Nsight Systems exports into overlapprof stores";
+  }
+  std::string_view usage() const override { return "import [OPTIONS] INPUT... -o OUTPUT"; }
+  void AddOptions(CLI::App& app) override {
+    app.add_option("INPUT", a_.inputs, "trace files or directories")->required();
+    app.add_option("-o,--output", a_.output, "output file (one input) or directory")->required();
+    app.add_flag("--force", a_.force, "replace existing output files");
+    AddTsUnitOption(app, a_.import, "unit of Chrome-trace ts/dur: us (default) or ns");
+    AddCacheDirOption(app, a_.import);
+    AddRankByGpuOption(app, a_.import);
+  }
+  CommandResult Run(const std::vector<std::string>&) override { return RunImport(a_); }
+
+ private:
+  ImportArgs a_;
+};
+
+}  // namespace
+
+std::unique_ptr<Subcommand> MakeImportCommand() { return std::make_unique<ImportCommand>(); }
 
 }  // namespace overlapprof

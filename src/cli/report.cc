@@ -9,26 +9,35 @@
 #include <nlohmann/json.hpp>
 
 #include "src/cli/command.h"
+#include "src/cli/options.h"
 #include "src/cli/output.h"
 #include "src/cli/pipeline.h"
 #include "src/cli/registry.h"
+#include "src/cli/subcommand.h"
 #include "src/common/utf8.h"
 
 namespace overlapprof {
+namespace {
+
+struct ReportArgs {
+  std::vector<std::string> traces;
+  std::string chrome_trace, json_path, html_path;
+  std::string step_range;
+  std::string trace_iterations;  // Chrome trace: --trace-iterations
+  double trace_budget_mb = 0;    // Chrome trace: --trace-budget (0: the default)
+  std::string iterations = "auto";  // --iterations (IterationModeNamed)
+  ImportFlags import;
+};
 
 CommandResult RunReport(const ReportArgs& a) {
   if (a.chrome_trace.empty() && a.json_path.empty() && a.html_path.empty())
     return MakeError(StatusCode::kInvalidArgument,
                      "report: name at least one output (--chrome-trace FILE, --json FILE, --html FILE)");
+  OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(a.import));
   OVERLAPPROF_ASSIGN_OR_RETURN(
       std::vector<std::string> files,
-      ExpandInputs(a.traces, a.cache_dir, a.chrome_trace.empty() ? TraceNeeds{} : TraceNeeds::All()));  // host calls drawn
-  ImportOptions io;
-  OVERLAPPROF_ASSIGN_OR_RETURN(io.comm_patterns, MakeCommPatterns(a.comm_kernel, a.not_comm));
-  io.kernel_timing_only = a.comm_timing == "kernels";
-  if (a.rank_by_gpu) {
-    OVERLAPPROF_ASSIGN_OR_RETURN(io.rank_by_gpu_world, CheckRanksByGpu(files));
-  }
+      ExpandInputs(a.traces, a.import.cache_dir, a.chrome_trace.empty() ? TraceNeeds{} : TraceNeeds::All()));  // host calls drawn
+  OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(a.import, files, io));
   AnalysisOptions ao;
   ao.step_range = a.step_range;
   ao.iterations = IterationModeNamed(a.iterations);
@@ -94,5 +103,45 @@ CommandResult RunReport(const ReportArgs& a) {
   OVERLAPPROF_RETURN_IF_ERROR(html_status);
   return DataQualityOutcome(summary, "data was lost");
 }
+
+class ReportCommand : public Subcommand {
+ public:
+  std::string_view name() const override { return "report"; }
+  std::string_view description() const override {
+    return "Write report files: Chrome trace for Perfetto, JSON summary, HTML page";
+  }
+  std::string_view usage() const override {
+    return "report [OPTIONS] TRACE... --chrome-trace FILE | --json FILE | --html FILE";
+  }
+  void AddOptions(CLI::App& app) override {
+    app.add_option("TRACE", a_.traces, "trace files or directories of them")->required();
+    app.add_option("--chrome-trace", a_.chrome_trace,
+                   "Chrome trace JSON for Perfetto UI / chrome://tracing (NAME.json.gz: gzip)");
+    app.add_option("--json", a_.json_path, "the JSON summary (overlapprof.summary/1), '-' for stdout");
+    app.add_option("--html", a_.html_path,
+                   "self-contained HTML report (opens offline in a browser; docs/html-report.md)");
+    AddStepRangeOption(app, a_.step_range, "host annotation that marks an iteration, instead of ProfilerStep#N");
+    app.add_option("--trace-iterations", a_.trace_iterations,
+                   "Chrome trace: the iterations to keep: 'all', or 0-based indices like 0,5,10-12 (default: "
+                   "everything when it fits the budget, else the slowest, median and first steady iteration per "
+                   "rank)");
+    app.add_option("--trace-budget", a_.trace_budget_mb, "Chrome trace: size budget in MB of JSON, more than 0 (default 100)")
+        ->check(Quiet(CLI::PositiveNumber))
+        ->type_name("MB");
+    AddCacheDirOption(app, a_.import);
+    AddCommPatternOptions(app, a_.import.comm_kernel, a_.import.not_comm);
+    AddCommTimingOption(app, a_.import);
+    AddIterationsOption(app, a_.iterations);
+    AddRankByGpuOption(app, a_.import);
+  }
+  CommandResult Run(const std::vector<std::string>&) override { return RunReport(a_); }
+
+ private:
+  ReportArgs a_;
+};
+
+}  // namespace
+
+std::unique_ptr<Subcommand> MakeReportCommand() { return std::make_unique<ReportCommand>(); }
 
 }  // namespace overlapprof

@@ -39,6 +39,8 @@
 
 #include <fmt/format.h>
 
+#include "src/cli/options.h"
+#include "src/cli/subcommand.h"
 #include "src/common/utf8.h"
 #include "src/store/plugin_join.h"
 #include "src/store/writer.h"
@@ -1122,5 +1124,60 @@ CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(con
   if (!a.no_analyze) AnalyzeAfterRun(out, code, analyze);
   return Outcome::CommandExited(code);
 }
+
+namespace {
+
+class RunSubcommand : public Subcommand {
+ public:
+  std::string_view name() const override { return "run"; }
+  std::string_view description() const override {
+    return "Run a training command with the injector and record every rank (overlapprof run -- CMD ARGS...)";
+  }
+  std::string_view usage() const override { return "run [OPTIONS] -- CMD [ARGS...]"; }
+  void AddOptions(CLI::App& app) override {
+    app_ = &app;
+    app.add_option("-o,--output", a_.output_dir,
+                   "directory for the rank files, refused if it holds a trace or is a symbolic link (default: a new "
+                   "overlapprof-YYYYmmdd-HHMMSS)");
+    app.add_option("--flush-ms", a_.flush_ms,
+                   "commit the rank files at least this often, in ms from 10 to 600000 (10 minutes); bounds what "
+                   "SIGKILL loses")
+        ->check(Quiet(CLI::Range(10, 600000)))
+        ->type_name("MS");
+    app.add_flag("--no-analyze", a_.no_analyze, "only record; do not analyze afterwards");
+    app.add_flag("--force", a_.force,
+                 "record into an output directory that already holds traces, or into the directory a symbolic "
+                 "link -o names");
+    app.add_option("--wait-s", a_.wait_s,
+                   "after the command exits, wait at most this long (0 to 86400 s, default 30) for the processes it "
+                   "left behind (workers started in the background or with setsid) and those still writing rank "
+                   "files")
+        ->check(Quiet(CLI::Range(0, 86400)))
+        ->type_name("S");
+    app.add_option("--nccl-detail", a_.nccl_detail,
+                   "what NCCL's profiler plugin reports beyond each operation's GPU time: 'proxy' adds the proxy "
+                   "thread's network progress (ProxyOp/ProxyStep counts per operation; more events, more cost)")
+        ->check(Quiet(CLI::IsMember({"proxy"})))
+        ->type_name("proxy");
+    // Everything from the first positional argument (or after "--") is the command, passed on
+    // untouched, its own options included.
+    app.prefix_command();
+    app.allow_extras();
+  }
+  bool takes_command_after_dashes() const override { return true; }
+  CommandResult Run(const std::vector<std::string>& after_dashes) override {
+    a_.command = app_->remaining();
+    a_.command.insert(a_.command.end(), after_dashes.begin(), after_dashes.end());
+    return RunCommand(a_, AnalyzeRunDirectory);
+  }
+
+ private:
+  RunArgs a_;
+  CLI::App* app_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Subcommand> MakeRunCommand() { return std::make_unique<RunSubcommand>(); }
 
 }  // namespace overlapprof

@@ -1,0 +1,77 @@
+#include "src/cli/options.h"
+
+#include "src/cli/command.h"
+#include "src/cli/pipeline.h"
+
+namespace overlapprof {
+
+CLI::Validator Quiet(CLI::Validator v) { return v.description(""); }
+
+void AddTsUnitOption(CLI::App& app, ImportFlags& flags, const char* help) {
+  app.add_option("--ts-unit", flags.ts_unit, help);
+}
+
+void AddNoVerifyOption(CLI::App& app, ImportFlags& flags) {
+  app.add_flag("--no-verify", flags.no_verify, "skip SQLite quick_check on store files (trusted files only)");
+}
+
+void AddCacheDirOption(CLI::App& app, ImportFlags& flags) {
+  app.add_option("--cache-dir", flags.cache_dir,
+                 "directory for the SQLite exports of .nsys-rep inputs (default $TMPDIR/overlapprof-nsys-UID)")
+      ->type_name("DIR");
+}
+
+void AddCommPatternOptions(CLI::App& app, std::vector<std::string>& comm_kernel, std::vector<std::string>& not_comm) {
+  app.add_option("--comm-kernel", comm_kernel,
+                 "kernels whose name matches REGEX are communication (repeatable; docs/classification.md)")
+      ->allow_extra_args(false)
+      ->type_name("REGEX");
+  app.add_option("--not-comm", not_comm,
+                 "kernels whose name matches REGEX are never communication, unless an NCCL record says so (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("REGEX");
+}
+
+void AddCommTimingOption(CLI::App& app, ImportFlags& flags) {
+  app.add_option("--comm-timing", flags.comm_timing,
+                 "auto: communication timed per operation by NCCL's profiler plugin where the trace has it, else "
+                 "by its kernels (default); kernels: by its kernels always")
+      ->check(Quiet(CLI::IsMember({"auto", "kernels"})))
+      ->type_name("SOURCE");
+}
+
+void AddRankByGpuOption(CLI::App& app, ImportFlags& flags) {
+  app.add_flag("--rank-by-gpu", flags.rank_by_gpu,
+               "Nsight Systems exports that do not say their ranks (one nsys around torchrun): number each "
+               "rank by its CUDA device, as LOCAL_RANK does on one node with one GPU per rank");
+}
+
+void AddStepRangeOption(CLI::App& app, std::string& step_range, const char* help) {
+  app.add_option("--step-range", step_range, help);
+}
+
+void AddIterationsOption(CLI::App& app, std::string& iterations) {
+  app.add_option("--iterations", iterations,
+                 "where iteration windows come from: auto (ProfilerStep/--step-range markers, else detected from the "
+                 "trace; default), markers (markers only), pattern (detected, markers ignored)")
+      ->check(Quiet(CLI::IsMember({"auto", "markers", "pattern"})))
+      ->type_name("MODE");
+}
+
+StatusOr<ImportOptions> ImportOptionsOf(const ImportFlags& flags) {
+  ImportOptions io;
+  OVERLAPPROF_ASSIGN_OR_RETURN(io.kineto_time_exp, ParseTsUnit(flags.ts_unit));
+  io.store_quick_check = !flags.no_verify;
+  io.kernel_timing_only = flags.comm_timing == "kernels";
+  return io;
+}
+
+Status CompleteImportOptions(const ImportFlags& flags, const std::vector<std::string>& files, ImportOptions& io) {
+  OVERLAPPROF_ASSIGN_OR_RETURN(io.comm_patterns, MakeCommPatterns(flags.comm_kernel, flags.not_comm));
+  if (flags.rank_by_gpu) {
+    OVERLAPPROF_ASSIGN_OR_RETURN(io.rank_by_gpu_world, CheckRanksByGpu(files));
+  }
+  return OkStatus();
+}
+
+}  // namespace overlapprof

@@ -1,0 +1,54 @@
+#pragma once
+// The option groups several subcommands share, each declared once here (its name, value type,
+// check and help), and the import options they turn into. A subcommand's own options are
+// declared in its own file (src/cli/subcommand.h).
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "src/common/status.h"
+#include "src/importers/importer.h"
+
+namespace overlapprof {
+
+// A validator without its description, so that help shows the option's own words for its
+// range ("1 to 256") instead of "INT:INT in [1 - 256]".
+CLI::Validator Quiet(CLI::Validator v);
+
+// The flags that say how inputs are imported. A subcommand declares the ones it offers (the
+// Add*Option functions below); the others keep these defaults.
+struct ImportFlags {
+  std::string ts_unit = "us";  // --ts-unit (ParseTsUnit)
+  bool no_verify = false;      // --no-verify: no SQLite quick_check on store files
+  std::string cache_dir;       // --cache-dir: where .nsys-rep inputs are exported (ExpandInputs)
+  std::vector<std::string> comm_kernel, not_comm;  // --comm-kernel / --not-comm (CommPatterns)
+  std::string comm_timing = "auto";  // --comm-timing: auto (the plugin's per-op times when there) or kernels
+  bool rank_by_gpu = false;          // --rank-by-gpu (CheckRanksByGpu, src/cli/pipeline.h)
+};
+
+// --ts-unit; `help` differs by subcommand.
+void AddTsUnitOption(CLI::App& app, ImportFlags& flags, const char* help);
+// --no-verify.
+void AddNoVerifyOption(CLI::App& app, ImportFlags& flags);
+// --cache-dir (.nsys-rep exports).
+void AddCacheDirOption(CLI::App& app, ImportFlags& flags);
+// --comm-kernel / --not-comm (docs/classification.md), repeatable.
+void AddCommPatternOptions(CLI::App& app, std::vector<std::string>& comm_kernel, std::vector<std::string>& not_comm);
+// --comm-timing (docs/nccl-profiler.md, "timing_source").
+void AddCommTimingOption(CLI::App& app, ImportFlags& flags);
+// --rank-by-gpu (docs/nsys.md, "Ranks").
+void AddRankByGpuOption(CLI::App& app, ImportFlags& flags);
+// --step-range (AnalysisOptions::step_range); `help` differs by subcommand.
+void AddStepRangeOption(CLI::App& app, std::string& step_range, const char* help);
+// --iterations (docs/analyzers.md, "Iterations"): auto, markers or pattern (IterationModeNamed).
+void AddIterationsOption(CLI::App& app, std::string& iterations);
+
+// The import options `flags` ask for, in two steps, the order in which every subcommand checks
+// its inputs: ImportOptionsOf before the inputs are expanded (an invalid --ts-unit is a usage
+// error), CompleteImportOptions once they are (the comm patterns compiled, an invalid regex is a
+// usage error naming it; --rank-by-gpu checked against `files`).
+StatusOr<ImportOptions> ImportOptionsOf(const ImportFlags& flags);
+Status CompleteImportOptions(const ImportFlags& flags, const std::vector<std::string>& files, ImportOptions& options);
+
+}  // namespace overlapprof
