@@ -1,8 +1,9 @@
 #pragma once
 // Comparing two runs (`overlapprof compare`) and gating a change on it (`overlapprof check`).
-// Both sides are read from the JSON summary (overlapprof.summary/1), whether it was written by
-// `analyze --json` and committed as a baseline, or produced on the fly from traces, so a
-// baseline is a small file and one code path decides.
+// Both sides are RunViews read from the JSON summary (overlapprof.summary/1) by the CLI
+// (src/cli/summary_input.h), whether it was written by `analyze --json` and committed as a
+// baseline, or produced on the fly from traces, so a baseline is a small file and one code path
+// decides; the renderings are reports/comparison.h. This file computes only.
 //
 // Metrics (docs/ci-gate.md): step time (wall time per steady iteration; lower is better), the
 // run's overlap ratio (sum of overlap / sum of communication over ranks; higher is better),
@@ -16,10 +17,7 @@
 // Policy::min_effect_ms or 1% of the base step time is never a regression (nor an improvement).
 // Runs that are not comparable (world size, rank set, op mix) are refused by the caller
 // (Differences) unless asked otherwise.
-#include <nlohmann/json.hpp>
-
 #include <map>
-#include <istream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,23 +48,6 @@ struct RunView {
   std::vector<std::string> data_lost_counters;  // "rank 0: records_dropped_cupti = 5"
 };
 
-// Parses a JSON policy (or any small document) as every overlapprof reader treats JSON
-// (docs/schema.md): NaN and Infinity are not JSON and refuse the document (kInvalidInput, the
-// parser's position); a key given twice in one object keeps its first value, the later keys are
-// appended to *duplicates (the caller warns). Linear time.
-StatusOr<nlohmann::json> ParseJsonFirstKeyWins(std::istream& in, const std::string& source,
-                                              std::vector<std::string>* duplicates);
-
-// Reads a JSON summary's text (overlapprof.summary/1) in one streaming pass: linear time, and
-// memory for what the gate keeps (the RunView: about 40 bytes per steady iteration), whatever
-// else the document holds. JSON as ParseJsonFirstKeyWins reads it; duplicate keys are looked for
-// in the objects the gate reads (a key it does not read is skipped, whichever value it holds).
-// Counters' severities are this overlapprof's (src/common/stats.def), not the file's; a counter
-// it does not know counts as lost data. A malformed summary is kInvalidInput naming the field.
-StatusOr<RunView> ReadSummary(std::string_view text, const std::string& source, std::vector<std::string>* duplicates);
-// The same, of a parsed summary.
-StatusOr<RunView> RunViewFromSummary(const nlohmann::json& summary, const std::string& source);
-
 // Two-sided Mann-Whitney U test, normal approximation with tie and continuity corrections.
 // Returns the p-value (1 when either side is empty or every value is equal).
 double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b);
@@ -87,11 +68,6 @@ struct Policy {
   std::vector<std::string> comm_kernel, not_comm;
 };
 
-// Reads a policy file: JSON with any of max_step_time_increase_pct, max_overlap_drop_pp,
-// max_exposed_comm_increase_pct, max_data_loss, alpha, min_effect_ms, op_mix_tolerance_pct, comm_kernel,
-// not_comm (unknown keys are an error, so a typo does not silently gate nothing).
-StatusOr<Policy> LoadPolicy(const std::string& path, Policy defaults);
-
 enum class Verdict { kUnchanged, kImproved, kRegressed, kInconclusive };
 const char* VerdictName(Verdict v);
 
@@ -109,6 +85,10 @@ struct MetricResult {
   std::string why;  // one line: what decided
 };
 
+// A metric's change as its verdict and the renderings word it: "+1.23 pp", "-4.00 %", or "new"
+// for a relative change from zero.
+std::string ChangeText(const MetricResult& m);
+
 struct Comparison {
   std::vector<MetricResult> metrics;
   Verdict gate = Verdict::kUnchanged;  // worst over gated metrics (regressed > inconclusive)
@@ -124,12 +104,5 @@ Comparison Compare(const RunView& base, const RunView& next, const Policy& polic
 // iteration differing by more than policy.op_mix_tolerance_pct; per rank when either run's
 // iterations were not marked, since detected iterations may be cut differently).
 std::vector<std::string> Differences(const RunView& base, const RunView& next, const Policy& policy);
-
-// Renderings: a plain table, GitHub-flavoured Markdown, JUnit XML (a test case per gated metric).
-std::string RenderComparisonText(const Comparison& c, const RunView& base, const RunView& next);
-// `command`: "compare" or "check", named in the heading.
-std::string RenderComparisonMarkdown(const Comparison& c, const RunView& base, const RunView& next,
-                                     const std::string& command);
-std::string RenderComparisonJUnit(const Comparison& c, const RunView& base, const RunView& next);
 
 }  // namespace overlapprof

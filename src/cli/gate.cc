@@ -11,11 +11,13 @@
 #include <sstream>
 
 #include "analyzers/compare.h"
+#include "reports/comparison.h"
 #include "src/cli/command.h"
 #include "src/cli/options.h"
 #include "src/cli/pipeline.h"
 #include "src/cli/registry.h"
 #include "src/cli/subcommand.h"
+#include "src/cli/summary_input.h"
 #include "src/common/utf8.h"
 #include "src/io/input_file.h"
 

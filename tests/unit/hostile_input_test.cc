@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "analyzers/compare.h"
+#include "src/cli/summary_input.h"
 #include "src/cli/pipeline.h"
 #include "src/common/utf8.h"
 #include "src/io/input_file.h"

@@ -1,0 +1,17 @@
+#pragma once
+// The renderings of a comparison (analyzers/compare.h) for `overlapprof compare` and `check`: a
+// plain table, GitHub-flavoured Markdown, JUnit XML (a test case per gated metric). Text from
+// the inputs (paths, op and counter names) is escaped for each format.
+#include <string>
+
+#include "analyzers/compare.h"
+
+namespace overlapprof {
+
+std::string RenderComparisonText(const Comparison& c, const RunView& base, const RunView& next);
+// `command`: "compare" or "check", named in the heading.
+std::string RenderComparisonMarkdown(const Comparison& c, const RunView& base, const RunView& next,
+                                     const std::string& command);
+std::string RenderComparisonJUnit(const Comparison& c, const RunView& base, const RunView& next);
+
+}  // namespace overlapprof

@@ -1,0 +1,282 @@
+// The CI gate's inputs (src/cli/summary_input.h): a JSON summary read back into a RunView.
+#include "src/cli/summary_input.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+
+#include "compare_util.h"
+
+namespace overlapprof {
+namespace {
+
+using testing::View;
+
+namespace fs = std::filesystem;
+
+// Every figure of a read, or its error, as text: two reads are the same when these are equal.
+std::string Describe(StatusOr<RunView> r) {
+  if (!r.ok()) return "error: " + r.status().message();
+  const RunView& v = *r;
+  std::string ops;
+  for (const auto& [op, te] : v.op_time_exposed_ns) ops += fmt::format("{}:{}/{} ", op, te.first, te.second);
+  for (const auto& [op, cb] : v.op_count_bytes) ops += fmt::format("{}:{}x{} ", op, cb.first, cb.second);
+  return fmt::format("{} {} {} {} {} {} {} {} | {} | {} | {} | {} | {} | {} | {} | {} {} {} | {}", v.ranks, v.comm_ns,
+                     v.compute_ns, v.overlap_ns, v.exposed_comm_ns, v.iterations, v.warmup_iterations, v.world_size,
+                     ops, fmt::join(v.iter_overlap_ratio, ","), fmt::join(v.iter_exposed_ns, ","),
+                     fmt::join(v.iter_comm_ns, ","), fmt::join(v.iter_compute_ns, ","), fmt::join(v.iter_wall_ns, ","),
+                     fmt::join(v.rank_ids, ","), v.marked_iterations, v.data_lost, fmt::join(v.data_lost_counters, ";"),
+                     v.source);
+}
+
+// The objects that hold the last segment of `path` ("ranks[].data_quality[].value"): every
+// element of each "[]" list on the way.
+void Parents(nlohmann::json& j, const std::vector<std::string>& segs, size_t i, std::vector<nlohmann::json*>& out) {
+  if (i + 1 == segs.size()) {
+    if (j.is_object()) out.push_back(&j);
+    return;
+  }
+  const bool list = segs[i].size() > 2 && segs[i].compare(segs[i].size() - 2, 2, "[]") == 0;
+  const std::string key = list ? segs[i].substr(0, segs[i].size() - 2) : segs[i];
+  if (!j.is_object() || !j.contains(key)) return;
+  nlohmann::json& v = j[key];
+  if (!list) return Parents(v, segs, i + 1, out);
+  if (v.is_array())
+    for (nlohmann::json& e : v) Parents(e, segs, i + 1, out);
+}
+
+std::vector<std::string> Split(const std::string& path) {
+  std::vector<std::string> segs;
+  for (size_t b = 0;;) {
+    const size_t e = path.find('.', b);
+    segs.push_back(path.substr(b, e == std::string::npos ? std::string::npos : e - b));
+    if (e == std::string::npos) return segs;
+    b = e + 1;
+  }
+}
+
+// Another value of the same kind, one the reader must notice: a number moved, a boolean
+// flipped, a string changed, null made 0.
+nlohmann::json Changed(const nlohmann::json& v) {
+  if (v.is_boolean()) return !v.get<bool>();
+  if (v.is_number_integer()) return v.get<int64_t>() + 7;
+  if (v.is_number()) return v.get<double>() > 0.5 ? v.get<double>() - 0.25 : v.get<double>() + 0.25;
+  if (v.is_string()) return v.get<std::string>() + "x";
+  if (v.is_null()) return 0;
+  return nullptr;
+}
+
+TEST(Compare, SummaryJsonIsValidated) {
+  EXPECT_FALSE(RunViewFromSummary(nlohmann::json::parse(R"({"traceEvents": []})"), "t").ok());
+  EXPECT_EQ(RunViewFromSummary(nlohmann::json::parse(R"({"schema": "overlapprof.summary/9", "ranks": []})"), "t")
+                .status()
+                .code(),
+            StatusCode::kUnsupportedVersion);
+  auto v = RunViewFromSummary(nlohmann::json::parse(R"({"schema": "overlapprof.summary/1", "ranks": [
+      {"rank": 0, "comm_ns": 10, "compute_ns": 20, "overlap_ns": 5, "exposed_comm_ns": 5, "iterations": 2,
+       "data_quality": [{"counter": "records_dropped_cupti", "severity": "error", "value": 4}]}],
+      "iterations": [{"overlap_ratio": 0.5, "exposed_comm_ns": 5, "comm_ns": 5, "compute_ns": 10, "wall_ns": 20},
+                     {"overlap_ratio": null, "exposed_comm_ns": 0, "comm_ns": 5, "compute_ns": 10, "wall_ns": 20}]})"),
+                              "t");
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->iter_overlap_ratio.size(), 1u);  // null ratios are not samples
+  EXPECT_EQ(v->data_lost, 4);
+}
+
+// A malformed baseline (issue 14 §4) or NEW run (§3) is refused, never read as zeros: each
+// mutation of a valid summary below must fail with kInvalidInput naming the field.
+TEST(Compare, MalformedSummariesAreRefusedNotReadAsZero) {
+  const nlohmann::json good = nlohmann::json::parse(R"({"schema": "overlapprof.summary/1", "ranks": [
+      {"rank": 0, "comm_ns": 10, "compute_ns": 20, "overlap_ns": 5, "exposed_comm_ns": 5, "iterations": 1,
+       "data_quality": [{"counter": "records_dropped_cupti", "severity": "error", "value": 4},
+                        {"counter": "rank_unknown", "severity": "warning", "value": 1}]}],
+      "iterations": [{"overlap_ratio": 0.5, "exposed_comm_ns": 5, "comm_ns": 10, "compute_ns": 20, "wall_ns": 40}],
+      "op_types": [{"op": "allreduce", "count": 3, "bytes": null, "time_ns": 10, "exposed_ns": 5}],
+      "data_quality": {"errors": 1, "warnings": 1}})");
+  auto ok = RunViewFromSummary(good, "t");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->data_lost, 4);
+  EXPECT_EQ(ok->op_count_bytes.at("allreduce"), std::make_pair(int64_t{3}, int64_t{-1}));
+  struct Case {
+    const char* pointer;
+    nlohmann::json value;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"/ranks/0/comm_ns", "10", "ranks[0].comm_ns is a string"},
+      {"/ranks/0/overlap_ns", nullptr, "ranks[0].overlap_ns is null"},
+      {"/ranks/0/compute_ns", 2.5, "ranks[0].compute_ns is a fraction"},
+      {"/ranks/0/iterations", true, "ranks[0].iterations is a boolean"},
+      {"/ranks/0/exposed_comm_ns", -5, "ranks[0].exposed_comm_ns is negative"},
+      {"/ranks/0/comm_ns", 18446744073709551615ull, "ranks[0].comm_ns is negative or too large"},
+      // §3: an error counter cancelled by a negative one must not read as "no loss".
+      {"/ranks/0/data_quality/1", nlohmann::json{{"counter", "x"}, {"severity", "error"}, {"value", -4}},
+       "data_quality[1].value is negative"},
+      {"/ranks/0/data_quality", nullptr, "ranks[0].data_quality is not an array"},
+      {"/iterations/0/wall_ns", "40", "iterations[0].wall_ns is a string"},
+      {"/iterations/0/overlap_ratio", "0.5", "overlap_ratio is not null nor a number"},
+      {"/op_types/0/count", nullptr, "op_types[0].count is null"},
+      {"/ranks", nlohmann::json::array(), "no ranks"},
+      {"/data_quality/errors", 2, "data_quality.errors is 2 but the ranks list 1"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json bad = good;
+    bad[nlohmann::json::json_pointer(c.pointer)] = c.value;
+    auto v = RunViewFromSummary(bad, "t");
+    ASSERT_FALSE(v.ok()) << c.pointer;
+    EXPECT_EQ(v.status().code(), StatusCode::kInvalidInput) << c.pointer;
+    EXPECT_NE(v.status().message().find(c.expect), std::string::npos) << c.pointer << ": " << v.status().message();
+  }
+  // A missing key is malformed too.
+  nlohmann::json missing = good;
+  missing["ranks"][0].erase("comm_ns");
+  EXPECT_NE(RunViewFromSummary(missing, "t").status().message().find("ranks[0].comm_ns is missing"), std::string::npos);
+  // Sums are overflow-checked: two ranks of INT64_MAX communication.
+  nlohmann::json big = good;
+  big["ranks"][0]["comm_ns"] = INT64_MAX;
+  big["ranks"].push_back(big["ranks"][0]);
+  big["data_quality"]["errors"] = 2;
+  auto o = RunViewFromSummary(big, "t");
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("the sum of comm_ns overflows"), std::string::npos) << o.status().message();
+}
+
+// Severities are the tool's own (stats.def), never the summary's: an error-level counter
+// relabelled `warning` or `info` is still lost data, and a counter name this overlapprof does not
+// know counts as lost data, named as unknown.
+TEST(Compare, CounterSeveritiesComeFromTheToolNotTheFile) {
+  auto read = [](const std::string& counters, int errors = 0) {
+    return ReadSummary(R"({"schema": "overlapprof.summary/1", "ranks": [
+      {"rank": 3, "comm_ns": 10, "compute_ns": 20, "overlap_ns": 5, "exposed_comm_ns": 5, "iterations": 1,
+       "data_quality": [)" + counters + R"(]}], "data_quality": {"errors": )" + std::to_string(errors) + "}}",
+                       "t", nullptr);
+  };
+  auto relabelled = read(R"({"counter": "records_dropped_cupti", "severity": "warning", "value": 4},
+                            {"counter": "records_dropped_hooks", "severity": "info", "value": 2})");
+  ASSERT_TRUE(relabelled.ok()) << relabelled.status().message();
+  EXPECT_EQ(relabelled->data_lost, 6);
+  EXPECT_EQ(relabelled->data_lost_counters,
+            (std::vector<std::string>{"rank 3: records_dropped_cupti = 4", "rank 3: records_dropped_hooks = 2"}));
+  // A warning-level counter relabelled `error` is no lost data (and cannot make errors count).
+  auto promoted = read(R"({"counter": "rank_unknown", "severity": "error", "value": 1})");
+  ASSERT_TRUE(promoted.ok()) << promoted.status().message();
+  EXPECT_EQ(promoted->data_lost, 0);
+  auto unknown = read(R"({"counter": "records_dropped_cuptl", "severity": "info", "value": 7})", 1);
+  ASSERT_TRUE(unknown.ok()) << unknown.status().message();
+  EXPECT_EQ(unknown->data_lost, 7);
+  ASSERT_EQ(unknown->data_lost_counters.size(), 1u);
+  EXPECT_NE(unknown->data_lost_counters[0].find("records_dropped_cuptl = 7 (a counter this overlapprof does not know"),
+            std::string::npos);
+  Policy p;
+  RunView base = View({75, 75}), next = View({75, 75});
+  next.data_lost = relabelled->data_lost;
+  EXPECT_TRUE(Compare(base, next, p).data_lost);
+}
+
+// The summary is read in one pass that keeps only what the gate uses: values under keys it does
+// not read, at any depth, are skipped, duplicate keys of the objects it reads keep their first
+// value (with the key reported), and a key it does not read given twice is no error.
+TEST(Compare, ReadSummarySkipsWhatTheGateDoesNotReadAndKeepsTheFirstKey) {
+  std::vector<std::string> dups;
+  auto v = ReadSummary(R"({"schema": "overlapprof.summary/1", "padding": [0, [1, {"a": [2]}], {"x": 1, "x": 2}],
+      "ranks": [{"rank": 0, "comm_ns": 10, "comm_ns": 99, "compute_ns": 20, "overlap_ns": 5, "exposed_comm_ns": 5,
+                 "iterations": 1, "notes": {"deep": [[[]]]}, "data_quality": []}],
+      "iterations": [{"exposed_comm_ns": 5, "comm_ns": 10, "compute_ns": 20, "wall_ns": 40, "kernels": [1, 2]}],
+      "iterations": [{"exposed_comm_ns": 6, "comm_ns": 10, "compute_ns": 20, "wall_ns": 40}]})",
+                       "t", &dups);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->comm_ns, 10);
+  EXPECT_EQ(v->iter_exposed_ns, std::vector<double>{5});
+  EXPECT_EQ(dups, (std::vector<std::string>{"comm_ns", "iterations"}));
+  // A list given as something else, or elements of the wrong kind, are named.
+  EXPECT_NE(ReadSummary(R"({"schema": "overlapprof.summary/1", "ranks": {"a": 1}})", "t", nullptr)
+                .status().message().find("summary without ranks"), std::string::npos);
+  EXPECT_NE(ReadSummary(R"({"schema": "overlapprof.summary/1", "ranks": [[1]]})", "t", nullptr)
+                .status().message().find("ranks[0] is not an object"), std::string::npos);
+  EXPECT_NE(ReadSummary(R"({"schema": "overlapprof.summary/1", "ranks": [{"comm_ns": [1]}]})", "t", nullptr)
+                .status().message().find("ranks[0].comm_ns is an array"), std::string::npos);
+  EXPECT_NE(ReadSummary(R"({"schema": "overlapprof.summary/1", "ranks": [{"comm_ns": 1,)", "t", nullptr)
+                .status().message().find("t: invalid JSON"), std::string::npos);
+}
+
+// Linear time and memory in what is kept: a baseline of many iterations (each a few hundred
+// bytes the gate mostly does not read) and a huge unread list. (Figures: bench/gate_baseline_bench.py.)
+TEST(Compare, ReadSummaryOfManyIterations) {
+  std::string text = R"({"schema": "overlapprof.summary/1", "ranks": [)";
+  for (int r = 0; r < 64; ++r)
+    text += (r ? "," : "") + std::string(R"({"rank": )") + std::to_string(r) +
+            R"(, "comm_ns": 10, "compute_ns": 20, "overlap_ns": 5, "exposed_comm_ns": 5, "iterations": 1000, "data_quality": []})";
+  text += R"(], "iterations": [)";
+  for (int i = 0; i < 64000; ++i)
+    text += (i ? "," : "") + std::string(R"({"rank": 0, "index": 1, "overlap_ratio": 0.5, "warmup": false, "comm_ns": 10, )"
+                                         R"("compute_ns": 20, "exposed_comm_ns": 5, "wall_ns": 40, "kernels": 62, "memsets": 1})");
+  text += R"(], "padding": [)";
+  for (int i = 0; i < 1000000; ++i) text += i ? ",0" : "0";
+  text += "]}";
+  auto v = ReadSummary(text, "t", nullptr);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->ranks, 64);
+  EXPECT_EQ(v->iter_wall_ns.size(), 64000u);
+  EXPECT_EQ(v->iter_overlap_ratio.size(), 64000u);
+}
+
+// The writer (reports/json_summary.cc, whose output golden_test.cc holds byte for byte to
+// tests/golden) and the reader spell the summary's keys apart. Over every golden summary: each
+// key the gate reads (SummaryKeysRead) is present in every object of its kind the writer emitted,
+// and changing or dropping that key in some golden changes what ReadSummary returns. A key renamed in the writer but not in the
+// reader, or read under a misspelt name, fails here.
+TEST(SummaryInput, EveryKeyTheGateReadsIsOneTheWriterEmitsAndIsReadBack) {
+  std::vector<std::pair<std::string, nlohmann::json>> goldens;
+  for (const auto& entry : fs::directory_iterator(OVERLAPPROF_GOLDEN_DIR)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() < 13 || name.compare(name.size() - 13, 13, ".summary.json") != 0) continue;
+    std::ifstream f(entry.path());
+    goldens.emplace_back(name, nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(f), {})));
+  }
+  ASSERT_GE(goldens.size(), 10u);
+  const std::vector<std::string> keys = SummaryKeysRead();
+  ASSERT_GE(keys.size(), 25u);
+  std::set<std::string> noticed;  // keys whose change some golden's read noticed
+  for (auto& [name, golden] : goldens) {
+    const std::string as_written = Describe(RunViewFromSummary(golden, name));
+    ASSERT_EQ(as_written.rfind("error", 0), std::string::npos) << name << ": " << as_written;
+    for (const std::string& key : keys) {
+      const std::vector<std::string> segs = Split(key);
+      const std::string leaf = segs.back();
+      std::vector<nlohmann::json*> holders;
+      Parents(golden, segs, 0, holders);
+      for (nlohmann::json* h : holders) EXPECT_TRUE(h->contains(leaf)) << name << ": the writer did not emit " << key;
+      // Changed (a scalar) or dropped (a list, or a scalar whose change the read may rightly
+      // ignore, as a counter's severity: stats.def decides).
+      for (const bool drop : {false, true}) {
+        nlohmann::json changed = golden;
+        holders.clear();
+        Parents(changed, segs, 0, holders);
+        bool any = false;
+        for (nlohmann::json* h : holders) {
+          if (!h->contains(leaf)) continue;
+          nlohmann::json& v = (*h)[leaf];
+          if (drop || v.is_array() || v.is_object())
+            h->erase(leaf);
+          else
+            v = Changed(v);
+          any = true;
+        }
+        if (any && Describe(RunViewFromSummary(changed, name)) != as_written) noticed.insert(key);
+      }
+    }
+  }
+  for (const std::string& key : keys) {
+    if (key == "data_quality") continue;  // an object: its key "errors" is what is read
+    EXPECT_TRUE(noticed.count(key)) << "changing " << key << " in every golden summary nor dropping it, changed nothing ReadSummary returns";
+  }
+}
+
+}  // namespace
+}  // namespace overlapprof
