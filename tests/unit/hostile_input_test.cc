@@ -161,33 +161,6 @@ TEST(SpecialFiles, UnreadableEntriesAreReportedNotSkipped) {
   EXPECT_NE(r.status().message().find("sub: cannot list directory"), std::string::npos) << r.status().message();
 }
 
-TEST(Utf8, InvalidSequencesBecomeOneReplacementEach) {
-  size_t n = 0;
-  EXPECT_EQ(SanitizeUtf8("plain ascii", &n), "plain ascii");
-  EXPECT_EQ(SanitizeUtf8("h\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80", &n), "h\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
-  EXPECT_EQ(n, 0u);
-  EXPECT_EQ(SanitizeUtf8("a\xFF" "b", &n), "a\xEF\xBF\xBD" "b");  // a byte that never starts anything
-  EXPECT_EQ(SanitizeUtf8("\xE2\x82", &n), "\xEF\xBF\xBD");         // truncated: one maximal subpart
-  EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80", &n), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
-  EXPECT_EQ(SanitizeUtf8("\xC0\xAF", &n), "\xEF\xBF\xBD\xEF\xBF\xBD");                 // overlong
-  EXPECT_EQ(n, 7u);
-  EXPECT_EQ(ValidUtf8Prefix("0123456789abcdef\x80"), 16u);
-}
-
-TEST(Utf8, KinetoNamesWithInvalidBytesAreReplacedAndCounted) {
-  // Raw bytes in a kernel name (Kineto writes names unescaped): the document is read, not refused.
-  std::string json = testing::KinetoJson({{"kernel", "gemm\xFF\xFE", "1", "1"}, {"kernel", "ok", "3", "1"}});
-  StatusOr<RankTrace> t = testing::ParseJsonText(json);
-  ASSERT_TRUE(t.ok()) << t.status().message();
-  ASSERT_EQ(t->activities.size(), 2u);
-  EXPECT_EQ(t->names.Get(t->activities[0].name_id), "gemm\xEF\xBF\xBD\xEF\xBF\xBD");
-  EXPECT_EQ(t->stats.Get(Stat::invalid_utf8_replaced), 2);
-  // Valid input: nothing counted.
-  StatusOr<RankTrace> clean = testing::ParseJsonText(testing::KinetoJson({{"kernel", "gemm", "1", "1"}}));
-  ASSERT_TRUE(clean.ok());
-  EXPECT_EQ(clean->stats.Get(Stat::invalid_utf8_replaced), 0);
-}
-
 TEST(JsonLiterals, DuplicateKeysKeepTheFirstValueWithACounter) {
   // ts given twice: the first (1 µs) is used, as the gate's reader does (below).
   std::string json = testing::KinetoJson({{"kernel", "gemm", "1, \"ts\": 500", "2"}});

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "analyzer_trace_util.h"
+
 namespace overlapprof {
 namespace {
 
@@ -253,6 +255,119 @@ TEST(Iterations, ModeNames) {
   EXPECT_EQ(IterationModeNamed("markers"), IterationMode::kMarkers);
   EXPECT_EQ(IterationModeNamed("pattern"), IterationMode::kPattern);
 }
+
+// Through the real importer and pipeline, on small synthetic traces (times in µs).
+namespace through_pipeline {
+
+using testing::AllReduceArgs;
+using testing::Analyze;
+using testing::D;
+using testing::Ev;
+using testing::Json;
+using testing::kBase;
+using testing::KinetoJson;
+using testing::T;
+using testing::TempDir;
+using testing::Unmarked;
+
+// The warm-up's op (C) does not repeat: it and its iteration are in no window (start-up never
+// enters the steady figures; docs/analyzers.md "Iterations", whole periods only).
+TEST(Iterations, DetectedFromTheRepeatingCommSequenceWithWarmupLeftOut) {
+  Json j = Analyze(KinetoJson(Unmarked()));
+  const Json& r = j["ranks"][0];
+  EXPECT_EQ(r["iteration_source"], "comm pattern");
+  ASSERT_EQ(r["iterations"], 5);
+  EXPECT_EQ(r["warmup_iterations"], 0);
+  ASSERT_EQ(j["iterations"].size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    const Json& it = j["iterations"][i];
+    EXPECT_EQ(it["warmup"], false) << i;
+    EXPECT_EQ(it["start_ns"], kBase + (i + 1) * 1000000) << i;  // cut at the forward kernel
+  }
+  EXPECT_EQ(j["iterations"][4]["end_ns"], kBase + 5650000);
+  // Spread over the 5 steady iterations: each hides nothing (comm never meets compute).
+  EXPECT_EQ(r["iteration_spread"]["exposed_comm_ns"]["median"], 110000);
+  EXPECT_EQ(r["iteration_spread"]["overlap_ratio"]["n"], 5);
+}
+
+TEST(Iterations, TooFewOpsOrNoRepetitionGivesNoneWithANotice) {
+  std::vector<Ev> ev = Unmarked();
+  ev.resize(6);  // warm-up + one iteration: no two repetitions
+  Json j = Analyze(KinetoJson(ev));
+  EXPECT_EQ(j["ranks"][0]["iteration_source"], "none");
+  EXPECT_EQ(j["ranks"][0]["iterations"], 0);
+  EXPECT_EQ(j["ranks"][0]["iteration_spread"], nullptr);
+}
+
+TEST(Iterations, StepRangeNamesTheIterationAnnotation) {
+  std::vector<Ev> ev;
+  for (int64_t i = 0; i < 3; ++i) {
+    ev.push_back({"user_annotation", fmt::format("train_step#{}", 7 + i), T(i * 1000), D(900)});
+    ev.push_back({"cuda_runtime", "cudaLaunchKernel", T(i * 1000 + 10), D(5), 0, i + 1});
+    ev.push_back({"kernel", "gemm", T(i * 1000 + 100), D(500), 7, i + 1});
+  }
+  AnalysisOptions ao;
+  ao.step_range = "train_step";
+  Json j = Analyze(KinetoJson(ev), ao);
+  EXPECT_EQ(j["ranks"][0]["iteration_source"], "step range");
+  ASSERT_EQ(j["iterations"].size(), 3u);
+  EXPECT_EQ(j["iterations"][1]["step"], 8);
+  EXPECT_EQ(j["iterations"][1]["start_ns"], kBase + 1100000);
+  // A name that matches nothing is an error (a typo must not switch the iterations off silently).
+  ao.step_range = "no_such_range";
+  TempDir dir;
+  StatusOr<Summary> s = AnalyzeFiles({dir.Write("rank0.json", KinetoJson(ev))}, ImportOptions{}, ao, 1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("--step-range 'no_such_range' matches no host range"), std::string::npos)
+      << s.status().message();
+}
+
+TEST(Iterations, SteadyStepsAtHighStepNumbersAreNotWarmup) {
+  // Steps 1009 and 1010 are steady (two all-reduces of different sizes each); the trace ends
+  // inside step 1011 (one all-reduce, a shorter window). Whatever the signatures' hash values,
+  // the partial last step is not the reference, so nothing is warm-up. Several sizes are tried
+  // so that an order-of-hash tie-break would pick the partial step in some of them.
+  for (int64_t variant = 0; variant < 6; ++variant) {
+    std::vector<Ev> ev;
+    int64_t corr = 1;
+    for (int64_t i = 0; i < 3; ++i) {
+      const int64_t t = i * 1000;
+      ev.push_back({"user_annotation", fmt::format("ProfilerStep#{}", 1009 + i), T(t), D(i < 2 ? 1000 : 400)});
+      ev.push_back({"cuda_runtime", "cudaLaunchKernel", T(t + 10), D(5), 0, corr});
+      ev.push_back({"kernel", "gemm", T(t + 100), D(i < 2 ? 500 : 200), 7, corr++});
+      for (int64_t k = 0; k < (i < 2 ? 2 : 1); ++k) {
+        ev.push_back({"cuda_runtime", "cudaLaunchKernel", T(t + 20 + k), D(1), 0, corr});
+        ev.push_back({"kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", T(t + 610 + 150 * k), D(100), 20, corr++,
+                      AllReduceArgs((1 + k) * (1000 + 37 * variant))});
+      }
+    }
+    Json j = Analyze(KinetoJson(ev));
+    ASSERT_EQ(j["iterations"].size(), 3u);
+    EXPECT_EQ(j["iterations"][0]["step"], 1009);
+    EXPECT_EQ(j["ranks"][0]["warmup_iterations"], 0) << "variant " << variant;
+  }
+}
+
+TEST(Iterations, WarmupByWallTimeAndSignature) {
+  // ProfilerStep iterations: the first two take 3x longer (compilation), then 4 steady ones.
+  std::vector<Ev> ev;
+  int64_t t = 0;
+  for (int64_t i = 0; i < 6; ++i) {
+    const int64_t len = i < 2 ? 3000 : 1000;
+    ev.push_back({"user_annotation", fmt::format("ProfilerStep#{}", i), T(t), D(len)});
+    ev.push_back({"cuda_runtime", "cudaLaunchKernel", T(t + 10), D(5), 0, i + 1});
+    ev.push_back({"kernel", "gemm", T(t + 100), D(len / 2), 7, i + 1});
+    t += len;
+  }
+  Json j = Analyze(KinetoJson(ev));
+  EXPECT_EQ(j["ranks"][0]["warmup_iterations"], 2);
+  EXPECT_EQ(j["iterations"][1]["warmup"], true);
+  EXPECT_EQ(j["iterations"][2]["warmup"], false);
+  EXPECT_EQ(j["ranks"][0]["iteration_spread"]["wall_ns"]["median"], 1000000);
+}
+
+}  // namespace through_pipeline
 
 }  // namespace
 }  // namespace overlapprof
