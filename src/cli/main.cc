@@ -108,8 +108,8 @@ int main(int argc, char** argv) {
   // Ranks are processed one after another with buffers of similar size (RankTrace
   // vectors, timeline sets, chunk reads: tens to hundreds of MB). Serve them from the
   // heap and keep freed memory there for the next rank, instead of mmap/munmap per
-  // allocation, which faulted every page in again for every rank (158k -> 26k minor faults
-  // for 8 imported ranks, see docs/performance.md). Buffers over 1 GiB are still mapped.
+  // allocation, which would fault every page in again for every rank (the minor faults
+  // measured: docs/performance.md). Buffers over 1 GiB are still mapped.
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   // Ranks are read and prepared on worker threads (-j): one arena, so that what one rank freed

@@ -53,7 +53,7 @@ class CliTest(unittest.TestCase):
         self.assertEqual(err, "")
         self.assertIn("overlap%", out)
         self.assertIn("15.6%", out)
-        # The GPU idles 76% of each iteration: that is what the verdict names first (issue 10 §3).
+        # The GPU idles 76% of each iteration: that is what the verdict names first.
         self.assertIn("verdict: GPU idle 76.2% of the step: the job is input- or CPU-bound", out)
         with open(out_json) as f:
             s = json.load(f)

@@ -161,7 +161,7 @@ class GateTest(unittest.TestCase):
         self.assertIn(f"{100 * r['overlap_ns'] / r['comm_ns']:.2f}", out)
 
     def test_slower_step_with_better_overlap_fails(self):
-        # The case: more compute per step (10 -> 16 ms GEMM, 20 -> 26 ms steps) hides more
+        # More compute per step (10 -> 16 ms GEMM, 20 -> 26 ms steps) hides more
         # of the all-reduce, so the overlap ratio improves, but the step is 30% slower.
         slower = trace(os.path.join(self.tmp, "slower.json"), noisy(3.8, 12, seed=5), period_us=26000.0,
                        gemm_us=16000)

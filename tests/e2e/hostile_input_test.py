@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hostile input to the readers and the gate (issue 14 §4 and §3), through the real CLI.
+"""Hostile input to the readers and the gate, through the real CLI.
 
 Each test reproduces an attack and asserts the documented outcome: the exit code, one line on
 stderr, and that nothing was waited on, written through, or read as zero.
@@ -63,7 +63,7 @@ class HostileInputTest(unittest.TestCase):
         self.assertEqual(err.count("\n"), 1, err)
         self.assertIn("bomb.json.gz: gzip data inflates to more than 64 MiB, the limit set by "
                       "OVERLAPPROF_MAX_INFLATED_BYTES", err)
-        # Without a limit the bomb streams (issue 16): the whitespace between events is never held,
+        # Without a limit the bomb streams: the whitespace between events is never held,
         # so the 320 MiB cost their compressed size and a bounded window, not their inflated size.
         e = dict(os.environ)
         e.pop("OVERLAPPROF_MAX_INFLATED_BYTES", None)
@@ -115,7 +115,7 @@ class HostileInputTest(unittest.TestCase):
         self.assertIn("a character device, not a regular file", err)
         rc, _, err = run("check", fifo, "--baseline", self.summary(), timeout=20)
         self.assertEqual(rc, 2, err)
-        # The gate's policy file too (it was read with a blocking ifstream).
+        # The gate's policy file too: opened without blocking, a FIFO refused at once.
         rc, _, err = run("check", self.summary(name="new.summary.json"), "--baseline", self.summary(),
                          "--policy", fifo, timeout=20)
         self.assertEqual(rc, 2, err)
@@ -265,7 +265,7 @@ class HostileInputTest(unittest.TestCase):
         self.assert_no_control(out, "check stdout")
         self.assert_no_control(err, "check stderr")
 
-    # --- malformed baselines and lost data (§4, §3) ---------------------------------------------
+    # --- malformed baselines and lost data ----------------------------------------------------
     def write(self, name, s):
         p = self.path(name)
         with open(p, "w") as f:

@@ -441,7 +441,7 @@ class Checks:
         self.assertEqual("timeline-ranks-note" in rep.dom.ids, len(s["ranks"]) > 64)
 
 
-    # ---- the page's reading aids (issue 11 §2)
+    # ---- the page's reading aids
     def check_headline(self, rep):
         """The headline strip: hidden share, exposed per step (and its share), bound, computed from the summary's
         step_breakdown run row (the only rank's row without one) exactly as documented; step time and GPU idle

@@ -313,7 +313,7 @@ class InjectorTest(unittest.TestCase):
 
     def test_call_before_nccl_is_loaded_does_not_poison_resolution(self):
         # A call made before the host loads NCCL fails, but the function is resolved again
-        # once NCCL is loaded (it used to stay "missing" for the life of the process).
+        # once NCCL is loaded (never "missing" for the life of the process).
         late = os.path.join(os.path.dirname(DRIVER), "nccl_late")
         lib = os.path.join(os.path.dirname(DRIVER), "fake", "libnccl.so.2")
         rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", late, lib])
@@ -425,8 +425,8 @@ class InjectorTest(unittest.TestCase):
     def test_full_disk_loss_is_an_error_and_memory_stays_flat(self):
         # The recording process cannot grow its file past 1 MiB (RLIMIT_FSIZE, set by the
         # driver on itself: a full disk as the process sees it). The failed commit stops
-        # recording; CUPTI launches after it must not accumulate (they used to be decoded
-        # into a batch never written: memory grew without bound); the loss is an error-level
+        # recording; CUPTI launches after it must not accumulate (decoded into a batch never
+        # written, memory would grow without bound); the loss is an error-level
         # counter and `run` marks the file incomplete.
         limit = 1 << 20
         rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "fullfile", FAKE_CUPTI, str(limit)],
@@ -437,8 +437,8 @@ class InjectorTest(unittest.TestCase):
         self.assertIn("recording stops here", err)
         launches = int(out.split("launches ")[1].split()[0])
         growth_kib = int(out.split("heap_growth_kib ")[1].split()[0])
-        # Kept, ~170k launches grew the heap by ~48 MiB at a vector's doubling; now only the
-        # CUPTI pool (4 x 4 MiB, allocated once) and the double's queue between flushes.
+        # What may grow: the CUPTI pool (4 x 4 MiB, allocated once) and the double's queue
+        # between flushes, not a vector of every launch kept (~48 MiB for ~170k launches).
         self.assertGreater(launches, 50_000, out)
         self.assertLess(growth_kib, 24 * 1024, out)
         s = self.only_store()
@@ -486,7 +486,7 @@ class InjectorTest(unittest.TestCase):
         self.assertIn("checkpoint", names)
         self.assertIn("marker", names)
         self.assertIn("a-range-name-that-is-much-longer-than-forty-sev", names)
-        # Truncated on a UTF-8 boundary (issue 14): not half of the euro sign.
+        # Truncated on a UTF-8 boundary: not half of the euro sign.
         self.assertIn("utf8-cut-" + "x" * 36, names)
         self.assertEqual(s.stat("nvtx_names_truncated"), 2)
         self.assertTrue(all(a <= b for _, _, _, a, b in rows))
@@ -648,7 +648,7 @@ class InjectorTest(unittest.TestCase):
         self.assertIn(len(ops), (last, last + 1))  # the op in flight may or may not be in
         self.assertEqual([o["seq"] for o in ops], list(range(len(ops))))
 
-    # ---- issue 14: a hostile host process --------------------------------------------------
+    # ---- a hostile host process -----------------------------------------------------------
 
     def test_program_that_closes_and_reuses_every_descriptor_gets_nothing_written(self):
         # The program closes every fd >= 3 after the recorder started, then puts its own file
@@ -1176,8 +1176,8 @@ class DyingJobTest(unittest.TestCase):
                                   OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI, timeout=300)
         self.assertEqual(rc, 0, err)
         growth_kib = int(out.split("heap_growth_kib ")[1].split()[0])
-        # Kept: ~110 MiB for 100,000 launches, growing with them; now the pool's buffers in
-        # flight and the double's own queue between two flushes (~20 MiB).
+        # What may grow: the pool's buffers in flight and the double's own queue between two
+        # flushes (~20 MiB), not every launch kept (~110 MiB for 100,000 launches).
         self.assertLess(growth_kib, 48 * 1024, out)
 
     def test_disk_full_after_the_first_commits_counts_every_record_not_stored(self):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end tests: `overlapprof run` owns its job tree (issue 14 §2, docs/run.md).
+"""End-to-end tests: `overlapprof run` owns its job tree (docs/run.md).
 
 Each test reproduces one attack on the launcher with the real CLI, the real injector and the
 NCCL test double (tests/injector/nccl_driver.cc), plus plain shell jobs: signals to run with
@@ -530,7 +530,7 @@ class RunOwnsJobTreeTest(unittest.TestCase):
                     os.close(w)
                 self.assertEqual(p.returncode, want, p.stderr)
         # stderr and stdout both to a reader that went away before the job even started: run's
-        # first line used to kill it (SIGPIPE) before it started the job. The job gets SIGPIPE
+        # first line must not kill it (SIGPIPE) before it starts the job. The job gets SIGPIPE
         # as run was given it (default here), not run's ignored one.
         started = os.path.join(self.tmp, "started")
         r, w = os.pipe()

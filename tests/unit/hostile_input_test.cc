@@ -1,4 +1,4 @@
-// Hostile input to the readers (issue 14 §4): gzip bombs, FIFOs and devices, broken links in a
+// Hostile input to the readers: gzip bombs, FIFOs and devices, broken links in a
 // directory. Each test reproduces the attack and asserts the refusal and what it cost.
 #include <gtest/gtest.h>
 #include <sys/stat.h>

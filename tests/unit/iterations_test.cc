@@ -43,7 +43,7 @@ struct Timeline {
   IterationInfo Detect() const { return DetectIterations(ops, Busy(), First(), Last(), evidence); }
 };
 
-// The real FSDP run the issue describes: 12 s of start-up with 10 collectives, then `steps` steps
+// A real FSDP run's shape: 12 s of start-up with 10 collectives, then `steps` steps
 // of about 48.6 ms with 26 identical, size-less collectives each; the pauses inside backward (a
 // layer's compute between its collectives) as long as the one between steps. Returns the steps'
 // starts (the first GPU work of each).

@@ -81,7 +81,7 @@ TEST(StepBreakdown, ExactOnEveryRealTrace) {
   }
 }
 
-// The case: the bundled 2-rank A100 trace idles 76% of each iteration, and the verdict
+// The bundled 2-rank A100 trace idles 76% of each iteration, and the verdict
 // says so first (not "overlap is the problem").
 TEST(StepBreakdown, A100TwoRankVerdictIsGpuIdle) {
   StatusOr<Summary> r = AnalyzeFiles({testing::DataFile("kineto/a100_2rank_rank0.json.gz")}, {}, {});

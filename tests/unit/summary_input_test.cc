@@ -89,7 +89,7 @@ TEST(Compare, SummaryJsonIsValidated) {
   EXPECT_EQ(v->data_lost, 4);
 }
 
-// A malformed baseline (issue 14 §4) or NEW run (§3) is refused, never read as zeros: each
+// A malformed baseline or NEW run is refused, never read as zeros: each
 // mutation of a valid summary below must fail with kInvalidInput naming the field.
 TEST(Compare, MalformedSummariesAreRefusedNotReadAsZero) {
   const nlohmann::json good = nlohmann::json::parse(R"({"schema": "overlapprof.summary/1", "ranks": [
@@ -115,7 +115,7 @@ TEST(Compare, MalformedSummariesAreRefusedNotReadAsZero) {
       {"/ranks/0/iterations", true, "ranks[0].iterations is a boolean"},
       {"/ranks/0/exposed_comm_ns", -5, "ranks[0].exposed_comm_ns is negative"},
       {"/ranks/0/comm_ns", 18446744073709551615ull, "ranks[0].comm_ns is negative or too large"},
-      // §3: an error counter cancelled by a negative one must not read as "no loss".
+      // An error counter cancelled by a negative one must not read as "no loss".
       {"/ranks/0/data_quality/1", nlohmann::json{{"counter", "x"}, {"severity", "error"}, {"value", -4}},
        "data_quality[1].value is negative"},
       {"/ranks/0/data_quality", nullptr, "ranks[0].data_quality is not an array"},
