@@ -28,13 +28,13 @@ StatusOr<nlohmann::json> ParseJsonFirstKeyWins(std::istream& in, const std::stri
 // Counters' severities are this overlapprof's (src/common/stats.def), not the file's; a counter
 // it does not know counts as lost data. A malformed summary is kInvalidInput naming the field.
 StatusOr<RunView> ReadSummary(std::string_view text, const std::string& source, std::vector<std::string>* duplicates);
+// The same, of a parsed summary.
+StatusOr<RunView> RunViewFromSummary(const nlohmann::json& summary, const std::string& source);
 // Every key ReadSummary reads, as paths into the document: "schema", "ranks", "ranks[].comm_ns",
 // "ranks[].data_quality[].value", ... (a list's elements are "[]"). The writer
 // (reports/json_summary.cc) must emit each of them: tests/unit/summary_input_test.cc checks it
 // on every golden summary.
 std::vector<std::string> SummaryKeysRead();
-// The same, of a parsed summary.
-StatusOr<RunView> RunViewFromSummary(const nlohmann::json& summary, const std::string& source);
 
 // Reads a policy file: JSON with any of max_step_time_increase_pct, max_overlap_drop_pp,
 // max_exposed_comm_increase_pct, max_data_loss, alpha, min_effect_ms, op_mix_tolerance_pct, comm_kernel,
