@@ -278,5 +278,69 @@ TEST(SummaryInput, EveryKeyTheGateReadsIsOneTheWriterEmitsAndIsReadBack) {
   }
 }
 
+// The other direction: in the objects the gate reads (the document, its data_quality, and the
+// elements of ranks, ranks[].data_quality, iterations and op_types), every key the writer emits in
+// a golden summary is either read back (SummaryKeysRead) or listed here as not needed by the gate.
+// A key added to one of those objects fails here until it is read or listed; an entry no golden
+// holds any more fails too, so the list stays the writer's.
+TEST(SummaryInput, EveryKeyTheWriterEmitsWhereTheGateReadsIsReadOrListedAsNotNeeded) {
+  const std::set<std::string> not_for_the_gate = {
+      // Sections of other analyzers: the gate compares the figures above them.
+      "bucket_stalls", "buckets", "clock_offsets", "collectives", "collectives_summary", "cross_rank", "findings",
+      "fsdp", "fsdp_allgathers", "point_to_point", "step_breakdown", "stragglers", "tool", "tp", "verdict",
+      "data_quality.warnings",
+      // A rank's description and the figures the gate derives from others (wall per iteration,
+      // the overlap ratio from its sums).
+      "ranks[].achievable_ratio", "ranks[].busy_ns", "ranks[].comm_kernels", "ranks[].comm_ops", "ranks[].comm_rules",
+      "ranks[].device", "ranks[].end_ns", "ranks[].format", "ranks[].host", "ranks[].idle_ns",
+      "ranks[].iteration_spread", "ranks[].kernels", "ranks[].memcpys", "ranks[].memory_ns", "ranks[].memsets",
+      "ranks[].nccl_profiler_ops", "ranks[].notices", "ranks[].overlap_ratio", "ranks[].overlap_ratio_reason",
+      "ranks[].source", "ranks[].start_ns", "ranks[].streams", "ranks[].timing_source", "ranks[].verdict",
+      "ranks[].wall_ns", "ranks[].warmup_iterations", "ranks[].data_quality[].description",
+      // An iteration's position and the figures the gate does not test.
+      "iterations[].achievable_ratio", "iterations[].busy_ns", "iterations[].comm_kernels", "iterations[].comm_ops",
+      "iterations[].end_ns", "iterations[].idle_ns", "iterations[].index", "iterations[].kernels",
+      "iterations[].memcpys", "iterations[].memory_ns", "iterations[].memsets", "iterations[].overlap_ns",
+      "iterations[].overlap_ratio_reason", "iterations[].rank", "iterations[].start_ns", "iterations[].step",
+      // Per-rank rows and bandwidths; the gate sums time, exposed time, count and bytes.
+      "op_types[].algbw_GBps", "op_types[].busbw_GBps", "op_types[].exposed_fraction", "op_types[].ops_under_1MiB",
+      "op_types[].rank"};
+  const std::vector<std::string> read = SummaryKeysRead();
+  const std::set<std::string> read_set(read.begin(), read.end());
+  std::set<std::string> seen;
+  size_t goldens = 0;
+  for (const auto& entry : fs::directory_iterator(OVERLAPPROF_GOLDEN_DIR)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() < 13 || name.compare(name.size() - 13, 13, ".summary.json") != 0) continue;
+    ++goldens;
+    std::ifstream f(entry.path());
+    const nlohmann::json j = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(f), {}));
+    auto check = [&](const nlohmann::json& object, const std::string& prefix) {
+      if (!object.is_object()) return;
+      for (const auto& [key, value] : object.items()) {
+        const std::string path = prefix + key;
+        seen.insert(path);
+        EXPECT_TRUE(read_set.count(path) || not_for_the_gate.count(path))
+            << name << ": the writer emits " << path << ", which the gate neither reads nor lists as not needed";
+      }
+    };
+    auto each = [&](const nlohmann::json& list, const std::string& prefix) {
+      if (list.is_array())
+        for (const nlohmann::json& e : list) check(e, prefix);
+    };
+    check(j, "");
+    if (j.contains("data_quality")) check(j["data_quality"], "data_quality.");
+    if (j.contains("ranks")) {
+      each(j["ranks"], "ranks[].");
+      for (const nlohmann::json& r : j["ranks"])
+        if (r.contains("data_quality")) each(r["data_quality"], "ranks[].data_quality[].");
+    }
+    if (j.contains("iterations")) each(j["iterations"], "iterations[].");
+    if (j.contains("op_types")) each(j["op_types"], "op_types[].");
+  }
+  ASSERT_GE(goldens, 10u);
+  for (const std::string& k : not_for_the_gate) EXPECT_TRUE(seen.count(k)) << k << " is in no golden summary any more";
+}
+
 }  // namespace
 }  // namespace overlapprof
