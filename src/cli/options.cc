@@ -66,7 +66,7 @@ StatusOr<ImportOptions> ImportOptionsOf(const ImportFlags& flags) {
   return io;
 }
 
-Status CompleteImportOptions(const ImportFlags& flags, const std::vector<std::string>& files, ImportOptions& io) {
+Status CompleteImportOptions(const ImportFlags& flags, const std::vector<TraceInput>& files, ImportOptions& io) {
   OVERLAPPROF_ASSIGN_OR_RETURN(io.comm_patterns, MakeCommPatterns(flags.comm_kernel, flags.not_comm));
   if (flags.rank_by_gpu) {
     OVERLAPPROF_ASSIGN_OR_RETURN(io.rank_by_gpu_world, CheckRanksByGpu(files));

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "src/common/status.h"
+#include "src/cli/pipeline.h"
 #include "src/importers/importer.h"
 
 namespace overlapprof {
@@ -49,6 +50,6 @@ void AddIterationsOption(CLI::App& app, std::string& iterations);
 // error), CompleteImportOptions once they are (the comm patterns compiled, an invalid regex is a
 // usage error naming it; --rank-by-gpu checked against `files`).
 StatusOr<ImportOptions> ImportOptionsOf(const ImportFlags& flags);
-Status CompleteImportOptions(const ImportFlags& flags, const std::vector<std::string>& files, ImportOptions& options);
+Status CompleteImportOptions(const ImportFlags& flags, const std::vector<TraceInput>& files, ImportOptions& options);
 
 }  // namespace overlapprof

@@ -35,7 +35,7 @@ CommandResult RunReport(const ReportArgs& a) {
                      "report: name at least one output (--chrome-trace FILE, --json FILE, --html FILE)");
   OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(a.import));
   OVERLAPPROF_ASSIGN_OR_RETURN(
-      std::vector<std::string> files,
+      std::vector<TraceInput> files,
       ExpandInputs(a.traces, a.import.cache_dir, a.chrome_trace.empty() ? TraceNeeds{} : TraceNeeds::All()));  // host calls drawn
   OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(a.import, files, io));
   AnalysisOptions ao;
