@@ -32,7 +32,7 @@ RankTrace FusedTrace() {
   for (int i = 0; i < 2; ++i) {
     CommOp c;
     c.communicator = "c";
-    c.op = "allreduce";
+    c.op = Collective::kAllReduce;
     c.seq = i;
     c.launch_id = 7;
     c.source = CommSource::kNcclHook;
@@ -40,7 +40,7 @@ RankTrace FusedTrace() {
   }
   for (auto [a, b, op] : {std::tuple{110, 200, 0u}, std::tuple{250, 390, 1u}}) {
     NcclPluginOp p;
-    p.op = "allreduce";
+    p.op = Collective::kAllReduce;
     p.start_ns = a;
     p.end_ns = b;
     p.comm_op = op;
@@ -93,7 +93,7 @@ TEST(PluginTiming, ALaunchWithAnOpTheCallLacksStaysOnItsKernel) {
 
 TEST(PluginTiming, AGroupedAllToAllStaysOneSpan) {
   RankTrace t = FusedTrace();
-  for (CommOp& c : t.comm_ops) c.op = "alltoall";  // as NameGroupedAllToAll names grouped sends/recvs
+  for (CommOp& c : t.comm_ops) c.op = Collective::kAllToAll;  // as NameGroupedAllToAll names grouped sends/recvs
   t.nccl_plugin_ops[1].start_ns = 150;  // concurrent with the first
   TimelineSets sets = BuildTimelineSets(t);
   std::vector<OpSpan> spans = CommOpSpans(t, sets.compute, sets.timing);
