@@ -134,7 +134,7 @@ TEST(OverlapEngine, CommIdentityFromNcclArgsClassifiesAnyKernelName) {
   ASSERT_TRUE(t.ok()) << t.status().message();
   ASSERT_EQ(t->comm_ops.size(), 1u);
   const CommOp& op = t->comm_ops[0];
-  EXPECT_EQ(op.op, "allgather");
+  EXPECT_EQ(op.op, Collective::kAllGather);
   EXPECT_EQ(op.datatype, "BFloat16");
   EXPECT_EQ(op.count, 1024);
   EXPECT_EQ(op.bytes, 2048);
