@@ -239,7 +239,7 @@ void TraceBuilder::AddActivity(const RawEvent& ev, Cat cat) {
     FillFromMeta(ev, op);
     if (!ev.pg_ranks.empty()) pg_ranks_[a.comm_op] = Text(ev.pg_ranks);
     if (ev.src_rank != kUnknown || ev.dst_rank != kUnknown) p2p_ranks_[a.comm_op] = {ev.src_rank, ev.dst_rank};
-  } else if (a.comm_op != kNoIndex && !peer && t_.comm_ops[a.comm_op].op == "sendrecv") {
+  } else if (a.comm_op != kNoIndex && !peer && t_.comm_ops[a.comm_op].op == Collective::kSendRecv) {
     // NCCL runs all-to-all and send/recv as one SendRecv kernel: its host op names it (Finish).
     unnamed_p2p_.emplace_back(a.comm_op, IdFromToken(ev.external_id));
   }
@@ -263,7 +263,7 @@ void TraceBuilder::ClassifyByHostOp() {
       // (rule 2 before rule 3); the kernel's own collective is kept when it names one.
       CommOp& op = t_.comm_ops[a.comm_op];
       op.rule = CommRule::kHostOp;
-      if (op.op == "unknown") op.op = CollectiveFromHostOp(host_op);
+      if (op.op == Collective::kUnknown) op.op = CollectiveFromHostOp(host_op);
       continue;
     }
     RankTraceBuilder::NewCommOp(t_, a, CommRule::kHostOp).op = CollectiveFromHostOp(host_op);
@@ -343,8 +343,9 @@ bool TraceBuilder::HostOpNames(const RawEvent& h, CommOp& op) {
     while (!n.empty() && n.back() == '_') n.remove_suffix(1);
     op.op = NormalizeCollectiveName(n);
   }
-  static constexpr std::string_view kOps[] = {"alltoall",      "send",      "recv",  "allreduce", "allgather",
-                                              "reducescatter", "broadcast", "reduce"};
+  static constexpr Collective kOps[] = {Collective::kAllToAll,      Collective::kSend,      Collective::kRecv,
+                                        Collective::kAllReduce,     Collective::kAllGather, Collective::kReduceScatter,
+                                        Collective::kBroadcast,     Collective::kReduce};
   return std::find(std::begin(kOps), std::end(kOps), op.op) != std::end(kOps);
 }
 
@@ -404,7 +405,7 @@ void TraceBuilder::NameFromHostOps() {
       if (h->len[HostCommOp::kPgRanks] != 0) pg_ranks_[idx] = Text(Raw(*h).pg_ranks);
       if (h->src_rank != kUnknown || h->dst_rank != kUnknown) p2p_ranks_[idx] = {h->src_rank, h->dst_rank};
     } else {
-      op.op = std::move(named.op);
+      op.op = named.op;
       op.rule = CommRule::kHostOp;
     }
   }
@@ -473,7 +474,7 @@ Status TraceBuilder::Finish() {
   // is this rank's own comm_rank then).
   for (const auto& [idx, sd] : p2p_ranks_) {
     CommOp& op = t_.comm_ops[idx];
-    const int64_t peer = op.op == "send" ? sd.second : op.op == "recv" ? sd.first : kUnknown;
+    const int64_t peer = op.op == Collective::kSend ? sd.second : op.op == Collective::kRecv ? sd.first : kUnknown;
     if (peer == kUnknown) continue;
     auto pr = pg_ranks_.find(idx);
     if (pr != pg_ranks_.end()) {

@@ -238,7 +238,7 @@ struct NcclRange {
   int64_t tid;
   int64_t start_ns, end_ns;
   NcclApi api;
-  std::string op;  // kCollective: the normalized collective (NormalizeCollectiveName)
+  Collective op = Collective::kUnknown;  // kCollective: the collective (NormalizeCollectiveName)
   std::optional<NcclPayload> payload;  // NCCL's NVTX payload, when the export holds it (nvtx_payload.h)
 };
 
@@ -246,8 +246,10 @@ struct NcclRange {
 // (ncclCommCount, communicator calls such as ncclCommInitRank*) are kOther.
 NcclRange NcclApiOf(std::string_view name) {
   NcclRange r{};
-  static constexpr std::string_view kCollectives[] = {"allreduce", "broadcast", "reduce", "allgather",
-                                                      "reducescatter", "alltoall", "gather", "scatter"};
+  static constexpr Collective kCollectives[] = {Collective::kAllReduce,  Collective::kBroadcast,
+                                                Collective::kReduce,     Collective::kAllGather,
+                                                Collective::kReduceScatter, Collective::kAllToAll,
+                                                Collective::kGather,     Collective::kScatter};
   if (name == "ncclGroupEnd") {
     r.api = NcclApi::kGroupEnd;
   } else if (name == "ncclGroupStart") {
@@ -257,10 +259,10 @@ NcclRange NcclApiOf(std::string_view name) {
   } else if (name == "ncclRecv") {
     r.api = NcclApi::kRecv;
   } else {
-    std::string op = NormalizeCollectiveName(name);
+    const Collective op = NormalizeCollectiveName(name);
     if (std::find(std::begin(kCollectives), std::end(kCollectives), op) != std::end(kCollectives)) {
       r.api = NcclApi::kCollective;
-      r.op = std::move(op);
+      r.op = op;
     }
   }
   return r;
@@ -698,12 +700,12 @@ class Export {
       op.source = CommSource::kKernelName;
       if (a.kind == ActivityKind::kMemcpy) {
         op.rule = CommRule::kPeerCopy;
-        op.op = "p2p_copy";
+        op.op = Collective::kPeerCopy;
         op.bytes = a.bytes;
       } else {
         op.rule = CommRule::kKernelName;
         if (a.name_id >= name_op_.size()) name_op_.resize(t_.names.size());
-        std::optional<std::string>& name_op = name_op_[a.name_id];
+        std::optional<Collective>& name_op = name_op_[a.name_id];
         if (!name_op) name_op = CollectiveFromKernelName(t_.names.Get(a.name_id));
         op.op = *name_op;
       }
@@ -961,7 +963,7 @@ class Export {
         }
       }
       if (inner == last) continue;
-      std::string name;
+      Collective name = Collective::kUnknown;
       auto calls_begin = inner, calls_end = std::next(inner);  // the calls behind the op
       if (inner->api == NcclApi::kGroupEnd) {
         // The group's calls: since its ncclGroupStart (groups nest: the launch is in the
@@ -975,31 +977,31 @@ class Export {
           while (begin != first && std::prev(begin)->api != NcclApi::kGroupEnd) --begin;
         }
         bool sends = false, recvs = false, other = false;
-        std::string coll;
+        Collective coll = Collective::kUnknown;
         for (auto it = begin; it != inner; ++it) {
           if (it->api == NcclApi::kSend) sends = true;
           else if (it->api == NcclApi::kRecv) recvs = true;
           else if (it->api == NcclApi::kCollective) {
-            if (coll.empty()) coll = it->op;
+            if (coll == Collective::kUnknown) coll = it->op;
             else if (coll != it->op) other = true;
           }
         }
-        if (other || (!coll.empty() && (sends || recvs))) continue;  // a mixed group: the kernel's name stays
+        if (other || (coll != Collective::kUnknown && (sends || recvs))) continue;  // a mixed group: the kernel's name stays
         calls_begin = begin;
         calls_end = inner;
-        if (!coll.empty()) name = coll;
-        else if (sends && recvs) name = "sendrecv";
-        else if (sends) name = "send";
-        else if (recvs) name = "recv";
+        if (coll != Collective::kUnknown) name = coll;
+        else if (sends && recvs) name = Collective::kSendRecv;
+        else if (sends) name = Collective::kSend;
+        else if (recvs) name = Collective::kRecv;
       } else if (inner->api == NcclApi::kSend) {
-        name = "send";
+        name = Collective::kSend;
       } else if (inner->api == NcclApi::kRecv) {
-        name = "recv";
+        name = Collective::kRecv;
       } else if (inner->api == NcclApi::kCollective) {
         name = inner->op;
       }
-      if (name.empty()) continue;
-      op.op = std::move(name);
+      if (name == Collective::kUnknown) continue;
+      op.op = name;
       t_.stats.Add(Stat::nsys_ops_named_from_nccl_ranges);
       ApplyPayloads(op, calls_begin, calls_end, members);
     }
@@ -1600,7 +1602,7 @@ class Export {
   int64_t last_string_id_ = -1;
   uint32_t last_name_ = 0;
   std::vector<int8_t> name_is_comm_;  // by name id: -1 not yet classified, 0 compute, 1 comm
-  std::vector<std::optional<std::string>> name_op_;  // by name id: CollectiveFromKernelName, once
+  std::vector<std::optional<Collective>> name_op_;  // by name id: CollectiveFromKernelName, once
   std::shared_ptr<Partition> partition_;  // this rank's rows, spilled (null: scan the tables)
   std::vector<std::pair<int64_t, uint32_t>> wanted_;  // ReadRuntime: (correlation id, activity index)
   bool runtime_linked_ = false;

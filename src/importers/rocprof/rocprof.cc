@@ -945,15 +945,16 @@ class Builder {
       if (r < 0) return;
       const std::string_view rname = t_.names.Get(t_.host_calls[static_cast<size_t>(r)].name_id);
       if (!LaunchesWork(rname)) return;
-      std::string op = rname == "ncclGroupEnd" ? GroupOp(rccl_by_tid, static_cast<uint32_t>(r)) : NormalizeCollectiveName(rname);
+      const Collective op =
+          rname == "ncclGroupEnd" ? GroupOp(rccl_by_tid, static_cast<uint32_t>(r)) : NormalizeCollectiveName(rname);
       if (a.comm_op == kNoIndex) {
-        if (op.empty()) return;  // a group of mixed calls: no evidence of which, left as it is
+        if (op == Collective::kUnknown) return;  // a group of mixed calls: no evidence of which, left as it is
         if (a.kind == ActivityKind::kMemset) return;
         RankTraceBuilder::NewCommOp(t_, a, CommRule::kHostOp);  // named below
       }
       CommOp& c = t_.comm_ops[a.comm_op];
       if (c.rule == CommRule::kPeerCopy) return;
-      if (!op.empty()) c.op = std::move(op);
+      if (op != Collective::kUnknown) c.op = op;
       const HostCall& rc = t_.host_calls[static_cast<size_t>(r)];
       c.host_enter_ns = rc.start_ns;
       c.host_exit_ns = rc.end_ns;
@@ -979,15 +980,15 @@ class Builder {
   }
 
   // The collective of the group ncclGroupEnd `end` closes: the calls on its thread since the
-  // matching ncclGroupStart, when they are all one collective ("sendrecv" for sends and
-  // receives); "" when they differ or none is found.
-  std::string GroupOp(const RcclByTid& by_tid, uint32_t end) const {
+  // matching ncclGroupStart, when they are all one collective (kSendRecv for sends and
+  // receives); kUnknown when they differ or none is found.
+  Collective GroupOp(const RcclByTid& by_tid, uint32_t end) const {
     const HostCall& e = t_.host_calls[end];
     auto t = by_tid.find(e.tid);
-    if (t == by_tid.end()) return {};
+    if (t == by_tid.end()) return Collective::kUnknown;
     const std::vector<uint32_t>& v = t->second;
     auto pos = std::find(v.begin(), v.end(), end);
-    std::set<std::string> ops;
+    std::set<Collective> ops;
     int depth = 0;
     while (pos != v.begin()) {
       --pos;
@@ -996,10 +997,10 @@ class Builder {
       else if (n == "ncclGroupStart" && depth-- == 0) break;
       else if (LaunchesWork(n)) ops.insert(NormalizeCollectiveName(n));
     }
-    if (ops.empty()) return {};
+    if (ops.empty()) return Collective::kUnknown;
     if (ops.size() == 1) return *ops.begin();
-    if (ops == std::set<std::string>{"recv", "send"}) return "sendrecv";
-    return {};
+    if (ops == std::set<Collective>{Collective::kRecv, Collective::kSend}) return Collective::kSendRecv;
+    return Collective::kUnknown;
   }
 
   Document& d_;
