@@ -8,7 +8,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <unordered_map>
+
+#include "src/common/file_key_map.h"
 
 namespace overlapprof {
 
@@ -611,7 +612,7 @@ void FlagWarmup(const std::vector<OpSpan>& ops, IterationInfo& info) {
   // most communication ops (a complete one), then to the earliest: a partial last iteration must
   // not become the reference and turn the steady ones before it into "warm-up" (seen: steps 1009
   // and 1010 of a steady trace that ended inside step 1011, by the order of hash values).
-  std::unordered_map<uint64_t, int> count;
+  FileKeyMap<uint64_t, int> count;  // signatures of the file's ops
   for (size_t i = 1; i < w.size(); ++i) ++count[sig[i]];
   size_t ref = 1;
   for (size_t i = 2; i < w.size(); ++i)

@@ -8,9 +8,9 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <unordered_map>
 
 #include "analyzers/overlap.h"
+#include "src/common/file_key_map.h"
 #include "reports/report.h"
 
 namespace overlapprof {
@@ -324,7 +324,7 @@ void NameTrack(RankEvents& ev, int64_t tid, const std::string& quoted_name, int6
 
 // The threads of one rank: its streams, its iteration track, its host threads (returned: their
 // tids by native id).
-std::unordered_map<int64_t, int64_t> EmitThreads(const RankTrace& t, RankEvents& ev) {
+FileKeyMap<int64_t, int64_t> EmitThreads(const RankTrace& t, RankEvents& ev) {
   for (size_t s = 0; s < t.streams.size(); ++s) {
     const Stream& st = t.streams[s];
     std::string_view trimmed = st.name;
@@ -337,7 +337,7 @@ std::unordered_map<int64_t, int64_t> EmitThreads(const RankTrace& t, RankEvents&
   NameTrack(ev, kExposedTid, Quote("exposed communication"), 1);
   // Host threads get tids 1, 2, ... (in order of their native id, which names them): native
   // ids are arbitrary 32-bit values that could collide with the stream tids.
-  std::unordered_map<int64_t, int64_t> host_tid;
+  FileKeyMap<int64_t, int64_t> host_tid;
   std::vector<int64_t> tids;  // distinct native ids (few), sorted
   int64_t last = 0;
   for (const HostCall& h : t.host_calls) {
@@ -372,8 +372,8 @@ class RankFormatter {
   // Host API calls (sorted by start). Calls on one thread nest or follow each other; one that
   // would partly overlap the previous is left out and counted (host_calls_not_nesting). A flow
   // starts at each call whose correlation id a kept GPU activity has.
-  void HostCalls(const std::vector<uint8_t>& keep_host, const std::unordered_map<int64_t, int64_t>& host_tid) {
-    std::unordered_map<int64_t, LanePacker> lanes;  // per host tid
+  void HostCalls(const std::vector<uint8_t>& keep_host, const FileKeyMap<int64_t, int64_t>& host_tid) {
+    FileKeyMap<int64_t, LanePacker> lanes;  // per host tid
     for (size_t i = 0; i < t_.host_calls.size(); ++i) {
       if (!keep_host[i]) continue;
       const HostCall& h = t_.host_calls[i];
@@ -706,7 +706,7 @@ void ChromeTraceReport::Format(const RankTrace& t, const std::vector<size_t>& or
       keep_host[i] = InWindows(windows, h.start_ns, h.end_ns) || f.Launched(h.correlation_id);
     }
   r.events_kept = std::count(keep_act.begin(), keep_act.end(), 1) + std::count(keep_host.begin(), keep_host.end(), 1);
-  const std::unordered_map<int64_t, int64_t> host_tid = EmitThreads(t, r.events);
+  const FileKeyMap<int64_t, int64_t> host_tid = EmitThreads(t, r.events);
   f.HostCalls(keep_host, host_tid);
   f.Activities(keep_act);
   std::vector<size_t> kept_ranges;
@@ -773,7 +773,7 @@ Status ChromeTraceReport::Write(const Summary& summary, const ReportOptions& opt
     for (const Record& rec : r.events.records)
       if (rec.has_ts) base = std::min(base, rec.ts_ns);
   if (base == std::numeric_limits<int64_t>::max()) base = 0;
-  std::unordered_map<int64_t, int> rank_inputs;  // rank -> number of inputs claiming it
+  FileKeyMap<int64_t, int> rank_inputs;  // rank -> number of inputs claiming it
   for (const RankResult& r : summary.ranks)
     if (r.rank != kUnknown) ++rank_inputs[r.rank];
   std::vector<size_t> sorted_of_input(ranks_.size(), static_cast<size_t>(-1));

@@ -216,58 +216,40 @@ void TraceBuilder::AddActivity(const RawEvent& ev, Cat cat) {
     if (IsPeerCopy(a.copy_kind, ev.from_device, ev.to_device)) a.copy_kind = kCopyKindPeer;
   }
 
-  std::string_view name = t_.names.Get(a.name_id);
-  bool has_meta = !ev.coll_name.empty();
+  // Rule 1 (NCCL metadata: its op below), rule 3 (kernel name), rule 4 (peer copy); rule 2 (the
+  // launching host op) in Finish.
+  const bool has_meta = !ev.coll_name.empty();
   bool peer = false;
-  if (a.kind == ActivityKind::kKernel && !has_meta) {
-    // Kernel names are long and repeat: classify each distinct name once.
-    if (a.name_id >= name_is_comm_.size()) name_is_comm_.resize(t_.names.size(), -1);
-    int8_t& c = name_is_comm_[a.name_id];
-    if (c < 0) c = IsCommKernelName(name) ? 1 : 0;
-    a.category = c ? Category::kComm : Category::kCompute;
-  } else if (a.kind == ActivityKind::kMemcpy && !has_meta && IsPeerCopy(a.copy_kind)) {
-    peer = true;
+  if (has_meta) {
     a.category = Category::kComm;
+  } else if (a.kind == ActivityKind::kKernel) {
+    rank_builder_.AddKernel(t_, a);
+  } else if (a.kind == ActivityKind::kMemcpy && IsPeerCopy(a.copy_kind)) {
+    peer = true;
+    RankTraceBuilder::AddPeerCopy(t_, a);
   } else {
-    a.category = Classify(a.kind, name, has_meta);
+    a.category = Classify(a.kind, t_.names.Get(a.name_id), false);
   }
   if (!has_meta && !ev.external_id.empty() &&
       (a.kind == ActivityKind::kKernel || (a.kind == ActivityKind::kMemcpy && !peer)))
     if (int64_t ext = IdFromToken(ev.external_id); ext != kUnknown)
       PushBack(launched_by_, static_cast<uint32_t>(t_.activities.size()), ext);
-  if (a.category == Category::kComm) {
-    CommOp op;
-    op.stream = a.stream;
-    if (has_meta) {
-      FillFromMeta(ev, op);
-      op.rule = CommRule::kIdentity;
-      if (!ev.pg_ranks.empty()) pg_ranks_[t_.comm_ops.size()] = Text(ev.pg_ranks);
-      if (ev.src_rank != kUnknown || ev.dst_rank != kUnknown)
-        p2p_ranks_[t_.comm_ops.size()] = {ev.src_rank, ev.dst_rank};
-    } else if (peer) {
-      op.source = CommSource::kKernelName;
-      op.rule = CommRule::kPeerCopy;
-      op.op = Collective::kPeerCopy;
-      op.bytes = a.bytes;
-      op.communicator = "unknown";
-    } else {
-      op.source = CommSource::kKernelName;
-      op.rule = CommRule::kKernelName;
-      op.op = CollectiveFromKernelName(name);
-      op.communicator = "unknown";
-      // NCCL runs all-to-all and send/recv as one SendRecv kernel: its host op names it (Finish).
-      if (op.op == Collective::kSendRecv) unnamed_p2p_.emplace_back(t_.comm_ops.size(), IdFromToken(ev.external_id));
-    }
-    a.comm_op = static_cast<uint32_t>(t_.comm_ops.size());
-    t_.comm_ops.push_back(std::move(op));
+  if (has_meta) {
+    CommOp& op = RankTraceBuilder::NewCommOp(t_, a, CommRule::kIdentity);
+    FillFromMeta(ev, op);
+    if (!ev.pg_ranks.empty()) pg_ranks_[a.comm_op] = Text(ev.pg_ranks);
+    if (ev.src_rank != kUnknown || ev.dst_rank != kUnknown) p2p_ranks_[a.comm_op] = {ev.src_rank, ev.dst_rank};
+  } else if (a.comm_op != kNoIndex && !peer && t_.comm_ops[a.comm_op].op == Collective::kSendRecv) {
+    // NCCL runs all-to-all and send/recv as one SendRecv kernel: its host op names it (Finish).
+    unnamed_p2p_.emplace_back(a.comm_op, IdFromToken(ev.external_id));
   }
   PushBack(t_.activities, a);
 }
 
 void TraceBuilder::ClassifyByHostOp() {
   if (comm_host_ops_.empty()) return;
-  // Sorted vector and binary search: the ids come from the file (see Finish). Stable: the
-  // first host op with an id wins.
+  // Sorted vector and binary search: the ids come from the file (no identity-hashed map,
+  // src/common/file_key_map.h). Stable: the first host op with an id wins.
   std::stable_sort(comm_host_ops_.begin(), comm_host_ops_.end(),
                    [](const auto& x, const auto& y) { return x.first < y.first; });
   for (const auto& [index, ext] : launched_by_) {
@@ -284,15 +266,7 @@ void TraceBuilder::ClassifyByHostOp() {
       if (op.op == Collective::kUnknown) op.op = CollectiveFromHostOp(host_op);
       continue;
     }
-    a.category = Category::kComm;
-    CommOp op;
-    op.stream = a.stream;
-    op.source = CommSource::kKernelName;
-    op.rule = CommRule::kHostOp;
-    op.op = CollectiveFromHostOp(host_op);
-    op.communicator = "unknown";
-    a.comm_op = static_cast<uint32_t>(t_.comm_ops.size());
-    t_.comm_ops.push_back(std::move(op));
+    RankTraceBuilder::NewCommOp(t_, a, CommRule::kHostOp).op = CollectiveFromHostOp(host_op);
   }
 }
 
@@ -469,57 +443,9 @@ Status TraceBuilder::Finish() {
     auto it = thread_names_.find({s.device, s.native_id});
     s.name = it != thread_names_.end() ? it->second : fmt::format("stream {}", s.native_id);
   }
-  // Correlate GPU activities with the host calls that launched them. A sorted vector
-  // and binary search, not a hash map: correlation ids come from the file, and
-  // libstdc++ hashes integers by identity (floodable).
-  // The index: the host calls themselves when their ids already come sorted (one id per call,
-  // increasing in the file: the usual case, and no 16 bytes per call to allocate and fault in
-  // on the import's serial tail, 43 MB for a 5 GB trace); else (id, index) pairs sorted by id,
-  // then index. Either way the first host call with a given id wins, as in the file.
-  const std::vector<HostCall>& calls = t_.host_calls;
-  const bool direct = std::is_sorted(calls.begin(), calls.end(), [](const HostCall& x, const HostCall& y) {
-    return x.correlation_id < y.correlation_id;
-  });
-  std::vector<std::pair<int64_t, uint32_t>> by_corr;
-  if (!direct) {
-    by_corr.reserve(calls.size());
-    for (uint32_t i = 0; i < calls.size(); ++i)
-      if (calls[i].correlation_id != kUnknown) by_corr.emplace_back(calls[i].correlation_id, i);
-    std::sort(by_corr.begin(), by_corr.end());  // in place (a stable sort by id: a buffer as large)
-  }
-  const size_t n = direct ? calls.size() : by_corr.size();
-  auto id_at = [&](size_t i) { return direct ? calls[i].correlation_id : by_corr[i].first; };
-  // lower_bound, searched on from the last answer: activities come mostly in launch order, so
-  // the next id is a few entries on (a gallop reads on from there, where a binary search over
-  // the whole index misses the cache at each step: a million host calls, half a million kernels).
-  size_t hint = 0;
-  auto find = [&](int64_t id) {
-    size_t lo = 0, hi = std::min(hint, n);  // id_at(hint) >= id: the answer is in [0, hint]
-    if (hint < n && id_at(hint) < id) {
-      lo = hint + 1;  // everything before lo is < id; id_at(hi) >= id, or hi == n
-      for (size_t step = 1;; step *= 2) {
-        hi = std::min(hint + step, n);
-        if (hi == n || id_at(hi) >= id) break;
-        lo = hi + 1;
-      }
-    }
-    while (lo < hi) {
-      const size_t mid = lo + (hi - lo) / 2;
-      if (id_at(mid) < id) lo = mid + 1;
-      else hi = mid;
-    }
-    return hint = lo;
-  };
-  for (Activity& a : t_.activities) {
-    if (a.kind == ActivityKind::kSync) continue;
-    const size_t w = find(a.correlation_id);
-    if (a.correlation_id == kUnknown || w == n || id_at(w) != a.correlation_id) {
-      t_.stats.Add(Stat::correlations_unmatched);
-      continue;
-    }
-    t_.LinkLaunch(a, calls[direct ? w : by_corr[w].second]);
-  }
-  std::vector<std::pair<int64_t, uint32_t>>().swap(by_corr);
+  // Correlate GPU activities with the host calls that launched them (in file order: the first
+  // call with an id wins).
+  rank_builder_.LinkLaunches(t_, t_.host_calls);
   NameFromHostOps();
   // This rank's index in its process group, from "Process Group Ranks" ("[0, 1]").
   auto position = [](const std::string& ranks, int64_t rank) -> int64_t {

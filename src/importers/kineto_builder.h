@@ -15,10 +15,12 @@
 #include <utility>
 #include <vector>
 
+#include "src/common/file_key_map.h"
 #include "src/common/status.h"
 #include "src/importers/importer.h"
 #include "src/importers/kineto_event.h"
 #include "src/trace/model.h"
+#include "src/trace/rank_builder.h"
 
 namespace overlapprof::kineto {
 
@@ -91,16 +93,17 @@ class TraceBuilder {
   };
   static constexpr int kInternCacheBits = 9;
   std::vector<InternSlot> intern_cache_ = std::vector<InternSlot>(size_t{1} << kInternCacheBits);
-  std::vector<int8_t> name_is_comm_;  // by name id: -1 not yet classified, 0 compute, 1 comm
+  RankTraceBuilder rank_builder_;  // comm ops by kernel name and peer copy, launch links
   // Rule 2 (docs/classification.md): (External id, name id) of host ops that launch
   // communication, and (activity index, External id) of kernels and memcpys without identity;
   // resolved in Finish, whatever the order of the events in the file.
   std::vector<std::pair<int64_t, uint32_t>> comm_host_ops_;
   std::vector<std::pair<uint32_t, int64_t>> launched_by_;
-  // Ordered containers for keys taken from the file (hash flooding, see Finish).
-  std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;
-  std::set<int64_t> steps_seen_;
-  std::unordered_map<size_t, std::string> pg_ranks_;
+  // Keys taken from the file: (pid, tid) of thread_name metadata, step numbers.
+  FileKeyMap<std::pair<int64_t, int64_t>, std::string> thread_names_;
+  FileKeySet<int64_t> steps_seen_;
+  // "Process Group Ranks" of comm ops, by comm op index.
+  std::map<size_t, std::string> pg_ranks_;
   // Kept as read (undecoded) and decoded only when a SendRecv kernel needs a name: most traces
   // have none. The input is streamed, so the strings a host op is named by are copied, one after
   // the other, into host_text_ (one arena for all of them): 120 bytes a record besides its

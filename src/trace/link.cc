@@ -1,10 +1,10 @@
 #include "src/trace/link.h"
 
-#include "src/trace/classify.h"
-
 #include <algorithm>
-#include <unordered_map>
 #include <vector>
+
+#include "src/trace/classify.h"
+#include "src/trace/rank_builder.h"
 
 namespace overlapprof {
 
@@ -51,72 +51,68 @@ void NameGroupedAllToAll(RankTrace& t) {
   }
 }
 
+namespace {
+
+// (key, index) of the entries with a key, sorted: the first entry with a key comes first among
+// those with it. A sorted vector, not a hash map: the keys come from the file.
+using FirstByKey = std::vector<std::pair<int64_t, uint32_t>>;
+
+// The index of the first entry with `key`, or kNoIndex; asked in about increasing key order.
+uint32_t FindFirst(const FirstByKey& v, int64_t key, size_t& hint) {
+  const size_t i = RankTraceBuilder::GallopLowerBound(v.size(), [&](size_t k) { return v[k].first; }, key, hint);
+  return i < v.size() && v[i].first == key ? v[i].second : kNoIndex;
+}
+
+}  // namespace
+
 void LinkInjectorRecords(RankTrace& t) {
   NameGroupedAllToAll(t);
-  std::unordered_map<int64_t, int64_t> launch_of;  // correlation id -> host call start
-  launch_of.reserve(t.host_calls.size());
-  for (const HostCall& h : t.host_calls)
-    if (h.correlation_id != kUnknown) launch_of.emplace(h.correlation_id, h.start_ns);
-  std::unordered_map<int64_t, int64_t> external_of;  // correlation id -> external id
+  // Launch times (no host calls, nothing to link: not counted as unmatched).
+  if (!t.host_calls.empty()) RankTraceBuilder().LinkLaunches(t, t.host_calls, LaunchLink::kRecorded);
+  FirstByKey external_of;  // correlation id -> index of its first external correlation record
   external_of.reserve(t.external_correlations.size());
-  for (const auto& [correlation, external] : t.external_correlations) external_of.emplace(correlation, external);
-  std::unordered_map<int64_t, uint32_t> op_of;  // launch id -> first comm op with it
+  for (size_t i = 0; i < t.external_correlations.size(); ++i)
+    if (t.external_correlations[i].first != kUnknown)
+      external_of.emplace_back(t.external_correlations[i].first, static_cast<uint32_t>(i));
+  std::sort(external_of.begin(), external_of.end());
+  FirstByKey op_of;  // launch id -> first comm op with it
   for (size_t i = 0; i < t.comm_ops.size(); ++i)
-    if (t.comm_ops[i].launch_id != kUnknown) op_of.emplace(t.comm_ops[i].launch_id, static_cast<uint32_t>(i));
+    if (t.comm_ops[i].launch_id != kUnknown) op_of.emplace_back(t.comm_ops[i].launch_id, static_cast<uint32_t>(i));
+  std::sort(op_of.begin(), op_of.end());
 
   std::vector<bool> linked(t.comm_ops.size(), false);
-  int64_t unmatched = 0;
+  size_t external_hint = 0, op_hint = 0;
   for (Activity& a : t.activities) {
     if (a.comm_op != kNoIndex && a.comm_op < linked.size()) linked[a.comm_op] = true;
-    if (a.correlation_id == kUnknown) continue;
-    if (a.launch_ns == kUnknown) {
-      auto it = launch_of.find(a.correlation_id);
-      if (it != launch_of.end()) a.launch_ns = it->second;
-      else if (!t.host_calls.empty() && a.kind != ActivityKind::kSync) ++unmatched;
-    }
-    if (a.comm_op == kNoIndex && !op_of.empty()) {
-      auto ext = external_of.find(a.correlation_id);
-      if (ext == external_of.end()) continue;
-      auto op = op_of.find(ext->second);
-      if (op == op_of.end()) continue;
-      a.comm_op = op->second;
-      if (a.kind != ActivityKind::kSync) a.category = Category::kComm;
-      linked[op->second] = true;
-      CommOp& c = t.comm_ops[op->second];
-      if (c.stream == kNoIndex) c.stream = a.stream;
-    }
+    if (a.correlation_id == kUnknown || a.comm_op != kNoIndex || op_of.empty()) continue;
+    const uint32_t e = FindFirst(external_of, a.correlation_id, external_hint);
+    if (e == kNoIndex) continue;
+    const uint32_t op = FindFirst(op_of, t.external_correlations[e].second, op_hint);
+    if (op == kNoIndex) continue;
+    a.comm_op = op;
+    if (a.kind != ActivityKind::kSync) a.category = Category::kComm;
+    linked[op] = true;
+    CommOp& c = t.comm_ops[op];
+    if (c.stream == kNoIndex) c.stream = a.stream;
   }
   // Ops of a group share their kernel: every op with a linked op's launch id is linked.
-  std::vector<bool> launch_linked_any(t.comm_ops.size(), false);
+  op_hint = 0;
   for (size_t i = 0; i < t.comm_ops.size(); ++i) {
     int64_t id = t.comm_ops[i].launch_id;
     if (id == kUnknown || linked[i]) continue;
-    auto op = op_of.find(id);
-    if (op != op_of.end() && linked[op->second]) {
+    const uint32_t op = FindFirst(op_of, id, op_hint);
+    if (op != kNoIndex && linked[op]) {
       linked[i] = true;
-      if (t.comm_ops[i].stream == kNoIndex) t.comm_ops[i].stream = t.comm_ops[op->second].stream;
+      if (t.comm_ops[i].stream == kNoIndex) t.comm_ops[i].stream = t.comm_ops[op].stream;
     }
   }
-  t.stats.Add(Stat::correlations_unmatched, unmatched);
   if (!t.activities.empty())
     t.stats.Add(Stat::comm_ops_without_gpu_activity, std::count(linked.begin(), linked.end(), false));
   // Copies between two GPUs (the recorder stores them as copy kind PtoP, docs/classification.md
-  // rule 4) are communication no NCCL call announced: each becomes its own p2p_copy op, as the
-  // Kineto and nsys importers make them.
-  for (size_t i = 0; i < t.activities.size(); ++i) {
-    Activity& a = t.activities[i];
-    if (a.kind != ActivityKind::kMemcpy || a.comm_op != kNoIndex || !IsPeerCopy(a.copy_kind)) continue;
-    CommOp op;
-    op.source = CommSource::kKernelName;
-    op.rule = CommRule::kPeerCopy;
-    op.op = Collective::kPeerCopy;
-    op.bytes = a.bytes;
-    op.communicator = "unknown";
-    op.stream = a.stream;
-    a.category = Category::kComm;
-    a.comm_op = static_cast<uint32_t>(t.comm_ops.size());
-    t.comm_ops.push_back(std::move(op));
-  }
+  // rule 4) are communication no NCCL call announced: each becomes its own p2p_copy op.
+  for (Activity& a : t.activities)
+    if (a.kind == ActivityKind::kMemcpy && a.comm_op == kNoIndex && IsPeerCopy(a.copy_kind))
+      RankTraceBuilder::AddPeerCopy(t, a);
 }
 
 }  // namespace overlapprof

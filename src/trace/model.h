@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/common/file_key_map.h"
 #include "src/common/stats.h"
 #include "src/trace/collective.h"
 
@@ -281,9 +282,8 @@ struct RankTrace {
   void Finalize();
 
  private:
-  // An ordered map: keys come from untrusted files, and any fixed hash of integer pairs can
-  // be flooded with colliding keys (found by the fuzzer); log n of a few streams is cheap.
-  std::map<std::pair<int64_t, int64_t>, uint32_t> stream_index_;
+  // Keys come from untrusted files (src/common/file_key_map.h); log n of a few streams is cheap.
+  FileKeyMap<std::pair<int64_t, int64_t>, uint32_t> stream_index_;
 };
 
 }  // namespace overlapprof

@@ -19,22 +19,23 @@ CommOp& RankTraceBuilder::NewCommOp(RankTrace& t, Activity& a, CommRule rule) {
 void RankTraceBuilder::AddKernel(RankTrace& t, Activity& a) {
   // Kernel names are long and repeat: each distinct name is classified (and its collective
   // read) once.
-  if (a.name_id >= name_is_comm_.size()) name_is_comm_.resize(t.names.size(), -1);
-  int8_t& comm = name_is_comm_[a.name_id];
-  if (comm < 0) comm = IsCommKernelName(t.names.Get(a.name_id)) ? 1 : 0;
-  if (!comm) {
+  if (a.name_id >= kernel_names_.size()) kernel_names_.resize(t.names.size());
+  KernelName& k = kernel_names_[a.name_id];
+  if (k.comm < 0) {
+    const std::string_view name = t.names.Get(a.name_id);
+    k.comm = IsCommKernelName(name) ? 1 : 0;
+    if (k.comm) k.op = CollectiveFromKernelName(name);
+  }
+  if (!k.comm) {
     a.category = Category::kCompute;
     return;
   }
-  if (a.name_id >= name_op_.size()) name_op_.resize(t.names.size());
-  auto& op = name_op_[a.name_id];
-  if (!op) op = CollectiveFromKernelName(t.names.Get(a.name_id));
-  NewCommOp(t, a, CommRule::kKernelName).op = *op;
+  NewCommOp(t, a, CommRule::kKernelName).op = k.op;
 }
 
 void RankTraceBuilder::AddPeerCopy(RankTrace& t, Activity& a) {
   CommOp& op = NewCommOp(t, a, CommRule::kPeerCopy);
-  op.op = "p2p_copy";
+  op.op = Collective::kPeerCopy;
   op.bytes = a.bytes;
 }
 

@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -99,10 +98,12 @@ class RankTraceBuilder {
   static size_t GallopLowerBound(size_t n, Key&& key, int64_t id, size_t& hint);
 
  private:
-  // By name id: -1 not yet classified, 0 compute, 1 communication (AddKernel).
-  std::vector<int8_t> name_is_comm_;
-  // By name id: the collective its kernel name runs, read once (AddKernel).
-  std::vector<std::optional<decltype(CommOp::op)>> name_op_;
+  // What AddKernel found for a kernel name, by name id.
+  struct KernelName {
+    int8_t comm = -1;                      // -1 not yet classified, 0 compute, 1 communication
+    Collective op = Collective::kUnknown;  // communication: the collective the name runs
+  };
+  std::vector<KernelName> kernel_names_;
   // ExpectLaunches .. EndLaunches: (correlation id, activity index) sorted, a flag per entry
   // (linked), the ids' range, where the last match was, how many activities were linked.
   std::vector<std::pair<int64_t, uint32_t>> waiting_;

@@ -10,12 +10,18 @@ format is described at the top of layers.txt; docs/architecture.md explains the 
 With --cmake-layer (one per layer library, lowest first, as tests/CMakeLists.txt passes them)
 it also checks that the build's layers are the rule's: as many, in the same order, each
 library's sources in the folders of its layer.
+
+It also runs check_file_keys.py (no identity-hashed integer keys where files are read), whose
+findings count as violations.
 """
 import argparse
 import os
 import re
 import sys
 from dataclasses import dataclass, field
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_file_keys  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -264,13 +270,16 @@ def main(argv=None):
             target, _, files = arg.partition("=")
             layers.append((target, [f for f in files.split(",") if f]))
         violations += check_cmake_layers(a.root, rules, layers)
+    key_violations, _ = check_file_keys.check(a.root)
+    violations += key_violations
     for v in violations:
         print(v)
     if violations:
         print(f"layering: {len(violations)} violation(s) of {a.rules} (docs/architecture.md explains the layers)")
         return 1
     built = f", the {len(a.cmake_layer)} layer libraries match it" if a.cmake_layer else ""
-    print(f"layering: ok, {nfiles} files, {nincludes} project includes keep {a.rules}{built}")
+    print(f"layering: ok, {nfiles} files, {nincludes} project includes keep {a.rules}{built}; "
+          f"no identity-hashed file keys in {', '.join(check_file_keys.FOLDERS)}")
     return 0
 
 

@@ -10,6 +10,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import check_file_keys  # noqa: E402
 import check_layers  # noqa: E402
 
 RULES = check_layers.load_rules(check_layers.DEFAULT_RULES)
@@ -178,6 +179,65 @@ class CmakeLayersTest(unittest.TestCase):
                            capture_output=True, text=True)
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertIn(f"{layer_folder(LOW)}/h.h: compiled into lib_{MID}", p.stdout)
+
+
+class FileKeysTest(unittest.TestCase):
+    """check_file_keys.py: identity-hashed integer keys are rejected where files are read."""
+
+    BAD = [
+        "std::unordered_map<int64_t, int64_t> launch_of;",
+        "std::unordered_map<int64_t, LanePacker> lanes;",
+        "std::unordered_set<uint64_t> seen;",
+        "unordered_map< std::uint32_t , std::string> m;",
+        "std::unordered_multimap<size_t, int> m;",
+        "std::unordered_map<unsigned long long, int> m;",
+        "std::unordered_map<const int, int> m;",
+        "std::unordered_map<std::pair<int64_t, int64_t>, uint32_t> m;",
+        "std::unordered_map<int64_t,\n    std::vector<int>> split_over_lines;",
+    ]
+    GOOD = [
+        "std::unordered_map<std::string, uint32_t> names;",  # strings: std::hash is not the identity
+        "std::unordered_map<int64_t, int, SeededHash> m;",  # a hash of its own
+        "std::unordered_set<uint64_t, SeededHash> s;",
+        "std::unordered_map<std::pair<int64_t, std::string>, int, PairHash> m;",
+        "FileKeyMap<int64_t, int64_t> launch_of;",
+        "std::map<int64_t, int> m;",
+        "// std::unordered_map<int64_t, int> in a comment",
+        "/* std::unordered_map<int64_t, int>\n */ int x;",
+        'const char* s = "std::unordered_map<int64_t, int>";',
+        'auto s = R"(std::unordered_map<int64_t, int> "quoted")";',
+        "int64_t n = 1'000'000; std::unordered_map<std::string, int> m;",
+    ]
+
+    def test_each_bad_line_is_found_with_its_line_number(self):
+        for bad in self.BAD:
+            with self.subTest(bad=bad):
+                text = "#include <unordered_map>\n\n" + bad + "\n"
+                found = list(check_file_keys.findings(text))
+                self.assertEqual(len(found), 1, found)
+                self.assertEqual(found[0][0], 3)
+                self.assertIn("FileKeyMap", found[0][1])
+
+    def test_good_lines_pass(self):
+        for good in self.GOOD:
+            with self.subTest(good=good):
+                self.assertEqual(list(check_file_keys.findings(good + "\n")), [])
+
+    def test_a_bad_line_fails_the_layering_check_in_each_folder_and_only_there(self):
+        tree = FakeTree()
+        self.addCleanup(tree.cleanup)
+        for folder in check_file_keys.FOLDERS:
+            with self.subTest(folder=folder):
+                tree.write(f"{folder}/keys.cc", "// x\n" + self.BAD[0] + "\n")
+                p = subprocess.run([sys.executable, os.path.join(HERE, "check_layers.py"), "--root", tree.root],
+                                   capture_output=True, text=True)
+                self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+                self.assertIn(f"{folder}/keys.cc:2: std::unordered_map keyed by int64_t", p.stdout)
+                os.remove(os.path.join(tree.root, folder, "keys.cc"))
+        tree.write("tests/keys.cc", self.BAD[0] + "\n")  # tests may: they read no hostile file
+        p = subprocess.run([sys.executable, os.path.join(HERE, "check_layers.py"), "--root", tree.root],
+                           capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
 
 if __name__ == "__main__":

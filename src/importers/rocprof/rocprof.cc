@@ -24,10 +24,12 @@
 #include <utility>
 #include <vector>
 
+#include "src/common/file_key_map.h"
 #include "src/common/rank_env.h"
 #include "src/common/utf8.h"
 #include "src/io/input_file.h"
 #include "src/trace/classify.h"
+#include "src/trace/rank_builder.h"
 
 namespace overlapprof {
 namespace rocprof {
@@ -85,8 +87,8 @@ struct Document {
   std::string raw_output_file, output_file, raw_output_path, output_path;
   std::vector<Agent> agents;
   std::vector<KindNames> kinds;                // strings.buffer_records, by kind value
-  std::map<uint64_t, std::string> messages;    // strings.marker_api: correlation id -> roctx message
-  std::map<uint64_t, std::string> symbols;     // kernel_symbols: kernel_id -> name
+  FileKeyMap<uint64_t, std::string> messages;  // strings.marker_api: correlation id -> roctx message
+  FileKeyMap<uint64_t, std::string> symbols;   // kernel_symbols: kernel_id -> name
   std::vector<Dispatch> dispatches;
   std::vector<Copy> copies;
   std::vector<ApiCall> hip, rccl, marker;
@@ -772,14 +774,14 @@ class Builder {
 
   void Kernels() {
     // The device the rank ran on first in `devices` (the one with the most dispatches).
-    std::map<uint64_t, size_t> per_agent;
+    FileKeyMap<uint64_t, size_t> per_agent;
     for (const Dispatch& d : d_.dispatches) ++per_agent[d.agent];
     std::vector<std::pair<size_t, uint64_t>> order;
     for (auto [agent, n] : per_agent) order.emplace_back(n, agent);
     std::stable_sort(order.begin(), order.end(), [](auto& a, auto& b) { return a.first > b.first; });
     for (auto [n, agent] : order) AddDevice(agent);
 
-    std::map<uint64_t, std::pair<uint32_t, int8_t>> by_kernel;  // kernel_id -> (name id, category code)
+    FileKeyMap<uint64_t, std::pair<uint32_t, int8_t>> by_kernel;  // kernel_id -> (name id, blit code)
     t_.activities.reserve(d_.dispatches.size() + d_.copies.size());
     for (const Dispatch& d : d_.dispatches) {
       auto [it, fresh] = by_kernel.try_emplace(d.kernel_id);
@@ -791,7 +793,7 @@ class Builder {
         // ROCm's blit kernels (hipMemcpy*, hipMemset* run as kernels) are memory, not compute.
         const bool copy = name.rfind("__amd_rocclr_copyBuffer", 0) == 0;
         const bool fill = name.rfind("__amd_rocclr_fillBuffer", 0) == 0;
-        it->second.second = copy ? 1 : fill ? 2 : IsCommKernelName(name) ? 3 : 0;
+        it->second.second = copy ? 1 : fill ? 2 : 0;
       }
       Activity a;
       a.start_ns = d.start;
@@ -802,11 +804,9 @@ class Builder {
       switch (it->second.second) {
         case 1: a.kind = ActivityKind::kMemcpy, a.category = Category::kMemory; break;
         case 2: a.kind = ActivityKind::kMemset, a.category = Category::kMemory; break;
-        case 3: a.category = Category::kComm; break;
-        default: break;
+        default: rank_builder_.AddKernel(t_, a); break;  // compute, or communication by its name
       }
       if (a.end_ns == a.start_ns) t_.stats.Add(Stat::activities_zero_duration);
-      if (a.category == Category::kComm) AddOp(a, CommRule::kKernelName);
       t_.activities.push_back(a);
     }
   }
@@ -825,23 +825,6 @@ class Builder {
     if (t_.streams[s].name.empty())
       t_.streams[s].name = queue >= 0 ? fmt::format("queue {}", queue) : std::string("memory copies (no queue)");
     return s;
-  }
-
-  void AddOp(Activity& a, CommRule rule) {
-    CommOp op;
-    op.stream = a.stream;
-    op.source = CommSource::kKernelName;
-    op.rule = rule;
-    op.communicator = "unknown";
-    if (a.kind == ActivityKind::kMemcpy && a.copy_kind == kCopyKindPeer) {
-      op.op = Collective::kPeerCopy;
-      op.bytes = a.bytes;
-    } else {
-      op.op = CollectiveFromKernelName(t_.names.Get(a.name_id));
-    }
-    a.category = Category::kComm;
-    a.comm_op = static_cast<uint32_t>(t_.comm_ops.size());
-    t_.comm_ops.push_back(std::move(op));
   }
 
   void Copies() {
@@ -874,7 +857,7 @@ class Builder {
       a.stream = Stream(on, -1);
       t_.stats.Add(Stat::activities_unknown_stream);
       if (a.end_ns == a.start_ns) t_.stats.Add(Stat::activities_zero_duration);
-      if (a.copy_kind == kCopyKindPeer) AddOp(a, CommRule::kPeerCopy);
+      if (a.copy_kind == kCopyKindPeer) RankTraceBuilder::AddPeerCopy(t_, a);
       t_.activities.push_back(a);
     }
   }
@@ -903,7 +886,7 @@ class Builder {
   }
 
   void Markers() {
-    std::set<int64_t> steps_seen;
+    FileKeySet<int64_t> steps_seen;
     constexpr std::string_view kStep = "ProfilerStep#";
     for (const ApiCall& c : d_.marker) {
       const std::string_view op = OpName(c.kind, c.op);
@@ -942,54 +925,45 @@ class Builder {
     return kOps.count(n) > 0;
   }
 
+  // host thread id -> its RCCL calls that launch work (indices into host_calls), by start.
+  using RcclByTid = FileKeyMap<int64_t, std::vector<uint32_t>>;
+
   // Each activity's launching call (correlation id: a HIP call, or the RCCL call itself), its
   // launch time; then the RCCL call around each launch: communication kernels are named from it
   // (ncclAllGather -> allgather; a group's calls when they agree), and a kernel or copy that an
   // RCCL collective launched is communication by its host call (rule host_op).
   void LinkAndNameOps() {
     if (t_.host_calls.empty()) return;
-    std::vector<std::pair<int64_t, uint32_t>> by_corr;
-    by_corr.reserve(t_.host_calls.size());
-    for (uint32_t i = 0; i < t_.host_calls.size(); ++i) by_corr.emplace_back(t_.host_calls[i].correlation_id, i);
-    std::sort(by_corr.begin(), by_corr.end());
-    // RCCL calls that launch work, per thread, by start.
-    std::map<int64_t, std::vector<uint32_t>> rccl_by_tid;
+    RcclByTid rccl_by_tid;
     for (uint32_t i = static_cast<uint32_t>(rccl_first_); i < t_.host_calls.size(); ++i)
       rccl_by_tid[t_.host_calls[i].tid].push_back(i);
     for (auto& [tid, v] : rccl_by_tid)
       std::stable_sort(v.begin(), v.end(), [&](uint32_t a, uint32_t b) { return t_.host_calls[a].start_ns < t_.host_calls[b].start_ns; });
-    for (size_t i = 0; i < t_.activities.size(); ++i) {
-      Activity& a = t_.activities[i];
-      auto it = std::lower_bound(by_corr.begin(), by_corr.end(), std::make_pair(a.correlation_id, uint32_t{0}));
-      if (it == by_corr.end() || it->first != a.correlation_id) {
-        t_.stats.Add(Stat::correlations_unmatched);
-        continue;
-      }
-      const HostCall& h = t_.host_calls[it->second];
-      t_.LinkLaunch(a, h);
-      const int64_t r = it->second >= rccl_first_ ? static_cast<int64_t>(it->second) : EnclosingRccl(rccl_by_tid, h);
-      if (r < 0) continue;
+    rank_builder_.LinkLaunches(t_, t_.host_calls, LaunchLink::kImported, [&](uint32_t activity, uint32_t call) {
+      Activity& a = t_.activities[activity];
+      const int64_t r = call >= rccl_first_ ? static_cast<int64_t>(call) : EnclosingRccl(rccl_by_tid, t_.host_calls[call]);
+      if (r < 0) return;
       const std::string_view rname = t_.names.Get(t_.host_calls[static_cast<size_t>(r)].name_id);
-      if (!LaunchesWork(rname)) continue;
+      if (!LaunchesWork(rname)) return;
       const Collective op =
           rname == "ncclGroupEnd" ? GroupOp(rccl_by_tid, static_cast<uint32_t>(r)) : NormalizeCollectiveName(rname);
       if (a.comm_op == kNoIndex) {
-        if (op == Collective::kUnknown) continue;  // a group of mixed calls: no evidence of which, left as it is
-        if (a.kind == ActivityKind::kMemset) continue;
-        AddOp(a, CommRule::kHostOp);
+        if (op == Collective::kUnknown) return;  // a group of mixed calls: no evidence of which, left as it is
+        if (a.kind == ActivityKind::kMemset) return;
+        RankTraceBuilder::NewCommOp(t_, a, CommRule::kHostOp);  // named below
       }
       CommOp& c = t_.comm_ops[a.comm_op];
-      if (c.rule == CommRule::kPeerCopy) continue;
+      if (c.rule == CommRule::kPeerCopy) return;
       if (op != Collective::kUnknown) c.op = op;
       const HostCall& rc = t_.host_calls[static_cast<size_t>(r)];
       c.host_enter_ns = rc.start_ns;
       c.host_exit_ns = rc.end_ns;
       c.host_tid = rc.tid;
-    }
+    });
   }
 
   // The RCCL call (index into host_calls) on h's thread whose span holds h's start; -1: none.
-  int64_t EnclosingRccl(const std::map<int64_t, std::vector<uint32_t>>& by_tid, const HostCall& h) const {
+  int64_t EnclosingRccl(const RcclByTid& by_tid, const HostCall& h) const {
     auto t = by_tid.find(h.tid);
     if (t == by_tid.end()) return -1;
     const std::vector<uint32_t>& v = t->second;
@@ -1008,7 +982,7 @@ class Builder {
   // The collective of the group ncclGroupEnd `end` closes: the calls on its thread since the
   // matching ncclGroupStart, when they are all one collective (kSendRecv for sends and
   // receives); kUnknown when they differ or none is found.
-  Collective GroupOp(const std::map<int64_t, std::vector<uint32_t>>& by_tid, uint32_t end) const {
+  Collective GroupOp(const RcclByTid& by_tid, uint32_t end) const {
     const HostCall& e = t_.host_calls[end];
     auto t = by_tid.find(e.tid);
     if (t == by_tid.end()) return Collective::kUnknown;
@@ -1032,9 +1006,10 @@ class Builder {
   Document& d_;
   const ImportOptions& opts_;
   RankTrace t_;
-  std::map<uint64_t, int64_t> gpu_of_;  // GPU agent handle -> GPU index
-  std::map<uint64_t, const Agent*> agent_;
-  std::set<int64_t> devices_seen_;
+  RankTraceBuilder rank_builder_;  // comm ops by kernel name and peer copy, launch links
+  FileKeyMap<uint64_t, int64_t> gpu_of_;  // GPU agent handle -> GPU index
+  FileKeyMap<uint64_t, const Agent*> agent_;
+  FileKeySet<int64_t> devices_seen_;
   size_t rccl_first_ = 0;      // host_calls from here on are RCCL calls
   uint64_t last_agent_ = 0;    // Stream's last answer
   int64_t last_queue_ = 0;
