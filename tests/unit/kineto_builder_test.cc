@@ -3,8 +3,8 @@
 // ParseKinetoJson in kineto_test.cc and by the golden traces.
 #include <gtest/gtest.h>
 
-#include "src/importers/kineto_builder.h"
-#include "src/importers/kineto_event.h"
+#include "src/importers/kineto/builder.h"
+#include "src/importers/kineto/event.h"
 
 namespace overlapprof::kineto {
 namespace {

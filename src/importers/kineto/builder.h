@@ -17,7 +17,7 @@
 
 #include "src/common/status.h"
 #include "src/importers/importer.h"
-#include "src/importers/kineto_event.h"
+#include "src/importers/kineto/event.h"
 #include "src/trace/model.h"
 
 namespace overlapprof::kineto {

@@ -1,6 +1,6 @@
 #pragma once
 // One event of a PyTorch-profiler (Kineto) trace as the reader (src/importers/kineto.cc) tokenizes
-// it and the builder (src/importers/kineto_builder.h) turns it into the rank's trace: the fields
+// it and the builder (src/importers/kineto/builder.h) turns it into the rank's trace: the fields
 // the importer uses, as views into the input buffer, undecoded.
 #include <cstdint>
 #include <cstring>

@@ -64,8 +64,8 @@
 #include <vector>
 
 #include "src/importers/importer.h"
-#include "src/importers/kineto_builder.h"
-#include "src/importers/kineto_event.h"
+#include "src/importers/kineto/builder.h"
+#include "src/importers/kineto/event.h"
 #include "src/trace/classify.h"
 #include "src/io/input_file.h"
 #include "src/io/input_stream.h"
