@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "src/common/decimal.h"  // the fields' numbers (ts, dur, ids) are read with it
 #include "src/trace/model.h"
 
 namespace overlapprof::kineto {
