@@ -67,6 +67,7 @@
 #include "src/importers/importer.h"
 #include "src/importers/kineto/builder.h"
 #include "src/importers/kineto/event.h"
+#include "src/importers/kineto/fields.h"
 #include "src/trace/classify.h"
 #include "src/io/input_file.h"
 #include "src/io/input_stream.h"
@@ -77,6 +78,7 @@ namespace overlapprof {
 namespace od = simdjson::ondemand;
 using kineto::Cat;
 using kineto::DecodeCat;
+using kineto::FieldsSeen;
 using kineto::RawEvent;
 
 namespace {
@@ -306,7 +308,6 @@ inline const char* WalkSkipNested(const char* p) {
 #endif
 }
 
-using kineto::KeyIs;  // key == lit, the length known when compiled
 
 // One value at p (whitespace skipped before it).
 struct WalkValue {
@@ -366,17 +367,17 @@ struct IxValue {
 
 // An event as the walker reads it, in a slot that is used again and again (a batch's, or the
 // reader's own): Clear puts back a fresh RawEvent's values where the last reading set any (seen,
-// args_seen: the bits of EventField's and ArgsField's keys): the top-level fields one by one,
+// args_seen: the keys of kEventFields and kArgsFields read): the top-level fields one by one,
 // the args (every field from "device" on) in one copy.
 constexpr RawEvent kFreshEvent{};
 
 struct WalkSlot {
   RawEvent ev;
-  int dups = 0;                          // json_duplicate_keys found in it
-  uint32_t seen = 0, args_seen = 0;      // fields set (WalkEvent's and WalkArgs's bits)
+  int dups = 0;                  // json_duplicate_keys found in it
+  FieldsSeen seen, args_seen;    // the keys of the event and of its args read
   void Clear() {
     const RawEvent& kFresh = kFreshEvent;
-    if (seen) {
+    if (seen.seen) {
       ev.ph = kFresh.ph;
       ev.ts = kFresh.ts;
       ev.cat = kFresh.cat;
@@ -386,14 +387,14 @@ struct WalkSlot {
       ev.name = kFresh.name;
       ev.has_name = kFresh.has_name;
     }
-    if (args_seen) {  // every field of args at once (they follow "device"): one copy, no branch per field
+    if (args_seen.seen) {  // every field of args at once (they follow "device"): one copy, no branch per field
       static_assert(std::is_trivially_copyable_v<RawEvent> && std::is_standard_layout_v<RawEvent>);
       constexpr size_t kArgs = offsetof(RawEvent, device);
       std::memcpy(reinterpret_cast<char*>(&ev) + kArgs, reinterpret_cast<const char*>(&kFresh) + kArgs,
                   sizeof(RawEvent) - kArgs);
     }
     dups = 0;
-    seen = args_seen = 0;
+    seen = args_seen = FieldsSeen{};
   }
 };
 
@@ -1482,36 +1483,14 @@ class KinetoReader {
   static bool RawString(od::value& v, std::string_view* out) { return StringToken(v.raw_json_token(), out); }
 
   // An integer from a number, a numeric string, or a hex string ("0x1f").
-  static bool AnyInt(od::value& v, int64_t* out) { return AnyIntToken(v.raw_json_token(), out); }
-  static bool AnyIntToken(std::string_view tok, int64_t* out) {
-    {  // Fast path: 1 to 18 digits and nothing after them but whitespace, what ids nearly always are.
-      const char* p = tok.data();
-      const char* const e = p + std::min<size_t>(tok.size(), 18);
-      uint64_t v = 0;
-      while (p < e && static_cast<unsigned>(*p - '0') < 10) v = v * 10 + static_cast<unsigned>(*p++ - '0');
-      const char* q = p;
-      while (q < tok.data() + tok.size() && kWalk.ws[static_cast<unsigned char>(*q)]) ++q;
-      if (p > tok.data() && q == tok.data() + tok.size() && (tok[0] != '0' || p == tok.data() + 1)) {
-        *out = static_cast<int64_t>(v);
-        return true;
-      }
-    }
-    while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' || tok.back() == '\t'))
-      tok.remove_suffix(1);
-    if (!tok.empty() && tok.front() == '"') {
-      if (tok.size() < 2) return false;
-      std::string_view s = tok.substr(1, tok.size() - 2);
-      if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-        uint64_t u;
-        auto r = std::from_chars(s.data() + 2, s.data() + s.size(), u, 16);
-        if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return false;
-        *out = static_cast<int64_t>(u);
-        return true;
-      }
-      return ParseScaledDecimal(s, 0, out);  // a string: its text, read leniently
-    }
-    return ParseJsonNumber(tok, 0, out);
-  }
+  static bool AnyInt(od::value& v, int64_t* out) { return kineto::AnyIntToken(v.raw_json_token(), out); }
+
+  // A value as On-Demand reads it, for the field tables (kineto::EventField, ArgsField).
+  struct OdValue {
+    od::value& v;
+    std::string_view Token() const { return v.raw_json_token(); }
+    bool Str(std::string_view* out) const { return StringToken(v.raw_json_token(), out); }
+  };
 
   Status ParseDistributedInfo(od::value& v, od::document* doc) {
     od::object obj;
@@ -1580,83 +1559,25 @@ class KinetoReader {
     return OkStatus();
   }
 
-  Status ParseArgs(od::value& v, RawEvent& ev, od::document* doc) {
+  // An event's args (kineto::kArgsFields); duplicates counted in *dups.
+  Status ParseArgs(od::value& v, RawEvent& ev, od::document* doc, int* dups) {
     od::object obj;
     if (v.get_object().get(obj) != simdjson::SUCCESS) return OkStatus();
-    uint32_t seen = 0;
+    FieldsSeen seen;
     for (auto fr : obj) {
       od::field f;
       if (auto e = std::move(fr).get(f)) return JsonError(e, doc);
-      std::string_view key = KeyOf(f);
+      const std::string_view key = KeyOf(f);
       od::value fv = f.value();
-      switch (key.size()) {
-        case 3:
-          if ((key == "Seq" && First(seen, 0)) || (key == "seq" && First(seen, 1))) AnyInt(fv, &ev.seq);
-          break;
-        case 4:
-          if (key == "name" && First(seen, 2)) RawString(fv, &ev.arg_name);
-          break;
-        case 5:
-          if (key == "bytes" && First(seen, 3)) AnyInt(fv, &ev.bytes);
-          else if (key == "dtype" && First(seen, 4)) RawString(fv, &ev.dtype);
-          break;
-        case 6:
-          if (key == "device" && First(seen, 5)) AnyInt(fv, &ev.device);
-          else if (key == "stream" && First(seen, 6)) AnyInt(fv, &ev.stream);
-          else if (key == "labels" && First(seen, 7)) RawString(fv, &ev.arg_labels);
-          break;
-        case 8:
-          if (key == "Src Rank" && First(seen, 8)) AnyInt(fv, &ev.src_rank);
-          else if (key == "Dst Rank" && First(seen, 9)) AnyInt(fv, &ev.dst_rank);
-          else if (key == "toDevice" && First(seen, 20)) AnyInt(fv, &ev.to_device);
-          else if (key == "inDevice" && First(seen, 21)) AnyInt(fv, &ev.in_device);
-          break;
-        case 10:
-          if (key == "Group size" && First(seen, 10)) AnyInt(fv, &ev.group_size);
-          else if (key == "fromDevice" && First(seen, 22)) AnyInt(fv, &ev.from_device);
-          break;
-        case 11:
-          if (key == "correlation" && First(seen, 11)) AnyInt(fv, &ev.correlation);
-          else if (key == "External id" && First(seen, 12)) ev.external_id = fv.raw_json_token();
-          break;
-        case 13:
-          if (key == "In msg nelems" && First(seen, 13)) AnyInt(fv, &ev.in_nelems);
-          break;
-        case 14:
-          if (key == "Out msg nelems" && First(seen, 14)) AnyInt(fv, &ev.out_nelems);
-          break;
-        case 15:
-          if (key == "Collective name" && First(seen, 15)) RawString(fv, &ev.coll_name);
-          break;
-        case 18:
-          if (key == "Process Group Name" && First(seen, 16)) RawString(fv, &ev.pg_name);
-          break;
-        case 19:
-          if (key == "Process Group Ranks" && First(seen, 17)) RawString(fv, &ev.pg_ranks);
-          else if (key == "Sequence number" && First(seen, 18)) AnyInt(fv, &ev.seq);
-          break;
-        case 25:
-          if (key == "Process Group Description" && First(seen, 19)) RawString(fv, &ev.pg_desc);
-          break;
-        default:
-          break;
-      }
+      kineto::ArgsField(key, OdValue{fv}, ev, seen, dups);
     }
     return OkStatus();
   }
 
-  // ---- the walker's events (see WalkTables): the fields ParseEvents and ParseArgs read, read
-  // as they read them; null where it bails. Duplicates are counted in *dups and added with the
-  // event (an event the walker bails on is read again by On-Demand, which counts them itself).
-  static bool WalkFirst(uint32_t& seen, int bit, int& dups) {
-    const uint32_t m = uint32_t{1} << bit;
-    if (seen & m) {
-      ++dups;
-      return false;
-    }
-    seen |= m;
-    return true;
-  }
+  // ---- the walker's events (see WalkTables): the fields of kineto::kEventFields and
+  // kArgsFields, read as On-Demand reads them (ParseEvents); null where it bails. Duplicates are
+  // counted in the slot and added with the event (an event the walker bails on is read again by
+  // On-Demand, which counts them itself).
 
   // One field of an object at p (at its key's quote): the key, and p past the ':' and the
   // whitespace after it; false to bail.
@@ -1683,67 +1604,8 @@ class KinetoReader {
     return false;
   }
 
-  // One field of args, as ParseArgs reads it, from a value of either walker (V: Token(), the
-  // raw JSON token as simdjson gives it; Str(), the raw contents of a string).
-  template <class V>
-  static void ArgsField(std::string_view key, const V& v, RawEvent& ev, int& dups, uint32_t& seen) {
-    switch (key.size()) {
-      case 3:
-        if ((KeyIs(key, "Seq") && WalkFirst(seen, 0, dups)) || (KeyIs(key, "seq") && WalkFirst(seen, 1, dups)))
-          AnyIntToken(v.Token(), &ev.seq);
-        break;
-      case 4:
-        if (KeyIs(key, "name") && WalkFirst(seen, 2, dups)) v.Str(&ev.arg_name);
-        break;
-      case 5:
-        if (KeyIs(key, "bytes") && WalkFirst(seen, 3, dups)) AnyIntToken(v.Token(), &ev.bytes);
-        else if (KeyIs(key, "dtype") && WalkFirst(seen, 4, dups)) v.Str(&ev.dtype);
-        break;
-      case 6:
-        if (KeyIs(key, "device") && WalkFirst(seen, 5, dups)) AnyIntToken(v.Token(), &ev.device);
-        else if (KeyIs(key, "stream") && WalkFirst(seen, 6, dups)) AnyIntToken(v.Token(), &ev.stream);
-        else if (KeyIs(key, "labels") && WalkFirst(seen, 7, dups)) v.Str(&ev.arg_labels);
-        break;
-      case 8:
-        if (KeyIs(key, "Src Rank") && WalkFirst(seen, 8, dups)) AnyIntToken(v.Token(), &ev.src_rank);
-        else if (KeyIs(key, "Dst Rank") && WalkFirst(seen, 9, dups)) AnyIntToken(v.Token(), &ev.dst_rank);
-        else if (KeyIs(key, "toDevice") && WalkFirst(seen, 20, dups)) AnyIntToken(v.Token(), &ev.to_device);
-        else if (KeyIs(key, "inDevice") && WalkFirst(seen, 21, dups)) AnyIntToken(v.Token(), &ev.in_device);
-        break;
-      case 10:
-        if (KeyIs(key, "Group size") && WalkFirst(seen, 10, dups)) AnyIntToken(v.Token(), &ev.group_size);
-        else if (KeyIs(key, "fromDevice") && WalkFirst(seen, 22, dups)) AnyIntToken(v.Token(), &ev.from_device);
-        break;
-      case 11:
-        if (KeyIs(key, "correlation") && WalkFirst(seen, 11, dups)) AnyIntToken(v.Token(), &ev.correlation);
-        else if (KeyIs(key, "External id") && WalkFirst(seen, 12, dups)) ev.external_id = v.Token();
-        break;
-      case 13:
-        if (KeyIs(key, "In msg nelems") && WalkFirst(seen, 13, dups)) AnyIntToken(v.Token(), &ev.in_nelems);
-        break;
-      case 14:
-        if (KeyIs(key, "Out msg nelems") && WalkFirst(seen, 14, dups)) AnyIntToken(v.Token(), &ev.out_nelems);
-        break;
-      case 15:
-        if (KeyIs(key, "Collective name") && WalkFirst(seen, 15, dups)) v.Str(&ev.coll_name);
-        break;
-      case 18:
-        if (KeyIs(key, "Process Group Name") && WalkFirst(seen, 16, dups)) v.Str(&ev.pg_name);
-        break;
-      case 19:
-        if (KeyIs(key, "Process Group Ranks") && WalkFirst(seen, 17, dups)) v.Str(&ev.pg_ranks);
-        else if (KeyIs(key, "Sequence number") && WalkFirst(seen, 18, dups)) AnyIntToken(v.Token(), &ev.seq);
-        break;
-      case 25:
-        if (KeyIs(key, "Process Group Description") && WalkFirst(seen, 19, dups)) v.Str(&ev.pg_desc);
-        break;
-      default:
-        break;
-    }
-  }
-
   // args (p at its '{'), as ParseArgs reads them.
-  static const char* WalkArgs(const char* p, RawEvent& ev, int& dups, uint32_t& seen) {
+  static const char* WalkArgs(const char* p, RawEvent& ev, int& dups, FieldsSeen& seen) {
     p = WalkSpace(p + 1);
     if (*p == '}') return p + 1;
     for (;;) {
@@ -1751,46 +1613,8 @@ class KinetoReader {
       if (!WalkKey(p, &key)) return nullptr;
       const WalkValue v = WalkReadValue(p);
       if (!v.end) return nullptr;
-      ArgsField(key, v, ev, dups, seen);
+      kineto::ArgsField(key, v, ev, seen, &dups);
       if (!WalkNext(p, v.end)) return p;
-    }
-  }
-
-  // Whether ParseEvents reads an event's args (its "args" key just read; `object`: the value is
-  // an object). Counts a duplicate "args".
-  static bool ReadsArgs(WalkSlot& slot, bool object) {
-    if (!(WalkFirst(slot.seen, 7, slot.dups) && object)) return false;
-    const RawEvent& ev = slot.ev;
-    const Cat c = DecodeCat(ev.cat);
-    return (c != Cat::kCpuOp && c != Cat::kOther) ||
-           (c == Cat::kCpuOp && ev.has_name && (KeyIs(ev.name, "record_param_comms") || IsCommHostOpName(ev.name)));
-  }
-  // One field of an event other than "args", as ParseEvents reads it (V: as ArgsField's).
-  template <class V>
-  static void EventField(std::string_view key, const V& v, WalkSlot& slot) {
-    RawEvent& ev = slot.ev;
-    int& dups = slot.dups;
-    uint32_t& seen = slot.seen;
-    switch (key.size()) {
-      case 2:
-        if (KeyIs(key, "ph") && WalkFirst(seen, 0, dups)) {
-          std::string_view s;
-          if (v.Str(&s) && !s.empty()) ev.ph = s[0];
-        } else if (KeyIs(key, "ts") && WalkFirst(seen, 1, dups)) {
-          ev.ts = v.Token();
-        }
-        break;
-      case 3:
-        if (KeyIs(key, "cat") && WalkFirst(seen, 2, dups)) v.Str(&ev.cat);
-        else if (KeyIs(key, "pid") && WalkFirst(seen, 3, dups)) AnyIntToken(v.Token(), &ev.pid);
-        else if (KeyIs(key, "tid") && WalkFirst(seen, 4, dups)) AnyIntToken(v.Token(), &ev.tid);
-        else if (KeyIs(key, "dur") && WalkFirst(seen, 5, dups)) ev.dur = v.Token();
-        break;
-      case 4:
-        if (KeyIs(key, "name") && WalkFirst(seen, 6, dups)) ev.has_name = v.Str(&ev.name);
-        break;
-      default:
-        break;
     }
   }
 
@@ -1801,16 +1625,16 @@ class KinetoReader {
     for (;;) {
       std::string_view key;
       if (!WalkKey(p, &key)) return nullptr;
-      if (key.size() == 4 && KeyIs(key, "args")) {
-        const char* const v_end = ReadsArgs(slot, *p == '{') ? WalkArgs(p, slot.ev, slot.dups, slot.args_seen)
-                                                            : WalkReadValue(p).end;
+      if (kineto::IsArgsKey(key)) {
+        const bool read = kineto::ReadsArgs(slot.ev, slot.seen, &slot.dups) && *p == '{';
+        const char* const v_end = read ? WalkArgs(p, slot.ev, slot.dups, slot.args_seen) : WalkReadValue(p).end;
         if (!v_end) return nullptr;
         if (!WalkNext(p, v_end)) return p;
         continue;
       }
       const WalkValue v = WalkReadValue(p);
       if (!v.end) return nullptr;
-      EventField(key, v, slot);
+      kineto::EventField(key, v, slot.ev, slot.seen, &slot.dups);
       if (!WalkNext(p, v.end)) return p;
     }
   }
@@ -1891,7 +1715,7 @@ class KinetoReader {
     return c == ',' ? 1 : c == '}' ? 0 : -1;
   }
   // args at token k ('{'), as ParseArgs reads them.
-  static bool IxArgs(const IxTokens& x, uint32_t& k, RawEvent& ev, int& dups, uint32_t& seen) {
+  static bool IxArgs(const IxTokens& x, uint32_t& k, RawEvent& ev, int& dups, FieldsSeen& seen) {
     if (x.AfterBackslash(k) || ++k >= x.n) return false;
     if (x.Is(k, '}')) {
       ++k;
@@ -1901,7 +1725,7 @@ class KinetoReader {
       std::string_view key;
       IxValue v;
       if (!IxKey(x, k, &key) || !IxReadValue(x, k, &v)) return false;
-      ArgsField(key, v, ev, dups, seen);
+      kineto::ArgsField(key, v, ev, seen, &dups);
       const int next = IxNext(x, k);
       if (next <= 0) return next == 0;
     }
@@ -1917,13 +1741,12 @@ class KinetoReader {
       std::string_view key;
       if (!IxKey(x, k, &key)) return false;
       IxValue v;
-      if (key.size() == 4 && KeyIs(key, "args")) {
-        if (ReadsArgs(slot, x.At(k) == '{') ? !IxArgs(x, k, slot.ev, slot.dups, slot.args_seen)
-                                            : !IxReadValue(x, k, &v))
-          return false;
+      if (kineto::IsArgsKey(key)) {
+        const bool read = kineto::ReadsArgs(slot.ev, slot.seen, &slot.dups) && x.At(k) == '{';
+        if (read ? !IxArgs(x, k, slot.ev, slot.dups, slot.args_seen) : !IxReadValue(x, k, &v)) return false;
       } else {
         if (!IxReadValue(x, k, &v)) return false;
-        EventField(key, v, slot);
+        kineto::EventField(key, v, slot.ev, slot.seen, &slot.dups);
       }
       const int next = IxNext(x, k);
       if (next <= 0) return next == 0;
@@ -1944,46 +1767,20 @@ class KinetoReader {
         continue;
       }
       RawEvent ev;
-      uint32_t seen = 0;
+      FieldsSeen seen;
+      int dups = 0;
       for (auto fr : obj) {
         od::field f;
         if (auto e = std::move(fr).get(f)) return JsonError(e, doc);
-        std::string_view key = KeyOf(f);
+        const std::string_view key = KeyOf(f);
         od::value fv = f.value();
-        switch (key.size()) {
-          case 2:
-            if (key == "ph" && First(seen, 0)) {
-              std::string_view s;
-              if (RawString(fv, &s) && !s.empty()) ev.ph = s[0];
-            } else if (key == "ts" && First(seen, 1)) {
-              ev.ts = fv.raw_json_token();
-            }
-            break;
-          case 3:
-            if (key == "cat" && First(seen, 2)) RawString(fv, &ev.cat);
-            else if (key == "pid" && First(seen, 3)) AnyInt(fv, &ev.pid);
-            else if (key == "tid" && First(seen, 4)) AnyInt(fv, &ev.tid);
-            else if (key == "dur" && First(seen, 5)) {
-              ev.dur = fv.raw_json_token();
-            }
-            break;
-          case 4:
-            if (key == "name" && First(seen, 6)) ev.has_name = RawString(fv, &ev.name);
-            else if (key == "args" && First(seen, 7)) {
-              // cpu_op args (shapes, call stacks) are large and unused: skip undecoded, except
-              // for host ops that launch communication (their External id links their kernels,
-              // rule 2) and record_param_comms, whose NCCL arguments name SendRecv kernels
-              // ("name" precedes "args" in every writer seen).
-              Cat c = DecodeCat(ev.cat);
-              if ((c != Cat::kCpuOp && c != Cat::kOther) ||
-                  (c == Cat::kCpuOp && ev.has_name && (KeyIs(ev.name, "record_param_comms") || IsCommHostOpName(ev.name))))
-                OVERLAPPROF_RETURN_IF_ERROR(ParseArgs(fv, ev, doc));
-            }
-            break;
-          default:
-            break;
+        if (!kineto::IsArgsKey(key)) {
+          kineto::EventField(key, OdValue{fv}, ev, seen, &dups);
+        } else if (kineto::ReadsArgs(ev, seen, &dups)) {
+          OVERLAPPROF_RETURN_IF_ERROR(ParseArgs(fv, ev, doc, &dups));
         }
       }
+      if (dups) B().AddStat(Stat::json_duplicate_keys, dups);
       B().AddEvent(ev);
     }
     return OkStatus();
