@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
   using namespace overlapprof;
   auto t0 = Clock::now();
   const double cpu0 = CpuSeconds();
-  StatusOr<std::vector<std::string>> inputs = ExpandInputs({path});
+  StatusOr<std::vector<TraceInput>> inputs = ExpandInputs({path});
   if (!inputs.ok()) {
     std::fprintf(stderr, "bench_nsys: %s\n", inputs.status().message().c_str());
     return 1;
@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
   const size_t built = NsysRanksBuiltWhileListing();
   size_t rows = 0;
   double import_s = 0;
-  for (const std::string& in : *inputs) {
+  for (const TraceInput& in : *inputs) {
     auto t1 = Clock::now();
     ImportOptions io;
     io.store_needs = TraceNeeds{};  // what `analyze` asks for with the default analyzers
@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
     }
     import_s += s;
     rows += t->activities.size();
-    std::printf("  %s: %zu kernels, %zu comm ops, %.3f s\n", in.c_str(), t->activities.size(), t->comm_ops.size(), s);
+    std::printf("  %s: %zu kernels, %zu comm ops, %.3f s\n", in.name.c_str(), t->activities.size(), t->comm_ops.size(), s);
   }
   const double cpu = CpuSeconds() - cpu0;
   // The listing builds the ranks when they fit its budget (src/importers/nsys.cc, Builders):

@@ -55,7 +55,7 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
                        "('overlapprof compare {} NEW') or gate a new run on it ('overlapprof check TRACE --baseline {}')",
                        t, t, t);
   // `run`'s reports include a Chrome trace, which draws host calls.
-  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files,
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> files,
                                ExpandInputs(a.traces, a.cache_dir, a.report_dir.empty() ? TraceNeeds{} : TraceNeeds::All()));
   ImportOptions io;
   io.kineto_time_exp = exp;

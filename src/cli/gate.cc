@@ -49,7 +49,7 @@ StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range
                    EscapeForTerminal(path).c_str(), EscapeForTerminal(d).c_str());
     return v;
   }
-  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandInputs({path}));
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> files, ExpandInputs({path}));
   ImportOptions io;
   io.comm_patterns = patterns;
   AnalysisOptions ao;

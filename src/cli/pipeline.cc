@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <map>
 #include <numeric>
+#include <ostream>
 #include <system_error>
 #include <thread>
+#include <tuple>
 
 #include <sched.h>
 #include <unistd.h>
@@ -79,8 +81,17 @@ Status ListTraceFiles(const std::string& dir, std::vector<std::string>& found) {
 
 }  // namespace
 
-StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& args,
-                                                const std::string& nsys_cache_dir, const TraceNeeds& needs) {
+TraceInput::TraceInput(std::string input) : name(std::move(input)) {
+  std::tie(path, unit) = SplitUnit(name);
+}
+
+TraceInput::TraceInput(std::string file, std::string key, std::shared_ptr<ImportSession> s)
+    : name(key.empty() ? file : file + '#' + key), path(std::move(file)), unit(std::move(key)), session(std::move(s)) {}
+
+std::ostream& operator<<(std::ostream& os, const TraceInput& input) { return os << input.name; }
+
+StatusOr<std::vector<TraceInput>> ExpandInputs(const std::vector<std::string>& args,
+                                               const std::string& nsys_cache_dir, const TraceNeeds& needs) {
   std::vector<std::string> out;
   for (const std::string& a : args) {
     std::error_code ec;
@@ -106,15 +117,24 @@ StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::string>& 
     std::sort(found.begin(), found.end());
     out.insert(out.end(), found.begin(), found.end());
   }
-  // Files holding several ranks (Importer::Units) become one input per rank. Files no
+  // Files holding several ranks (ImportSession::Units) become one input per rank. Files no
   // importer claims are kept: importing them reports why.
-  std::vector<std::string> units;
+  ImportOptions open_options;
+  open_options.store_needs = needs;
+  std::vector<TraceInput> units;
   for (const std::string& path : out) {
     StatusOr<const Importer*> imp = ChooseImporter(path);
-    StatusOr<std::vector<std::string>> keys = imp.ok() ? (*imp)->Units(path, needs) : std::vector<std::string>{};
+    if (!imp.ok()) {
+      units.emplace_back(path, "", nullptr);
+      continue;
+    }
+    StatusOr<std::unique_ptr<ImportSession>> opened = (*imp)->Open(path, open_options);
+    if (!opened.ok()) return opened.status().WithPrefix(path);
+    std::shared_ptr<ImportSession> session = std::move(*opened);
+    StatusOr<std::vector<std::string>> keys = session->Units();
     if (!keys.ok()) return keys.status().WithPrefix(path);
-    if (keys->empty()) units.push_back(path);
-    for (const std::string& k : *keys) units.push_back(path + '#' + k);
+    if (keys->empty()) units.emplace_back(path, "", session);
+    for (std::string& k : *keys) units.emplace_back(path, std::move(k), session);
   }
   return units;
 }
@@ -126,14 +146,17 @@ std::pair<std::string, std::string> SplitUnit(const std::string& input) {
   return {input.substr(0, hash), input.substr(hash + 1)};
 }
 
-StatusOr<RankTrace> ImportFile(const std::string& input, const ImportOptions& options) {
-  auto [path, unit] = SplitUnit(input);
-  StatusOr<const Importer*> imp = ChooseImporter(path);
-  if (!imp.ok()) return imp.status().WithPrefix(input);
-  ImportOptions o = options;
-  o.unit = unit;
-  StatusOr<RankTrace> t = (*imp)->Import(path, o);
-  if (!t.ok()) return t.status().WithPrefix(input);
+StatusOr<RankTrace> ImportFile(const TraceInput& input, const ImportOptions& options) {
+  std::shared_ptr<ImportSession> session = input.session;
+  if (!session) {
+    StatusOr<const Importer*> imp = ChooseImporter(input.path);
+    if (!imp.ok()) return imp.status().WithPrefix(input.name);
+    StatusOr<std::unique_ptr<ImportSession>> opened = (*imp)->Open(input.path, options);
+    if (!opened.ok()) return opened.status().WithPrefix(input.name);
+    session = std::move(*opened);
+  }
+  StatusOr<RankTrace> t = session->Import(input.unit, options);
+  if (!t.ok()) return t.status().WithPrefix(input.name);
   if (options.comm_patterns) options.comm_patterns->Apply(*t);
   if (options.kernel_timing_only) {
     t->nccl_plugin_ops.clear();
@@ -149,11 +172,11 @@ StatusOr<RankTrace> ImportFile(const std::string& input, const ImportOptions& op
   return t;
 }
 
-StatusOr<int64_t> CheckRanksByGpu(const std::vector<std::string>& inputs) {
+StatusOr<int64_t> CheckRanksByGpu(const std::vector<TraceInput>& inputs) {
   std::map<int64_t, std::string> by_gpu;
-  for (const std::string& in : inputs) {
-    const auto [path, unit] = SplitUnit(in);
-    const std::optional<int64_t> gpu = NsysUnitDevice(unit);
+  for (const TraceInput& input : inputs) {
+    const std::string& in = input.name;
+    const std::optional<int64_t> gpu = NsysUnitDevice(input.unit);
     if (!gpu) continue;
     auto [it, inserted] = by_gpu.emplace(*gpu, in);
     if (!inserted)
@@ -184,7 +207,7 @@ struct PreparedInput {
   std::vector<std::unique_ptr<RankWork>> work;  // by analyzer (null: nothing prepared)
 };
 
-StatusOr<PreparedInput> ImportAndPrepare(const std::string& path, const ImportOptions& io, size_t rank_index,
+StatusOr<PreparedInput> ImportAndPrepare(const TraceInput& path, const ImportOptions& io, size_t rank_index,
                                          const std::vector<std::unique_ptr<Analyzer>>& analyzers,
                                          const AnalysisOptions& options) {
   OVERLAPPROF_ASSIGN_OR_RETURN(RankTrace t, ImportFile(path, io));
@@ -197,7 +220,7 @@ StatusOr<PreparedInput> ImportAndPrepare(const std::string& path, const ImportOp
 
 }  // namespace
 
-StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const ImportOptions& import_options,
+StatusOr<Summary> AnalyzeFiles(const std::vector<TraceInput>& files, const ImportOptions& import_options,
                                const AnalysisOptions& analysis_options, int jobs,
                                const std::vector<ReportWriter*>& consumers, const ReportOptions& report_options) {
   Summary summary;
@@ -245,7 +268,7 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
   std::vector<uint64_t> sizes(files.size(), 0);
   for (size_t i = 0; i < files.size(); ++i) {
     std::error_code ec;
-    const auto n = std::filesystem::file_size(SplitUnit(files[i]).first, ec);
+    const auto n = std::filesystem::file_size(files[i].path, ec);
     sizes[i] = ec ? 0 : static_cast<uint64_t>(n);
     total_bytes += sizes[i];
   }
@@ -253,21 +276,21 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
     OVERLAPPROF_RETURN_IF_ERROR(w->Begin(files.size(), report_options).WithPrefix(fmt::format("report {}", w->name())));
   Progress progress("analyzing", files.size(), total_bytes);
   for (size_t i = 0; i < files.size(); ++i) {
-    progress.Begin(files[i], sizes[i]);
+    progress.Begin(files[i].name, sizes[i]);
     start_more();
     StatusOr<PreparedInput> in = next_rank();
     if (!in.ok()) return in.status();  // futures still in flight finish in their destructors
     const RankTrace* t = &in->trace;
     for (size_t k = 0; k < analyzers.size(); ++k) {
       Status st = analyzers[k]->AnalyzeRank(*t, i, analysis_options, std::move(in->work[k]), summary);
-      if (!st.ok()) return st.WithPrefix(fmt::format("{}: analyzer {}", files[i], analyzers[k]->name()));
+      if (!st.ok()) return st.WithPrefix(fmt::format("{}: analyzer {}", files[i].name, analyzers[k]->name()));
     }
     if (!consumers.empty()) {
       if (!summary.current || summary.ranks.size() != i + 1)
-        return MakeError(StatusCode::kInternal, "{}: the overlap analyzer did not derive this rank", files[i]);
+        return MakeError(StatusCode::kInternal, "{}: the overlap analyzer did not derive this rank", files[i].name);
       for (ReportWriter* w : consumers) {
         Status st = w->ConsumeRank(*t, *summary.current, i, summary);
-        if (!st.ok()) return st.WithPrefix(fmt::format("{}: report {}", files[i], w->name()));
+        if (!st.ok()) return st.WithPrefix(fmt::format("{}: report {}", files[i].name, w->name()));
       }
     }
     progress.Done();
@@ -279,7 +302,7 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<std::string>& files, const Impo
       std::all_of(summary.ranks.begin(), summary.ranks.end(), [](const RankResult& r) { return r.iteration_count == 0; }))
     return MakeError(StatusCode::kInvalidArgument,
                      "--step-range '{}' matches no host range (NVTX or record_function, named NAME or NAME#N) in {}",
-                     analysis_options.step_range, files.size() == 1 ? files[0] : fmt::format("any of the {} inputs", files.size()));
+                     analysis_options.step_range, files.size() == 1 ? files[0].name : fmt::format("any of the {} inputs", files.size()));
   // Order ranks by rank number (unknown last), keeping input order among equals.
   std::vector<size_t> order(summary.ranks.size());
   std::iota(order.begin(), order.end(), 0);

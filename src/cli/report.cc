@@ -21,7 +21,7 @@ CommandResult RunReport(const ReportArgs& a) {
     return MakeError(StatusCode::kInvalidArgument,
                      "report: name at least one output (--chrome-trace FILE, --json FILE, --html FILE)");
   OVERLAPPROF_ASSIGN_OR_RETURN(
-      std::vector<std::string> files,
+      std::vector<TraceInput> files,
       ExpandInputs(a.traces, a.cache_dir, a.chrome_trace.empty() ? TraceNeeds{} : TraceNeeds::All()));  // host calls drawn
   ImportOptions io;
   OVERLAPPROF_ASSIGN_OR_RETURN(io.comm_patterns, MakeCommPatterns(a.comm_kernel, a.not_comm));

@@ -1,7 +1,9 @@
 #pragma once
-// The importer interface. An importer turns one input file into one RankTrace, or, for a
-// format holding several ranks in one file (an Nsight Systems export: one per process and
-// GPU), lists them (Units) and turns one of them (ImportOptions::unit) into a RankTrace.
+// The importer interface. An importer opens one input file as a session (Importer::Open), which
+// turns it into one RankTrace, or, for a format holding several ranks in one file (an Nsight
+// Systems export: one per process and GPU), lists them (ImportSession::Units) and turns each
+// into a RankTrace (ImportSession::Import). What an importer learns about a file (its ranks,
+// rows read ahead) lives in the session, never in process-wide state.
 // To add one: a file in src/importers/ with a factory, and one line in src/cli/registry.inc.
 #include <memory>
 #include <optional>
@@ -51,8 +53,6 @@ struct ImportOptions {
   // only for what its analyzers need (Analyzer::needs); `import` keeps everything.
   TraceNeeds store_needs = TraceNeeds::All();
   ImportScratch* scratch = nullptr;  // optional; never shared between threads
-  // The rank to read from a file holding several (one of Importer::Units); "" otherwise.
-  std::string unit;
   // --comm-kernel / --not-comm (src/trace/classify.h), applied after import by ImportFile
   // (src/cli/pipeline.h), to every format; null: none. Shared, read-only.
   std::shared_ptr<const CommPatterns> comm_patterns;
@@ -65,6 +65,21 @@ struct ImportOptions {
   int64_t rank_by_gpu_world = 0;
 };
 
+// One input file opened by its importer, for as long as the pipeline reads it (the pipeline
+// holds one per file and hands it to every rank of that file). Units and Import may be called
+// from several threads at once (the ranks of one file imported in parallel, each unit once);
+// a session guards its own state.
+class ImportSession {
+ public:
+  virtual ~ImportSession() = default;
+  // The ranks the file holds when it can hold several, as keys for Import (the pipeline then
+  // imports them one at a time, as "PATH#KEY"); empty: the file is one rank. Called at most
+  // once, before the imports.
+  virtual StatusOr<std::vector<std::string>> Units() { return std::vector<std::string>{}; }
+  // One rank: `unit` one of Units(), or "" for the whole file (an error when it holds several).
+  virtual StatusOr<RankTrace> Import(const std::string& unit, const ImportOptions& options) = 0;
+};
+
 class Importer {
  public:
   virtual ~Importer() = default;
@@ -73,14 +88,20 @@ class Importer {
   // How sure this importer is that it reads the file, from its first bytes (raw, not
   // decompressed): 0 = not mine. The highest score wins.
   virtual int Probe(std::string_view head) const = 0;
+  // A session over the file at `path`, with the options its imports will have. Their
+  // `store_needs` is a hint here: what the imports will ask for, so that the session may read
+  // ahead what they take (the Nsight Systems importer builds the ranks while listing them when
+  // no host calls are asked for). Errors about the file's content come from Units or Import, as
+  // they are reached.
+  virtual StatusOr<std::unique_ptr<ImportSession>> Open(const std::string& path, const ImportOptions& options) const = 0;
+};
+
+// An importer of a format holding one rank per file and keeping nothing from one import to
+// the next: its sessions call Import(path, options) (the unit is ignored).
+class OneRankImporter : public Importer {
+ public:
   virtual StatusOr<RankTrace> Import(const std::string& path, const ImportOptions& options) const = 0;
-  // The ranks a file holds when it can hold several, as keys for ImportOptions::unit (the
-  // pipeline then imports them one at a time, as "PATH#KEY"); empty: the file is one rank.
-  // `needs`: what the imports will ask for, so that an importer may read ahead what they take
-  // (the Nsight Systems importer builds the ranks while listing them, without host calls).
-  virtual StatusOr<std::vector<std::string>> Units(const std::string& /*path*/, const TraceNeeds& /*needs*/) const {
-    return std::vector<std::string>{};
-  }
+  StatusOr<std::unique_ptr<ImportSession>> Open(const std::string& path, const ImportOptions& options) const final;
 };
 
 // An Nsight Systems report (.nsys-rep) -> the path of its SQLite export: runs `nsys export`
@@ -88,11 +109,11 @@ class Importer {
 // unchanged); otherwise an error saying the command to run. (src/importers/nsys.cc)
 StatusOr<std::string> ExportNsysReport(const std::string& path, const std::string& cache_dir = "");
 
-// Ranks of Nsight Systems exports built while they were listed (Importer::Units) and not yet
+// Ranks of Nsight Systems exports built while they were listed (ImportSession::Units) and not yet
 // imported: how the tests and the bench see which way an export was read (src/importers/nsys.cc).
 size_t NsysRanksBuiltWhileListing();
 
-// The CUDA device of an Nsight Systems rank key (Importer::Units: "pid<PID>.gpu<DEVICE>"), or
+// The CUDA device of an Nsight Systems rank key (ImportSession::Units: "pid<PID>.gpu<DEVICE>"), or
 // nullopt when `key` is not one.
 std::optional<int64_t> NsysUnitDevice(std::string_view key);
 

@@ -1,6 +1,6 @@
 // Importer for Nsight Systems SQLite exports (`nsys export --type sqlite report.nsys-rep`).
 // One export holds every process nsys traced: each (process, GPU) with GPU work is one rank
-// (Importer::Units: "pid<PID>.gpu<DEVICE>"). The large tables (GPU activities, runtime calls)
+// (ImportSession::Units: "pid<PID>.gpu<DEVICE>"). The large tables (GPU activities, runtime calls)
 // are read straight from their B-tree pages (SqliteTableScan), once per export: listing the
 // ranks builds them (Builders), within a memory budget, and each rank's import finishes its
 // own; over the budget, the first rank read spills every rank's rows to a temporary file
@@ -1625,19 +1625,28 @@ class NsysImporter : public Importer {
   int Probe(std::string_view head) const override {
     return IsSqlite(head) && SqliteApplicationId(head) != static_cast<uint32_t>(kStoreApplicationId) ? 50 : 0;
   }
-  StatusOr<std::vector<std::string>> Units(const std::string& path, const TraceNeeds& needs) const override {
+  StatusOr<std::unique_ptr<ImportSession>> Open(const std::string& path, const ImportOptions& options) const override;
+};
+
+// One export, its ranks listed (and built, when they fit) once and imported each.
+class NsysSession final : public ImportSession {
+ public:
+  NsysSession(std::string path, const TraceNeeds& needs) : path_(std::move(path)), needs_(needs) {}
+
+  StatusOr<std::vector<std::string>> Units() override {
     Export e;
-    OVERLAPPROF_RETURN_IF_ERROR(e.Open(path));
-    OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<UnitKey> units, e.ListUnits(/*build=*/!needs.host_calls));
+    OVERLAPPROF_RETURN_IF_ERROR(e.Open(path_));
+    OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<UnitKey> units, e.ListUnits(/*build=*/!needs_.host_calls));
     std::vector<std::string> keys;
     for (const UnitKey& u : units) keys.push_back(KeyString(u));
     return keys;
   }
-  StatusOr<RankTrace> Import(const std::string& path, const ImportOptions& options) const override {
+
+  StatusOr<RankTrace> Import(const std::string& unit_key, const ImportOptions& options) override {
     Export e;
-    OVERLAPPROF_RETURN_IF_ERROR(e.Open(path));
+    OVERLAPPROF_RETURN_IF_ERROR(e.Open(path_));
     UnitKey unit;
-    if (options.unit.empty()) {
+    if (unit_key.empty()) {
       // The whole file: fine when it holds one rank.
       OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<UnitKey> units, e.ListUnits(/*build=*/!options.store_needs.host_calls));
       if (units.size() > 1) {
@@ -1646,15 +1655,23 @@ class NsysImporter : public Importer {
         return MakeError(StatusCode::kInvalidInput, "holds {} ranks ({}): name one as FILE#KEY", units.size(), keys);
       }
       if (!units.empty()) unit = units[0];
-    } else if (!ParseKey(options.unit, &unit)) {
+    } else if (!ParseKey(unit_key, &unit)) {
       return MakeError(StatusCode::kInvalidArgument, "'{}' names no rank of an Nsight Systems export (pidN.gpuN)",
-                       options.unit);
+                       unit_key);
     }
     OVERLAPPROF_ASSIGN_OR_RETURN(RankTrace t, e.Read(unit, options));
-    t.meta.source_path = options.unit.empty() ? path : path + "#" + options.unit;
+    t.meta.source_path = unit_key.empty() ? path_ : path_ + "#" + unit_key;
     return t;
   }
+
+ private:
+  const std::string path_;
+  const TraceNeeds needs_;
 };
+
+StatusOr<std::unique_ptr<ImportSession>> NsysImporter::Open(const std::string& path, const ImportOptions& options) const {
+  return std::unique_ptr<ImportSession>(std::make_unique<NsysSession>(path, options.store_needs));
+}
 
 std::string FindOnPath(const std::string& program) {
   const char* path = std::getenv("PATH");

@@ -7,7 +7,7 @@
 namespace overlapprof {
 
 namespace {
-class StoreImporter : public Importer {
+class StoreImporter : public OneRankImporter {
  public:
   std::string_view name() const override { return "store"; }
   std::string_view description() const override { return "overlapprof trace store (SQLite, one file per rank)"; }

@@ -12,7 +12,7 @@
 // points OVERLAPPROF_FUZZ_TMPDIR at a scratch folder that it deletes.
 //
 // SQLite files that are not stores (application_id other than 'OVLP') also go through the
-// Nsight Systems importer the way the CLI reads them: ExpandInputs (Importer::Units lists the
+// Nsight Systems importer the way the CLI reads them: ExpandInputs (ImportSession::Units lists the
 // ranks and builds them) and ImportFile for each rank, with and without quick_check. The
 // seeds include small Nsight Systems exports (tests/fuzz/seeds/store/nsys_*.sqlite,
 // make_nsys_seeds.py).
@@ -160,7 +160,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (overlapprof::IsSqlite(head) && overlapprof::SqliteApplicationId(head) != 0x4F564C50u) {
     auto inputs = overlapprof::ExpandInputs({g_path});
     if (inputs.ok()) {
-      for (const std::string& input : *inputs) {
+      for (const overlapprof::TraceInput& input : *inputs) {
         // First as `analyze` reads (no host calls: the rank built while listing is taken),
         // then as `import` does (host calls: the tables are read again), without quick_check.
         for (bool quick_check : {true, false}) {

@@ -85,7 +85,8 @@ TEST(GpuFixtures, PluginJoinRunAgainGivesTheRecordersJoinEveryOpWithItsCall) {
 Summary AnalyzeDir(const std::string& dir, bool kernel_timing_only = false) {
   ImportOptions io;
   io.kernel_timing_only = kernel_timing_only;
-  StatusOr<Summary> s = AnalyzeFiles(RankFiles(dir), io, {});
+  const std::vector<std::string> files = RankFiles(dir);
+  StatusOr<Summary> s = AnalyzeFiles({files.begin(), files.end()}, io, {});
   EXPECT_TRUE(s.ok()) << s.status().message();
   return std::move(s).value();
 }

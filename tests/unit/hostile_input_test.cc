@@ -106,7 +106,7 @@ TEST(SpecialFiles, FifoIsRefusedAtOnceNotWaitedOn) {
   StatusOr<InputBuffer> whole = ReadInputFile(fifo);
   ASSERT_FALSE(whole.ok());
   EXPECT_EQ(whole.status().code(), StatusCode::kInvalidInput);
-  StatusOr<std::vector<std::string>> expanded = ExpandInputs({fifo});
+  StatusOr<std::vector<TraceInput>> expanded = ExpandInputs({fifo});
   ASSERT_FALSE(expanded.ok());
   EXPECT_NE(expanded.status().message().find("a FIFO"), std::string::npos);
   // A character device too.
@@ -121,7 +121,7 @@ TEST(SpecialFiles, DirectoryEntriesThatAreNotFilesAreReported) {
   // A FIFO named like a trace, in a subdirectory: reported, not waited on nor skipped.
   std::filesystem::create_directory(dir.File("sub"));
   ASSERT_EQ(mkfifo(dir.File("sub/b.json").c_str(), 0600), 0);
-  StatusOr<std::vector<std::string>> r = ExpandInputs({dir.path()});
+  StatusOr<std::vector<TraceInput>> r = ExpandInputs({dir.path()});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("sub/b.json: a FIFO"), std::string::npos) << r.status().message();
   std::filesystem::remove(dir.File("sub/b.json"));
@@ -135,7 +135,8 @@ TEST(SpecialFiles, DirectoryEntriesThatAreNotFilesAreReported) {
   ASSERT_EQ(mkfifo(dir.File("notes.txt").c_str(), 0600), 0);
   r = ExpandInputs({dir.path()});
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(*r, std::vector<std::string>{good});
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].name, good);
 }
 
 std::string ReadAll(const std::string& path) {
@@ -149,7 +150,7 @@ TEST(SpecialFiles, UnreadableEntriesAreReportedNotSkipped) {
   dir.Write("a.json", "{\"traceEvents\": []}");
   const std::string locked = dir.Write("b.json", "{}");
   ASSERT_EQ(::chmod(locked.c_str(), 0), 0);
-  StatusOr<std::vector<std::string>> r = ExpandInputs({dir.path()});
+  StatusOr<std::vector<TraceInput>> r = ExpandInputs({dir.path()});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("b.json: cannot read"), std::string::npos) << r.status().message();
   ::chmod(locked.c_str(), 0600);

@@ -31,6 +31,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
+std::vector<std::string> Names(const std::vector<TraceInput>& inputs) {
+  std::vector<std::string> names;
+  for (const TraceInput& in : inputs) names.push_back(in.name);
+  return names;
+}
+
 std::string TempPath(const std::string& name) {
   fs::path dir = fs::temp_directory_path() / fmt::format("overlapprof-nsys-test-{}", ::getpid());
   fs::create_directories(dir);
@@ -101,9 +107,9 @@ INSERT INTO NVTX_EVENTS VALUES (950, 3600, 59, NULL, {t100}, 4), (1000, 2000, 59
 
 TEST(NsysImporter, OneRankPerProcessAndGpuInTheOrderOfTheirKeys) {
   std::string path = SyntheticExport("three_ranks.sqlite");
-  StatusOr<std::vector<std::string>> inputs = ExpandInputs({path});
+  StatusOr<std::vector<TraceInput>> inputs = ExpandInputs({path});
   ASSERT_TRUE(inputs.ok()) << inputs.status().message();
-  EXPECT_EQ(*inputs, (std::vector<std::string>{path + "#pid100.gpu0", path + "#pid100.gpu1", path + "#pid200.gpu0"}));
+  EXPECT_EQ(Names(*inputs), (std::vector<std::string>{path + "#pid100.gpu0", path + "#pid100.gpu1", path + "#pid200.gpu0"}));
   // The whole file cannot be read as one rank.
   StatusOr<RankTrace> whole = ImportFile(path, {});
   ASSERT_FALSE(whole.ok());
@@ -145,12 +151,12 @@ std::vector<std::string> ReadEveryRank(const std::string& path, const ReadWay& w
                                        size_t* built, const TraceNeeds& list_needs) {
   if (w.var) ::setenv(w.var, w.value, 1);
   std::vector<std::string> out;
-  StatusOr<std::vector<std::string>> inputs = ExpandInputs({path}, "", list_needs);
+  StatusOr<std::vector<TraceInput>> inputs = ExpandInputs({path}, "", list_needs);
   EXPECT_TRUE(inputs.ok()) << inputs.status().message();
   *built = NsysRanksBuiltWhileListing();
   ImportOptions o;
   o.store_needs = needs;
-  for (const std::string& in : inputs.ok() ? *inputs : std::vector<std::string>{}) {
+  for (const TraceInput& in : inputs.ok() ? *inputs : std::vector<TraceInput>{}) {
     StatusOr<RankTrace> t = ImportFile(in, o);
     EXPECT_TRUE(t.ok()) << t.status().message();
     if (!t.ok()) break;
@@ -283,7 +289,7 @@ TEST(NsysImporter, ABuildOverItsBudgetStopsAndTheRanksAreReadAsBefore) {
 
 TEST(NsysImporter, ExactFiguresWithOverlappingStreams) {
   std::string path = SyntheticExport("figures.sqlite");
-  StatusOr<std::vector<std::string>> inputs = ExpandInputs({path});
+  StatusOr<std::vector<TraceInput>> inputs = ExpandInputs({path});
   ASSERT_TRUE(inputs.ok()) << inputs.status().message();
   StatusOr<Summary> s = AnalyzeFiles(*inputs, {}, {});
   ASSERT_TRUE(s.ok()) << s.status().message();
@@ -621,15 +627,15 @@ TEST(NsysImporter, RankFromTheEnvironmentOfAnNsysStartedPerRank) {
   // environment holds: which of them it is, nothing says. Listed first (a directory, the CLI),
   // or named as FILE#KEY with no listing (the ranks are counted then).
   const std::string two = EnvExport("env_two.sqlite", "RANK=3;WORLD_SIZE=8", /*second_gpu=*/true);
-  StatusOr<std::vector<std::string>> inputs = ExpandInputs({two});
+  StatusOr<std::vector<TraceInput>> inputs = ExpandInputs({two});
   ASSERT_TRUE(inputs.ok()) << inputs.status().message();
   ASSERT_EQ(inputs->size(), 2u);
-  std::vector<std::string> named = *inputs;
+  std::vector<TraceInput> named = *inputs;
   const std::string unlisted = EnvExport("env_two_unlisted.sqlite", "RANK=3;WORLD_SIZE=8", /*second_gpu=*/true);
   named.push_back(unlisted + "#pid100.gpu0");
   named.push_back(unlisted + "#pid100.gpu1");
-  for (const std::string& in : named) {
-    SCOPED_TRACE(in);
+  for (const TraceInput& in : named) {
+    SCOPED_TRACE(in.name);
     StatusOr<RankTrace> t = ImportFile(in, {});
     ASSERT_TRUE(t.ok()) << t.status().message();
     EXPECT_EQ(t->meta.rank, kUnknown);
@@ -651,9 +657,9 @@ CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER, end INTEGER, deviceId INT
 INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (10, 20, 3, 1, 1, 99), (30, 25, 3, 1, 1, 1), ('x', 40, 3, 1, 1, 1),
   (50, 60, 3, NULL, 7, 1);
 )");
-  StatusOr<std::vector<std::string>> inputs = ExpandInputs({path});
+  StatusOr<std::vector<TraceInput>> inputs = ExpandInputs({path});
   ASSERT_TRUE(inputs.ok()) << inputs.status().message();
-  ASSERT_EQ(*inputs, std::vector<std::string>{path + "#pid-1.gpu3"});  // no globalPid column
+  ASSERT_EQ(Names(*inputs), std::vector<std::string>{path + "#pid-1.gpu3"});  // no globalPid column
   StatusOr<RankTrace> t = ImportFile(path, {});  // one rank: the whole file is fine
   ASSERT_TRUE(t.ok()) << t.status().message();
   ASSERT_EQ(t->activities.size(), 2u);
@@ -673,7 +679,7 @@ CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE META_DATA_EXPORT(name TEXT NOT NULL, value TEXT);
 CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INTEGER, end INTEGER, correlationId INTEGER);
 )");
-  StatusOr<std::vector<std::string>> a = ExpandInputs({no_kernels});
+  StatusOr<std::vector<TraceInput>> a = ExpandInputs({no_kernels});
   ASSERT_FALSE(a.ok());
   EXPECT_EQ(a.status().code(), StatusCode::kInvalidInput);
   EXPECT_EQ(a.status().message(), no_kernels +
@@ -713,9 +719,9 @@ TEST(NsysImporter, ProbeTellsStoresAndExportsApart) {
   ASSERT_TRUE(b.ok());
   EXPECT_EQ((*b)->name(), "store");
   // The store holds one rank: one input, read back with the same figures.
-  StatusOr<std::vector<std::string>> inputs = ExpandInputs({store});
+  StatusOr<std::vector<TraceInput>> inputs = ExpandInputs({store});
   ASSERT_TRUE(inputs.ok());
-  EXPECT_EQ(*inputs, std::vector<std::string>{store});
+  EXPECT_EQ(Names(*inputs), std::vector<std::string>{store});
   StatusOr<RankTrace> u = ImportFile(store, {});
   ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_EQ(u->activities.size(), t->activities.size());
@@ -742,7 +748,7 @@ TEST(GoldenNsysExports, PerGpuFiguresEqualTheReadme) {
   for (const auto& [file, ranks] : kFiles) {
     SCOPED_TRACE(file);
     const std::string path = testing::DataFile(std::string("nsys/") + file);
-    StatusOr<std::vector<std::string>> inputs = ExpandInputs({path});
+    StatusOr<std::vector<TraceInput>> inputs = ExpandInputs({path});
     ASSERT_TRUE(inputs.ok()) << inputs.status().message();
     StatusOr<Summary> s = AnalyzeFiles(*inputs, {}, {});
     ASSERT_TRUE(s.ok()) << s.status().message();
@@ -768,7 +774,7 @@ TEST(GoldenNsysExports, PerGpuFiguresEqualTheReadme) {
 TEST(GoldenNsysExports, JsonSummaryMatchesGoldenFiles) {
   for (const char* name : {"mfu_2gpu_before", "mfu_2gpu_after"}) {
     SCOPED_TRACE(name);
-    StatusOr<std::vector<std::string>> inputs = ExpandInputs({testing::DataFile(std::string("nsys/") + name + ".sqlite")});
+    StatusOr<std::vector<TraceInput>> inputs = ExpandInputs({testing::DataFile(std::string("nsys/") + name + ".sqlite")});
     ASSERT_TRUE(inputs.ok());
     StatusOr<Summary> s = AnalyzeFiles(*inputs, {}, {});
     ASSERT_TRUE(s.ok()) << s.status().message();
@@ -779,7 +785,7 @@ TEST(GoldenNsysExports, JsonSummaryMatchesGoldenFiles) {
 
 // Exports recorded on an H100 (tests/data/nsys/README.md): Nsight Systems 2025.3, NCCL 2.28.9.
 StatusOr<Summary> AnalyzeData(const std::string& rel) {
-  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<std::string> inputs, ExpandInputs({testing::DataFile("nsys/" + rel)}));
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> inputs, ExpandInputs({testing::DataFile("nsys/" + rel)}));
   return AnalyzeFiles(inputs, {}, {});
 }
 

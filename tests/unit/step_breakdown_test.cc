@@ -22,18 +22,18 @@ void ExpectExact(const StepSplit& s, const std::string& where) {
 // exports as one run): the parts add up to the wall time to the nanosecond for every iteration,
 // rank and the run, and agree with the overlap figures.
 TEST(StepBreakdown, ExactOnEveryRealTrace) {
-  std::vector<std::vector<std::string>> runs;
+  std::vector<std::vector<TraceInput>> runs;
   for (const char* dir : {"kineto", "nsys"})
     for (const auto& e : std::filesystem::directory_iterator(testing::DataFile(dir))) {
       const std::string p = e.path().string();
       if (!p.ends_with(".json.gz") && !p.ends_with(".sqlite") && !e.is_directory()) continue;
-      StatusOr<std::vector<std::string>> inputs = ExpandInputs({p});  // an nsys export's ranks
+      StatusOr<std::vector<TraceInput>> inputs = ExpandInputs({p});  // an nsys export's ranks
       ASSERT_TRUE(inputs.ok()) << inputs.status().message();
       runs.push_back(*inputs);
     }
   ASSERT_EQ(runs.size(), 14u);  // 9 kineto traces, 4 nsys exports, 1 directory of per-rank nsys exports
   for (const auto& files : runs) {
-    SCOPED_TRACE(files[0]);
+    SCOPED_TRACE(files[0].name);
     StatusOr<Summary> r = AnalyzeFiles(files, {}, {});
     ASSERT_TRUE(r.ok()) << r.status().message();
     const Summary& s = *r;

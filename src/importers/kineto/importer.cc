@@ -1823,7 +1823,7 @@ class KinetoReader {
   std::unique_ptr<simdjson::internal::dom_parser_implementation> ix_;  // stage 1 of the index walker
 };
 
-class KinetoImporter : public Importer {
+class KinetoImporter : public OneRankImporter {
  public:
   std::string_view name() const override { return "kineto"; }
   std::string_view description() const override {

@@ -1045,7 +1045,7 @@ bool SkipTo(std::string_view text, size_t* i) {
   return *i < text.size();
 }
 
-class RocprofImporter : public Importer {
+class RocprofImporter : public OneRankImporter {
  public:
   std::string_view name() const override { return "rocprof"; }
   std::string_view description() const override {
