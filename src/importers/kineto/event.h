@@ -1,5 +1,5 @@
 #pragma once
-// One event of a PyTorch-profiler (Kineto) trace as the reader (src/importers/kineto.cc) tokenizes
+// One event of a PyTorch-profiler (Kineto) trace as the reader (src/importers/kineto/reader.cc) tokenizes
 // it and the builder (src/importers/kineto/builder.h) turns it into the rank's trace: the fields
 // the importer uses, as views into the input buffer, undecoded.
 #include <cstdint>

@@ -247,6 +247,23 @@ __attribute__((always_inline)) inline void ApplyField(const V& v, RawEvent& ev) 
   }
 }
 
+// Puts back a fresh RawEvent's value in every member a row of T writes.
+template <const auto& T>
+__attribute__((always_inline)) inline void ResetFields(RawEvent& ev) {
+  static constexpr RawEvent kFresh{};
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    (
+        [&] {
+          constexpr Field f = T[I];
+          if constexpr (f.int_member != nullptr) ev.*f.int_member = kFresh.*f.int_member;
+          if constexpr (f.text_member != nullptr) ev.*f.text_member = kFresh.*f.text_member;
+          if constexpr (f.char_member != nullptr) ev.*f.char_member = kFresh.*f.char_member;
+          if constexpr (f.flag != nullptr) ev.*f.flag = kFresh.*f.flag;
+        }(),
+        ...);
+  }(std::make_index_sequence<std::size(T)>{});
+}
+
 // One field of an event other than args (IsArgsKey), key and value as the reader read them.
 template <class V>
 __attribute__((always_inline)) inline void EventField(std::string_view key, const V& v, RawEvent& ev,
