@@ -8,10 +8,11 @@
 // Duplicate keys: the first occurrence of a key a table holds is applied; later ones are skipped and
 // counted (json_duplicate_keys, a warning; docs/schema.md). Keys no table holds are never compared.
 //
-// Lookup (VisitField) is a switch on the key's length, then compares of that constant length
-// against the rows of that length, generated from the table when compiled: no loop over rows, no
-// call to memcmp.
+// Lookup (VisitField) is a switch on the key's length, then compares of the key's words against
+// constants, for the rows of that length, generated from the table when compiled: no loop over
+// rows, no call to memcmp.
 #include <array>
+#include <bit>
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
@@ -87,7 +88,6 @@ inline constexpr Field kArgsFields[] = {
     StringField("Collective name", &RawEvent::coll_name),
     StringField("Process Group Name", &RawEvent::pg_name),
     StringField("Process Group Ranks", &RawEvent::pg_ranks),
-    IntField("Sequence number", &RawEvent::seq),
     StringField("Process Group Description", &RawEvent::pg_desc),
     IntField("toDevice", &RawEvent::to_device),
     IntField("inDevice", &RawEvent::in_device),
@@ -131,12 +131,55 @@ constexpr bool DestinationsMatchKinds() {
   return true;
 }
 
+// The W bytes of `key` from `at`, as a load of W bytes from memory holding them gives them.
+template <class W>
+constexpr W Bytes(std::string_view key, size_t at) {
+  W w = 0;
+  for (size_t i = 0; i < sizeof(W); ++i) {
+    const W byte = static_cast<unsigned char>(key[at + i]);
+    w |= std::endian::native == std::endian::little ? byte << (8 * i) : byte << (8 * (sizeof(W) - 1 - i));
+  }
+  return w;
+}
+template <class W>
+__attribute__((always_inline)) inline W Load(const char* p) {
+  W w;
+  std::memcpy(&w, p, sizeof w);
+  return w;
+}
+// k[0, L) == T[I].key (of length L), compared as words against constants: loads of 8 bytes (the
+// last one overlapping the one before), or two overlapping loads of 4 or 2 bytes. (memcmp of a
+// constant size is not always expanded inline: GCC calls it for some sizes in large functions.)
+template <const auto& T, size_t I, size_t L>
+__attribute__((always_inline)) inline bool KeyEquals(const char* k) {
+  constexpr std::string_view key = T[I].key;
+  if constexpr (L >= 8) {
+    return [&]<size_t... J>(std::index_sequence<J...>) {
+      return ((Load<uint64_t>(k + 8 * J) == Bytes<uint64_t>(key, 8 * J)) && ...) &&
+             Load<uint64_t>(k + L - 8) == Bytes<uint64_t>(key, L - 8);
+    }(std::make_index_sequence<L / 8>{});
+  } else if constexpr (L >= 4) {
+    return Load<uint32_t>(k) == Bytes<uint32_t>(key, 0) && Load<uint32_t>(k + L - 4) == Bytes<uint32_t>(key, L - 4);
+  } else if constexpr (L >= 2) {
+    return Load<uint16_t>(k) == Bytes<uint16_t>(key, 0) && Load<uint16_t>(k + L - 2) == Bytes<uint16_t>(key, L - 2);
+  } else {
+    return k[0] == key[0];
+  }
+}
+
 // fn(std::integral_constant<size_t, I>) for the row I of T whose key, of length L, is k[0, L).
 template <const auto& T, size_t L, class Fn, size_t... I>
 __attribute__((always_inline)) inline bool VisitOfLength(const char* k, Fn& fn, std::index_sequence<I...>) {
-  return ((T[I].key.size() == L && std::memcmp(k, T[I].key.data(), L) == 0 &&
-           (fn(std::integral_constant<size_t, I>{}), true)) ||
-          ...);
+  const auto visit = [&](auto row) {
+    if constexpr (T[row].key.size() != L) {
+      return false;
+    } else {
+      if (!KeyEquals<T, row, L>(k)) return false;
+      fn(row);
+      return true;
+    }
+  };
+  return (visit(std::integral_constant<size_t, I>{}) || ...);
 }
 
 }  // namespace fields_internal

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 #include "src/importers/kineto/walk.h"
 
@@ -65,9 +66,108 @@ class StructuralIndexer {
   size_t capacity_ = 0;
 };
 
+// The reading of events from the tokens: always inlined into the reader's loop over a region,
+// where the tokens stay in registers (a call per event costs ~15% of the walk: the stores into
+// the event would force the tokens to be read again from memory).
+
+// A value as the index walker reads it: from its first token to the next token (simdjson's
+// raw_json_token, which the walker over the bytes gives too: WalkValue).
+struct IxValue {
+  const char* begin = nullptr;
+  const char* next = nullptr;  // the token after the value's first one
+  std::string_view Token() const { return {begin, static_cast<size_t>(next - begin)}; }
+  bool Str(std::string_view* out) const { return *begin == '"' && StringToken(Token(), out); }
+};
+
+
+// The value at token k (k < n); k then at the token after it.
+__attribute__((always_inline)) inline bool IxReadValue(const IxTokens& x, uint32_t& k, IxValue* v) {
+  const char c = x.At(k);
+  if (c == ':' || c == ',' || c == '}' || c == ']') return false;  // no value
+  if (k + 1 >= x.n) return false;
+  v->begin = x.t + x.ix[k];
+  v->next = x.t + x.ix[k + 1];
+  if (c != '{' && c != '[') {
+    ++k;
+    return true;
+  }
+  if (x.AfterBackslash(k)) return false;
+  int depth = 1;
+  for (uint32_t j = k + 1; j < x.n; ++j) {
+    const char b = x.At(j);
+    int d;
+    if (b == '{' || b == '[') d = 1;
+    else if (b == '}' || b == ']') d = -1;
+    else if (b == ',') d = 0;
+    else continue;
+    if (x.AfterBackslash(j)) return false;
+    depth += d;
+    if (depth > kWalkMaxDepth) return false;
+    if (depth == 0) {
+      k = j + 1;
+      return true;
+    }
+  }
+  return false;
+}
+// A key at token k: k then at its value.
+__attribute__((always_inline)) inline bool IxKey(const IxTokens& x, uint32_t& k, std::string_view* key) {
+  if (k + 2 >= x.n || x.At(k) != '"' || x.At(k + 1) != ':') return false;
+  const char* const q = x.t + x.ix[k];
+  const char* e = x.t + x.ix[k + 1];  // back over the whitespace before ':' to the closing quote
+  while (e[-1] != '"') --e;
+  if (e - 1 <= q) return false;
+  *key = std::string_view(q + 1, static_cast<size_t>(e - 1 - (q + 1)));
+  k += 2;
+  return true;
+}
+// After a value: k at ','/'}'; 1: another field (k at its key), 0: the object's end (k past
+// it), -1: bail.
+__attribute__((always_inline)) inline int IxNext(const IxTokens& x, uint32_t& k) {
+  if (k >= x.n || x.AfterBackslash(k)) return -1;
+  const char c = x.At(k++);
+  return c == ',' ? 1 : c == '}' ? 0 : -1;
+}
+// args at token k ('{'), as ParseArgs reads them.
+__attribute__((always_inline)) inline bool IxArgs(const IxTokens& x, uint32_t& k, RawEvent& ev, int& dups, FieldsSeen& seen) {
+  if (x.AfterBackslash(k) || ++k >= x.n) return false;
+  if (x.Is(k, '}')) {
+    ++k;
+    return true;
+  }
+  for (;;) {
+    std::string_view key;
+    IxValue v;
+    if (!IxKey(x, k, &key) || !IxReadValue(x, k, &v)) return false;
+    ArgsField(key, v, ev, seen, &dups);
+    const int next = IxNext(x, k);
+    if (next <= 0) return next == 0;
+  }
+}
+
 // One event at token k ('{'), as the reader's ParseEvents reads it, into slot: true with k past
 // its '}', false where the walker bails (the slot then holds part of it).
-bool IxEvent(const IxTokens& x, uint32_t& k, WalkSlot& slot);
+__attribute__((always_inline)) inline bool IxEvent(const IxTokens& x, uint32_t& k, WalkSlot& slot) {
+  if (++k >= x.n) return false;
+  if (x.Is(k, '}')) {
+    ++k;
+    return true;
+  }
+  for (;;) {
+    std::string_view key;
+    if (!IxKey(x, k, &key)) return false;
+    IxValue v;
+    if (IsArgsKey(key)) {
+      const bool read = ReadsArgs(slot.ev, slot.seen, &slot.dups) && x.At(k) == '{';
+      if (read ? !IxArgs(x, k, slot.ev, slot.dups, slot.args_seen) : !IxReadValue(x, k, &v)) return false;
+    } else {
+      if (!IxReadValue(x, k, &v)) return false;
+      EventField(key, v, slot.ev, slot.seen, &slot.dups);
+    }
+    const int next = IxNext(x, k);
+    if (next <= 0) return next == 0;
+  }
+}
 
 // Adds n to KinetoIndexWalkedEvents() (src/importers/importer.h): events read by this walker.
 void CountIndexWalkedEvents(uint64_t n);

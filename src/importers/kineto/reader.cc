@@ -865,8 +865,9 @@ class KinetoReader {
   size_t WalkIndexed(size_t bs, size_t* walked, size_t* walked_sep) {
     for (size_t pos = bs;; pos = *walked) {
       const size_t cut = IxCut(pos, std::min(pos + ix_->capacity(), len_));
-      kineto::IxTokens x;
-      if (cut == 0 || !ix_->Index(d_ + pos, cut - pos, &x)) return *walked;
+      kineto::IxTokens indexed;
+      if (cut == 0 || !ix_->Index(d_ + pos, cut - pos, &indexed)) return *walked;
+      const kineto::IxTokens x = indexed;  // a copy whose address is not taken: kept in registers
       uint32_t k = 0;
       uint64_t taken = 0;
       bool whole = true;  // every element of the region taken

@@ -149,7 +149,7 @@ inline WalkValue WalkReadValue(const char* p) {
 
 // One field of an object at p (at its key's quote): the key, and p past the ':' and the
 // whitespace after it; false to bail.
-bool WalkKey(const char*& p, std::string_view* key) {
+inline bool WalkKey(const char*& p, std::string_view* key) {
   if (*p != '"') return false;
   const char* const k = p + 1;
   const char* const ke = WalkStringEnd(k);
@@ -162,7 +162,7 @@ bool WalkKey(const char*& p, std::string_view* key) {
 }
 // After a field's value (v_end): the next field's key, true; the object's end, false with p
 // past its '}'; or p null (bail).
-bool WalkNext(const char*& p, const char* v_end) {
+inline bool WalkNext(const char*& p, const char* v_end) {
   p = WalkSpace(v_end);
   if (*p == ',') {
     p = WalkSpace(p + 1);
@@ -173,7 +173,7 @@ bool WalkNext(const char*& p, const char* v_end) {
 }
 
 // args (p at its '{'), as the reader's ParseArgs reads them.
-const char* WalkArgs(const char* p, RawEvent& ev, int& dups, FieldsSeen& seen) {
+inline const char* WalkArgs(const char* p, RawEvent& ev, int& dups, FieldsSeen& seen) {
   p = WalkSpace(p + 1);
   if (*p == '}') return p + 1;
   for (;;) {
