@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "src/common/decimal.h"
 #include "src/importers/importer.h"
 #include "src/io/input_file.h"
 #include "tests/fuzz/trace_checks.h"

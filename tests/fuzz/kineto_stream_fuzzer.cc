@@ -18,9 +18,9 @@
 // (2) differential: a 1 MiB window (inputs are smaller, inflated ones nearly always: one batch,
 // the whole traceEvents array parsed by simdjson as one document) gives the same result: both
 // fail with the same status code, or both succeed with identical traces (DumpTrace). With the
-// cap (bit 6), the small window may instead refuse an element larger than the cap. (3) The
-// walker (the fast path for events, src/importers/kineto.cc) against simdjson On-Demand reading
-// every event, through the same window and reads: the same trace, or the same error message
+// cap (bit 6), the small window may instead refuse an element larger than the cap. (3) The walker
+// (the fast path for events, src/importers/kineto/walk.h, index_walk.h) against simdjson On-Demand
+// reading every event, through the same window and reads: the same trace, or the same error message
 // (each walker in half the inputs: byte 1).
 // (4) For gzip input, the inflater (ISA-L's igzip when built with it) against zlib: the same.
 //

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "src/importers/importer.h"
+#include "src/common/decimal.h"
 
 namespace overlapprof {
 namespace {

@@ -1,10 +1,10 @@
 // The Kineto importer's two halves apart: kineto::TraceBuilder fed RawEvents directly (no JSON),
-// and the event helpers (kineto_event.h). The reader (tokenizing) is covered through
+// and the event helpers (src/importers/kineto/event.h). The reader (tokenizing) is covered through
 // ParseKinetoJson in kineto_test.cc and by the golden traces.
 #include <gtest/gtest.h>
 
-#include "src/importers/kineto_builder.h"
-#include "src/importers/kineto_event.h"
+#include "src/importers/kineto/builder.h"
+#include "src/importers/kineto/event.h"
 
 namespace overlapprof::kineto {
 namespace {

@@ -1,12 +1,13 @@
 #pragma once
-// One event of a PyTorch-profiler (Kineto) trace as the reader (src/importers/kineto.cc) tokenizes
-// it and the builder (src/importers/kineto_builder.h) turns it into the rank's trace: the fields
+// One event of a PyTorch-profiler (Kineto) trace as the reader (src/importers/kineto/reader.cc) tokenizes
+// it and the builder (src/importers/kineto/builder.h) turns it into the rank's trace: the fields
 // the importer uses, as views into the input buffer, undecoded.
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
 
+#include "src/common/decimal.h"  // the fields' numbers (ts, dur, ids) are read with it
 #include "src/trace/model.h"
 
 namespace overlapprof::kineto {

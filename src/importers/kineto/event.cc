@@ -1,5 +1,5 @@
 // Kineto event helpers shared by the reader and the builder.
-#include "src/importers/kineto_event.h"
+#include "src/importers/kineto/event.h"
 
 #include "src/importers/importer.h"
 

@@ -1,5 +1,5 @@
-// Builds a rank's trace from Kineto events (src/importers/kineto_builder.h).
-#include "src/importers/kineto_builder.h"
+// Builds a rank's trace from Kineto events (src/importers/kineto/builder.h).
+#include "src/importers/kineto/builder.h"
 
 #include <fmt/format.h>
 

@@ -18,7 +18,7 @@
 #include "src/common/file_key_map.h"
 #include "src/common/status.h"
 #include "src/importers/importer.h"
-#include "src/importers/kineto_event.h"
+#include "src/importers/kineto/event.h"
 #include "src/trace/model.h"
 #include "src/trace/rank_builder.h"
 
