@@ -141,6 +141,7 @@ IterationInfo FindIterations(const RankTrace& t, StatCounters& stats, std::strin
   bool profiler_step = step_range.empty();
   for (const Range& r : outer) profiler_step &= t.names.Get(r.name_id).rfind("ProfilerStep#", 0) == 0;
   info.source = profiler_step ? "ProfilerStep" : "step range";
+  info.steps = true;
   ProjectSteps(t, outer, stats, info);
   return info;
 }

@@ -61,13 +61,18 @@ IterationEvidence GatherIterationEvidence(const RankTrace& trace);
 
 struct IterationInfo {
   std::vector<IterationWindow> windows;
-  std::string source;  // "ProfilerStep" / "step range" / "comm pattern" / "forward ranges" / "optimizer kernels" / "none"
+  // "ProfilerStep" / "step range" / "comm pattern" / "forward ranges" / "optimizer kernels" /
+  // "carried" (another rank's, analyzers/cross_rank_windows.h) / "none"
+  std::string source;
   std::string notice;  // why no iterations were found, or how they were detected
   // comm pattern only: ops per iteration, and how many leading ops precede the periodic part.
   int64_t period_ops = 0, leading_ops = 0;
   // comm pattern only: resting on keys that differ alone (no clear pause, no optimizer between
   // ops): DetectIterations prefers the forward ranges and the optimizer clusters then.
   bool keys_only = false;
+  // The windows are marked steps (IterationWindow::step from the markers): this rank's own, or
+  // carried from a rank with markers.
+  bool steps = false;
 };
 
 // Step ranges (source 1). `step_range` empty: ProfilerStep#N. Adds steps_without_gpu_work.
