@@ -174,7 +174,9 @@ IterationEvidence GatherIterationEvidence(const RankTrace& t) {
       else cur.end = std::max(cur.end, a.end_ns);
       continue;
     }
-    if (a.category != Category::kCompute && a.category != Category::kComm) continue;
+    // Only communication ends a cluster: an optimizer step's kernels with other compute between
+    // (gradient clipping's norm, a scalar kernel, then the step) are one cluster.
+    if (a.category != Category::kComm) continue;
     if (open) ev.optimizer.push_back(cur), open = false;
   }
   if (open) ev.optimizer.push_back(cur);

@@ -49,7 +49,8 @@ inline constexpr double kSteadyPeriodTolerance = 0.25;  // optimizer windows wit
 // Evidence besides the communication ops, gathered once per rank (GatherIterationEvidence).
 struct IterationEvidence {
   // Optimizer kernel clusters, sorted: maximal runs (in GPU start order) of optimizer kernels
-  // (multi_tensor_apply, Adam/AdamW) with no other compute kernel or communication between them.
+  // (multi_tensor_apply, Adam/AdamW) with no communication kernel between them (other compute
+  // may run between: gradient clipping, a scalar kernel, then the step are one cluster).
   std::vector<Interval> optimizer;
   // Windows from host ranges that repeat once a step (the outermost `## forward ##` or `forward`
   // record_function/NVTX ranges): step k runs from forward k to forward k+1 on the host, projected

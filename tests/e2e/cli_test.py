@@ -731,6 +731,25 @@ class IdenticalCollectives(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         return json.loads(out)
 
+    def test_real_fsdp_rank_gets_its_steps_from_the_optimizer_clusters(self):
+        """The real rocprofv3 FSDP rank (shared/traces/rocprof, when present): 50 steps, no markers,
+        1,310 identical size-less RCCL kernels. Each step's optimizer is a gradient-norm kernel and,
+        after one scalar kernel, the step's kernels: one cluster, so 49 windows between the 50
+        clusters, 26 collectives each, the 12.5 s start-up in none (before: 0 iterations)."""
+        path = next((p for p in (os.path.join(HERE, "..", "..", "shared", "traces", "rocprof"),
+                                 "/work/shared/traces/rocprof")
+                     if os.path.exists(os.path.join(p, "mi350_fsdp_rank0_pid908.json.gz"))), None)
+        if path is None:
+            self.skipTest("shared/traces/rocprof not present")
+        s = self.analyze(os.path.join(path, "mi350_fsdp_rank0_pid908.json.gz"))
+        r = s["ranks"][0]
+        self.assertEqual((r["iteration_source"], r["iterations"]), ("optimizer kernels", 49))
+        its = s["iterations"]
+        self.assertTrue(all(it["comm_ops"] == 26 for it in its))
+        self.assertGreater(its[0]["start_ns"] - r["start_ns"], 12_000_000_000)  # the start-up is in none
+        steady = [it["wall_ns"] for it in its if not it["warmup"]]
+        self.assertAlmostEqual(sum(steady) / len(steady) / 1e6, 48.6, delta=1.0)
+
     def test_fsdp_like_the_real_run(self):
         """12 s of start-up, 50 steps of ~48.6 ms, 26 identical size-less collectives each: before,
         1,310 windows (one per collective) and a steady state holding the start-up."""
