@@ -7,6 +7,7 @@
 // PrepareRank, which the pipeline runs on the thread that imported the rank, in parallel
 // across ranks (src/cli/pipeline.h, -j); AnalyzeRank then only adds its result to the summary.
 // To add one: a file in analyzers/ with a factory, and one line in src/cli/registry.inc.
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -24,6 +25,9 @@ struct AnalysisOptions {
   std::string step_range;
   // --iterations: markers, the detected pattern, or markers else the pattern (analyzers/iterations.h).
   IterationMode iterations = IterationMode::kAuto;
+  // Windows planned across ranks (analyzers/cross_rank_windows.h), by input index: such a rank
+  // takes these instead of finding its own. Set by the pipeline for its second pass.
+  std::shared_ptr<const std::map<size_t, IterationInfo>> carried_windows;
 };
 
 struct RankDerived;  // analyzers/overlap.h

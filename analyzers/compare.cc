@@ -133,6 +133,20 @@ void ApplyFloor(MetricResult& m, double effect_ms, double step_ms, const Policy&
                       ChangeText(m), std::fabs(effect_ms), floor_ms, p.min_effect_ms, step_ms);
 }
 
+// A per-iteration metric with no steady iteration on a side compares per-rank figures of the
+// whole trace, which grow with the number of steps the trace holds: a move beyond the threshold
+// is then inconclusive, never regressed or improved (docs/ci-gate.md, "Without iterations").
+void WithoutIterations(MetricResult& m, const RunView& b, const RunView& n, bool has_b, bool has_n) {
+  if (has_b && has_n) return;
+  if (m.verdict != Verdict::kRegressed && m.verdict != Verdict::kImproved) return;
+  m.verdict = Verdict::kInconclusive;
+  const char* side = !has_b && !has_n ? "neither run has" : !has_b ? "the base run has no" : "the new run has no";
+  m.why += fmt::format("; inconclusive: {} steady iterations ({} vs {}), so these are whole-trace figures per rank, "
+                       "which depend on how many steps each trace holds (mark steps: ProfilerStep#N, or --step-range "
+                       "NAME)",
+                       side, b.iterations - b.warmup_iterations, n.iterations - n.warmup_iterations);
+}
+
 }  // namespace
 
 Comparison Compare(const RunView& b, const RunView& n, const Policy& p) {
@@ -165,13 +179,17 @@ Comparison Compare(const RunView& b, const RunView& n, const Policy& p) {
                                 Scaled(n.iter_exposed_ns, kMs), p.alpha);
   if (steps) ApplyFloor(exposed, exposed_n - exposed_b, step_b, p);
   else ApplyFloor(exposed, exposed_n - exposed_b, 0, p);
+  const bool iters_b = !b.iter_exposed_ns.empty(), iters_n = !n.iter_exposed_ns.empty();
+  WithoutIterations(exposed, b, n, iters_b, iters_n);
   c.metrics.push_back(std::move(exposed));
   c.metrics.push_back(Decide("comm_per_iter", "ms", false, PerIteration(b, b.iter_comm_ns, b.comm_ns) * kMs,
                              PerIteration(n, n.iter_comm_ns, n.comm_ns) * kMs, true, false, p.info_threshold_pct,
                              Scaled(b.iter_comm_ns, kMs), Scaled(n.iter_comm_ns, kMs), p.alpha));
+  WithoutIterations(c.metrics.back(), b, n, iters_b, iters_n);
   c.metrics.push_back(Decide("compute_per_iter", "ms", false, PerIteration(b, b.iter_compute_ns, b.compute_ns) * kMs,
                              PerIteration(n, n.iter_compute_ns, n.compute_ns) * kMs, true, false, p.info_threshold_pct,
                              Scaled(b.iter_compute_ns, kMs), Scaled(n.iter_compute_ns, kMs), p.alpha));
+  WithoutIterations(c.metrics.back(), b, n, iters_b, iters_n);
   // Exposed time per op type, per iteration, for information. The summary's op_types cover the
   // whole trace (warm-up and the edges included), so each op type's share of that exposed time
   // is applied to the gated exposed figure above: the rows then use the same (steady) iterations
@@ -189,6 +207,7 @@ Comparison Compare(const RunView& b, const RunView& n, const Policy& p) {
   for (const std::string& op : ops) {
     c.metrics.push_back(Decide("exposed_" + op + "_per_iter", "ms", false, per_op(b, op, exposed_b),
                                per_op(n, op, exposed_n), true, false, p.info_threshold_pct, {}, {}, p.alpha));
+    WithoutIterations(c.metrics.back(), b, n, iters_b, iters_n);
   }
   for (const MetricResult& m : c.metrics) {
     if (!m.gated) continue;

@@ -90,7 +90,7 @@ PreparedRankOps PrepareRankOps(const RankTrace& t, const RankDerived& d) {
   RecordCounts& counts = prepared.counts;
   std::map<uint32_t, int64_t>& nranks = prepared.nranks;  // communicator -> largest comm_nranks
   const IntervalSet& compute = d.sets.compute;
-  const bool steps = d.iterations.source == "ProfilerStep" || d.iterations.source == "step range";
+  const bool steps = d.iterations.source == "ProfilerStep" || d.iterations.source == "step range" || d.iterations.steps;
   const std::vector<IterationWindow>& windows = d.iterations.windows;
 
   RankOps& r = prepared.ops;

@@ -142,6 +142,7 @@ IterationInfo FindIterations(const RankTrace& t, StatCounters& stats, std::strin
   bool profiler_step = step_range.empty();
   for (const Range& r : outer) profiler_step &= t.names.Get(r.name_id).rfind("ProfilerStep#", 0) == 0;
   info.source = profiler_step ? "ProfilerStep" : "step range";
+  info.steps = true;
   ProjectSteps(t, outer, stats, info);
   return info;
 }
@@ -174,7 +175,9 @@ IterationEvidence GatherIterationEvidence(const RankTrace& t) {
       else cur.end = std::max(cur.end, a.end_ns);
       continue;
     }
-    if (a.category != Category::kCompute && a.category != Category::kComm) continue;
+    // Only communication ends a cluster: an optimizer step's kernels with other compute between
+    // (gradient clipping's norm, a scalar kernel, then the step) are one cluster.
+    if (a.category != Category::kComm) continue;
     if (open) ev.optimizer.push_back(cur), open = false;
   }
   if (open) ev.optimizer.push_back(cur);

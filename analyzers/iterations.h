@@ -49,7 +49,8 @@ inline constexpr double kSteadyPeriodTolerance = 0.25;  // optimizer windows wit
 // Evidence besides the communication ops, gathered once per rank (GatherIterationEvidence).
 struct IterationEvidence {
   // Optimizer kernel clusters, sorted: maximal runs (in GPU start order) of optimizer kernels
-  // (multi_tensor_apply, Adam/AdamW) with no other compute kernel or communication between them.
+  // (multi_tensor_apply, Adam/AdamW) with no communication kernel between them (other compute
+  // may run between: gradient clipping, a scalar kernel, then the step are one cluster).
   std::vector<Interval> optimizer;
   // Windows from host ranges that repeat once a step (the outermost `## forward ##` or `forward`
   // record_function/NVTX ranges): step k runs from forward k to forward k+1 on the host, projected
@@ -61,13 +62,18 @@ IterationEvidence GatherIterationEvidence(const RankTrace& trace);
 
 struct IterationInfo {
   std::vector<IterationWindow> windows;
-  std::string source;  // "ProfilerStep" / "step range" / "comm pattern" / "forward ranges" / "optimizer kernels" / "none"
+  // "ProfilerStep" / "step range" / "comm pattern" / "forward ranges" / "optimizer kernels" /
+  // "carried" (another rank's, analyzers/cross_rank_windows.h) / "none"
+  std::string source;
   std::string notice;  // why no iterations were found, or how they were detected
   // comm pattern only: ops per iteration, and how many leading ops precede the periodic part.
   int64_t period_ops = 0, leading_ops = 0;
   // comm pattern only: resting on keys that differ alone (no clear pause, no optimizer between
   // ops): DetectIterations prefers the forward ranges and the optimizer clusters then.
   bool keys_only = false;
+  // The windows are marked steps (IterationWindow::step from the markers): this rank's own, or
+  // carried from a rank with markers.
+  bool steps = false;
 };
 
 // Step ranges (source 1). `step_range` empty: ProfilerStep#N. Adds steps_without_gpu_work.

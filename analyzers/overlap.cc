@@ -284,10 +284,14 @@ class OverlapAnalyzer : public Analyzer {
                               "(joined to every call of it, with GPU times): communication timed by its kernels",
                               t.nccl_plugin_ops.size()));
     }
-    if (options.iterations != IterationMode::kPattern) d->iterations = FindIterations(t, r.stats, options.step_range);
+    const IterationInfo* carried = nullptr;  // planned across ranks (the pipeline's second pass)
+    if (options.carried_windows)
+      if (auto c = options.carried_windows->find(rank_index); c != options.carried_windows->end()) carried = &c->second;
+    if (carried) d->iterations = *carried;
+    else if (options.iterations != IterationMode::kPattern) d->iterations = FindIterations(t, r.stats, options.step_range);
     if (options.iterations == IterationMode::kMarkers && d->iterations.windows.empty() && d->iterations.notice.empty())
       d->iterations.notice = "no iteration markers (ProfilerStep#N), and --iterations markers: whole-trace figures only";
-    if (d->iterations.windows.empty() && options.iterations != IterationMode::kMarkers &&
+    if (!carried && d->iterations.windows.empty() && options.iterations != IterationMode::kMarkers &&
         (options.step_range.empty() || options.iterations == IterationMode::kPattern) && sets.any_activity)
       d->iterations = DetectIterations(d->ops, sets.busy, sets.first_start, sets.last_end, GatherIterationEvidence(t));
     if (d->iterations.source.empty()) d->iterations.source = "none";

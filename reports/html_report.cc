@@ -115,6 +115,7 @@ class HtmlReport : public ReportWriter {
   Status Begin(size_t inputs, const ReportOptions&) override {
     shown_ = std::min(inputs, kHtmlMaxTimelineRanks);
     limit_ = HtmlLaneLimit(shown_);
+    timelines_.clear();  // a pass that starts over (src/cli/pipeline.cc) starts with none
     return OkStatus();
   }
 

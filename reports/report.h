@@ -41,7 +41,9 @@ class ReportWriter {
   // What of a RankTrace beyond activities, comm ops and step ranges ConsumeRank reads; the
   // pass decodes the union of the analyzers' and the writers' needs.
   virtual TraceNeeds needs() const { return {}; }
-  // Once, before the first rank: the number of inputs of the pass (one RankResult each).
+  // Before the first rank of each pass: the number of inputs of the pass (one RankResult each).
+  // A pass may start over (src/cli/pipeline.cc: windows planned across ranks): Begin then drops
+  // whatever the previous ConsumeRank calls kept.
   virtual Status Begin(size_t inputs, const ReportOptions& options) { return OkStatus(); }
   // Per rank, in input order. `rank_index` indexes summary.ranks as it is during the pass
   // (input order; RankResult::input_index keeps it after the ranks are sorted). `derived` is

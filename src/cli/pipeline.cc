@@ -17,6 +17,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "analyzers/cross_rank_windows.h"
+#include "analyzers/overlap.h"
 #include "src/common/progress.h"
 #include "src/cli/registry.h"
 
@@ -218,13 +220,21 @@ StatusOr<PreparedInput> ImportAndPrepare(const TraceInput& path, const ImportOpt
   return in;
 }
 
-}  // namespace
-
-StatusOr<Summary> AnalyzeFiles(const std::vector<TraceInput>& files, const ImportOptions& import_options,
-                               const AnalysisOptions& analysis_options, int jobs,
-                               const std::vector<ReportWriter*>& consumers, const ReportOptions& report_options) {
+// One pass over the inputs: the summary before Finish, and the analyzers that made it.
+struct Pass {
   Summary summary;
-  std::vector<std::unique_ptr<Analyzer>> analyzers = MakeAnalyzers();
+  std::vector<std::unique_ptr<Analyzer>> analyzers;
+};
+
+// Imports and analyzes every input once, in input order; `records` (when not null) gets each
+// rank's RankWindowRecord for planning windows across ranks.
+StatusOr<Pass> RunPass(const std::vector<TraceInput>& files, const ImportOptions& import_options,
+                       const AnalysisOptions& analysis_options, int jobs, const std::vector<ReportWriter*>& consumers,
+                       const ReportOptions& report_options, std::vector<RankWindowRecord>* records) {
+  Pass pass;
+  Summary& summary = pass.summary;
+  std::vector<std::unique_ptr<Analyzer>>& analyzers = pass.analyzers;
+  analyzers = MakeAnalyzers();
   ImportOptions io = import_options;
   ImportScratch scratch;  // reused across files when one thread imports them all
   io.store_needs = TraceNeeds{};
@@ -285,6 +295,8 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<TraceInput>& files, const Impor
       Status st = analyzers[k]->AnalyzeRank(*t, i, analysis_options, std::move(in->work[k]), summary);
       if (!st.ok()) return st.WithPrefix(fmt::format("{}: analyzer {}", files[i].name, analyzers[k]->name()));
     }
+    if (records && summary.current && summary.current->rank_index == i)
+      records->push_back(RecordRankWindows(*t, *summary.current, i));
     if (!consumers.empty()) {
       if (!summary.current || summary.ranks.size() != i + 1)
         return MakeError(StatusCode::kInternal, "{}: the overlap analyzer did not derive this rank", files[i].name);
@@ -296,6 +308,38 @@ StatusOr<Summary> AnalyzeFiles(const std::vector<TraceInput>& files, const Impor
     progress.Done();
   }  // each RankTrace is freed before the next file is read
   summary.current.reset();  // the last rank's derived data
+  return pass;
+}
+
+}  // namespace
+
+StatusOr<Summary> AnalyzeFiles(const std::vector<TraceInput>& files, const ImportOptions& import_options,
+                               const AnalysisOptions& analysis_options, int jobs,
+                               const std::vector<ReportWriter*>& consumers, const ReportOptions& report_options) {
+  // The ranks of one job get the same windows (analyzers/cross_rank_windows.h): the first pass
+  // keeps what planning needs; when the plan changes a rank's windows, a second pass analyzes
+  // every input again with the planned windows (and the writers start over).
+  std::vector<RankWindowRecord> records;
+  OVERLAPPROF_ASSIGN_OR_RETURN(Pass pass, RunPass(files, import_options, analysis_options, jobs, consumers,
+                                                  report_options, files.size() > 1 ? &records : nullptr));
+  const WindowPlan plan = PlanRankWindows(records);
+  records = {};
+  if (plan.any_replaced()) {
+    auto carried = std::make_shared<std::map<size_t, IterationInfo>>();
+    for (const auto& [input, p] : plan.ranks)
+      if (p.replace) carried->emplace(input, p.windows);
+    AnalysisOptions again = analysis_options;
+    again.carried_windows = std::move(carried);
+    pass = Pass{};
+    OVERLAPPROF_ASSIGN_OR_RETURN(pass, RunPass(files, import_options, again, jobs, consumers, report_options, nullptr));
+  }
+  Summary& summary = pass.summary;
+  std::vector<std::unique_ptr<Analyzer>>& analyzers = pass.analyzers;
+  for (const auto& [input, p] : plan.ranks) {
+    if (input >= summary.ranks.size()) continue;
+    if (p.disagreeing > 0) summary.ranks[input].stats.Add(Stat::iteration_windows_disagree, p.disagreeing);
+    if (!p.notice.empty()) summary.ranks[input].notices.push_back(p.notice);
+  }
   // A --step-range that names nothing is a typo, not "0 iterations": it would switch off the
   // per-iteration figures (and the gate's test) without a word.
   if (!analysis_options.step_range.empty() && !summary.ranks.empty() &&

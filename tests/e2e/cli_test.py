@@ -589,7 +589,8 @@ class IterationSelfCheck(unittest.TestCase):
                 checked += 1
                 name = f"{os.path.basename(path)} rank {m['rank']} (input {r})"
                 with self.subTest(trace=name):
-                    self.assertIn(d["iteration_source"], ("comm pattern", "forward ranges", "optimizer kernels", "none"), name)
+                    self.assertIn(d["iteration_source"],
+                                  ("comm pattern", "forward ranges", "optimizer kernels", "carried", "none"), name)
                     if d["iterations"] == 0:
                         self.assertTrue(any("no reliable iterations" in n for n in d["notices"]), (name, d["notices"]))
                         continue
@@ -609,6 +610,103 @@ class IterationSelfCheck(unittest.TestCase):
         rc, _, err = run("analyze", A100_2, "--iterations", "steps")
         self.assertEqual(rc, 2)
         self.assertIn("--iterations", err)
+
+
+def two_rank_trace(path, rank, steps=12, marker_period_steps=1, markers=True, clock_us=0.0, second_at=None):
+    """One rank of a 2-rank job (PyTorch-profiler format): per 20 ms step a 10 ms GEMM, then one
+    4 ms all-reduce (identical, no size: alone, no step can be told from a layer). markers: one
+    ProfilerStep range per `marker_period_steps` steps. clock_us shifts this rank's clock.
+    second_at: the first all-reduce 1 ms into the step instead, and a second one (1 ms) that many
+    µs into the step: the longest pause of the sequence is then before the second."""
+    ev = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": 7, "args": {"name": "stream 7 "}},
+          {"name": "thread_name", "ph": "M", "pid": 0, "tid": 20, "args": {"name": "stream 20 "}}]
+    corr, period = 1, 20000.0
+    for i in range(steps):
+        t = 1000.0 + clock_us + i * period
+        if markers and i % marker_period_steps == 0:
+            ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i // marker_period_steps}",
+                       "pid": 3, "tid": 3, "ts": t, "dur": period * marker_period_steps})
+        ar = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+        kernels = [(7, "ampere_bf16_s16816gemm", t + 1000, 10000), (20, ar, t + 12000, 4000)]
+        if second_at is not None:
+            kernels = [kernels[0], (20, ar, t + 1000, 4000), (20, ar, t + second_at, 1000)]
+        for k, (stream, name, start, dur) in enumerate(kernels):
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 3, "tid": 3,
+                       "ts": t + 100 + 10 * k, "dur": 5, "args": {"correlation": corr}})
+            ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": start, "dur": dur,
+                       "args": {"device": 0, "stream": stream, "correlation": corr}})
+            corr += 1
+    with open(path, "w") as f:
+        json.dump({"distributedInfo": {"rank": rank, "world_size": 2}, "traceEvents": ev}, f)
+    return path
+
+
+class CrossRankWindows(unittest.TestCase):
+    """The ranks of one job get the same windows (docs/analyzers.md, "Across ranks"): the rank with
+    markers gives them to the one without, through the matched collectives; ranks whose windows
+    disagree are counted (iteration_windows_disagree) and said."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="overlapprof-xrank-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def analyze(self, *paths):
+        rc, out, err = run("analyze", *paths, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        return json.loads(out)
+
+    def test_windows_carried_from_the_rank_with_markers(self):
+        r0 = two_rank_trace(os.path.join(self.tmp, "r0.json"), 0)
+        r1 = two_rank_trace(os.path.join(self.tmp, "r1.json"), 1, markers=False, clock_us=5000.0)
+        alone = self.analyze(r1)["ranks"][0]
+        self.assertEqual((alone["iteration_source"], alone["iterations"]), ("none", 0))
+        s = self.analyze(r1, r0)  # the rank without markers first: it is planned after the pass
+        ranks = {r["rank"]: r for r in s["ranks"]}
+        self.assertEqual(ranks[0]["iteration_source"], "ProfilerStep")
+        self.assertEqual(ranks[1]["iteration_source"], "carried")
+        self.assertEqual(ranks[1]["iterations"], ranks[0]["iterations"])
+        self.assertTrue(any("carried from rank 0's ProfilerStep windows" in n for n in ranks[1]["notices"]),
+                        ranks[1]["notices"])
+        self.assertFalse(any(d["counter"] == "iteration_windows_disagree" for d in ranks[1]["data_quality"]))
+        w = rank_windows(s)
+        self.assertEqual(len(w[0]), 12)
+        for (s0, e0), (s1, e1) in zip(w[0], w[1]):  # the same steps, 5 ms later on rank 1's clock
+            self.assertLessEqual(abs((s1 - s0) - 5_000_000), 0.05 * (e0 - s0), (s0, e0, s1, e1))
+            self.assertLessEqual(abs((e1 - e0) - 5_000_000), 0.05 * (e0 - s0), (s0, e0, s1, e1))
+        self.assertEqual(s["step_breakdown"]["ranks"][1]["iterations"], s["step_breakdown"]["ranks"][0]["iterations"])
+
+    def test_detected_windows_that_disagree_are_reported_and_replaced(self):
+        """Rank 1 alone detects steps from the pauses, starting at its second all-reduce; rank 0's
+        markers start them at the first: rank 1 takes rank 0's windows, the disagreement counted."""
+        r0 = two_rank_trace(os.path.join(self.tmp, "r0.json"), 0, second_at=16000)
+        r1 = two_rank_trace(os.path.join(self.tmp, "r1.json"), 1, markers=False, second_at=16000)
+        alone = self.analyze(r1)["ranks"][0]
+        self.assertEqual(alone["iteration_source"], "comm pattern")
+        s = self.analyze(r0, r1)
+        ranks = {r["rank"]: r for r in s["ranks"]}
+        self.assertEqual((ranks[0]["iteration_source"], ranks[0]["iterations"]), ("ProfilerStep", 12))
+        self.assertEqual((ranks[1]["iteration_source"], ranks[1]["iterations"]), ("carried", 12))
+        counters = {d["counter"]: d for d in ranks[1]["data_quality"]}
+        self.assertIn("iteration_windows_disagree", counters)
+        self.assertEqual(counters["iteration_windows_disagree"]["severity"], "warning")
+        self.assertGreaterEqual(counters["iteration_windows_disagree"]["value"], 10)
+        self.assertTrue(any("disagree on where a step starts" in n for n in ranks[1]["notices"]), ranks[1]["notices"])
+        w = rank_windows(s)
+        for (s0, e0), (s1, e1) in zip(w[0], w[1]):
+            self.assertLessEqual(abs(s1 - s0), 0.05 * (e0 - s0))
+
+    def test_real_nsys_pair_gets_the_same_windows_on_both_ranks(self):
+        """shared/traces/nsys: 2 ranks each, no markers, one identical send/recv repeated: no rank
+        can tell a step apart, so both get none (before: 31 on one rank and 3 on the other)."""
+        for name in ("mfu_2gpu_before.sqlite", "mfu_2gpu_after.sqlite"):
+            s = self.analyze(os.path.join(NSYS, name))
+            self.assertEqual(len(s["ranks"]), 2)
+            self.assertEqual([(r["iteration_source"], r["iterations"]) for r in s["ranks"]], [("none", 0)] * 2, name)
+            for r in s["ranks"]:
+                self.assertFalse(any(d["counter"] == "iteration_windows_disagree" for d in r["data_quality"]))
+                self.assertTrue(any("no reliable iterations" in n for n in r["notices"]), r["notices"])
 
 
 class IdenticalCollectives(unittest.TestCase):
@@ -632,6 +730,25 @@ class IdenticalCollectives(unittest.TestCase):
         rc, out, err = run("analyze", path, "--json", "-", *args)
         self.assertEqual(rc, 0, err)
         return json.loads(out)
+
+    def test_real_fsdp_rank_gets_its_steps_from_the_optimizer_clusters(self):
+        """The real rocprofv3 FSDP rank (shared/traces/rocprof, when present): 50 steps, no markers,
+        1,310 identical size-less RCCL kernels. Each step's optimizer is a gradient-norm kernel and,
+        after one scalar kernel, the step's kernels: one cluster, so 49 windows between the 50
+        clusters, 26 collectives each, the 12.5 s start-up in none (before: 0 iterations)."""
+        path = next((p for p in (os.path.join(HERE, "..", "..", "shared", "traces", "rocprof"),
+                                 "/work/shared/traces/rocprof")
+                     if os.path.exists(os.path.join(p, "mi350_fsdp_rank0_pid908.json.gz"))), None)
+        if path is None:
+            self.skipTest("shared/traces/rocprof not present")
+        s = self.analyze(os.path.join(path, "mi350_fsdp_rank0_pid908.json.gz"))
+        r = s["ranks"][0]
+        self.assertEqual((r["iteration_source"], r["iterations"]), ("optimizer kernels", 49))
+        its = s["iterations"]
+        self.assertTrue(all(it["comm_ops"] == 26 for it in its))
+        self.assertGreater(its[0]["start_ns"] - r["start_ns"], 12_000_000_000)  # the start-up is in none
+        steady = [it["wall_ns"] for it in its if not it["warmup"]]
+        self.assertAlmostEqual(sum(steady) / len(steady) / 1e6, 48.6, delta=1.0)
 
     def test_fsdp_like_the_real_run(self):
         """12 s of start-up, 50 steps of ~48.6 ms, 26 identical size-less collectives each: before,

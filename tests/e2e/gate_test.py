@@ -27,17 +27,18 @@ def run(*args, timeout=120):
     return p.returncode, p.stdout, p.stderr
 
 
-def trace(path, overlaps_ms, period_us=20000.0, gemm_us=10000, world_size=1, rank=0, allreduces=1):
+def trace(path, overlaps_ms, period_us=20000.0, gemm_us=10000, world_size=1, rank=0, allreduces=1, markers=True):
     """One rank; iteration i's all-reduce overlaps the GEMM by overlaps_ms[i] (0..4 ms). A step
     takes period_us (the step time), the GEMM gemm_us; `allreduces` all-reduces per step (the
-    extra ones after the GEMM, exposed)."""
+    extra ones after the GEMM, exposed). markers=False: no ProfilerStep ranges."""
     ev = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": 7, "args": {"name": "stream 7 "}},
           {"name": "thread_name", "ph": "M", "pid": 0, "tid": 20, "args": {"name": "stream 20 "}}]
     corr = 1
     for i, ov in enumerate(overlaps_ms):
         t = 1000.0 + i * period_us  # µs
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 3, "tid": 3,
-                   "ts": t, "dur": period_us})
+        if markers:
+            ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 3, "tid": 3,
+                       "ts": t, "dur": period_us})
         kernels = [(7, "ampere_bf16_s16816gemm", t + 1000, gemm_us),
                    (20, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", t + 1000 + gemm_us - ov * 1000, 4000)]
         kernels += [(20, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", t + 5000 + gemm_us + 1000 * k, 500)
@@ -109,6 +110,30 @@ class GateTest(unittest.TestCase):
         rc, out, err = self.check(self.short)
         self.assertEqual(rc, 1, out + err)
         self.assertIn("no statistical test possible (12 vs 3 iterations", out)
+
+    def test_no_iterations_on_either_side_is_inconclusive(self):
+        """Without iterations the per-rank figures are whole-trace totals: a trace holding one step
+        more is no regression (inconclusive, exit 3; before: regressed, exit 1), the real pair of
+        shared/traces/nsys neither."""
+        d = self.tmp
+        eleven = trace(os.path.join(d, "nomark11.json"), [3.0] * 11, markers=False)
+        twelve = trace(os.path.join(d, "nomark12.json"), [3.0] * 12, markers=False)
+        rc, out, err = self.check(twelve, "--max-exposed-comm-increase", "5", baseline=eleven)
+        self.assertEqual(rc, 3, out + err)
+        self.assertIn("exposed_comm_per_iter: inconclusive: +9.09 %", out)
+        self.assertIn("neither run has steady iterations (0 vs 0)", out)
+        self.assertNotIn("regressed", out + err)
+        nsys = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "nsys")
+        rc, out, err = self.check(os.path.join(nsys, "mfu_2gpu_after.sqlite"),
+                                  baseline=os.path.join(nsys, "mfu_2gpu_before.sqlite"))
+        self.assertEqual(rc, 3, out + err)
+        self.assertIn("check inconclusive: exposed_comm_per_iter", err)
+        self.assertNotIn("regressed", out + err)
+        # Marked iterations against none: per iteration against per trace, inconclusive too.
+        unmarked = trace(os.path.join(d, "nomark_base.json"), [3.0] * 12, markers=False)
+        rc, out, err = self.check(unmarked)
+        self.assertEqual(rc, 3, out + err)
+        self.assertIn("the new run has no steady iterations (12 vs 0)", out)
 
     def test_thresholds_from_flags_and_policy(self):
         rc, _, err = self.check(self.worse, "--max-overlap-drop", "30", "--max-exposed-comm-increase", "500")

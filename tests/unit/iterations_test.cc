@@ -256,6 +256,40 @@ TEST(Iterations, ModeNames) {
   EXPECT_EQ(IterationModeNamed("pattern"), IterationMode::kPattern);
 }
 
+// The optimizer's kernel clusters: only communication ends one. Gradient clipping's norm, a
+// scalar kernel, then the step's kernels are one cluster (the real rocprofv3 FSDP rank: 101
+// clusters for 50 steps when a compute kernel split them, no steady period).
+TEST(IterationEvidence, OptimizerClusterEndsOnlyAtCommunication) {
+  RankTrace t;
+  const uint32_t opt = t.names.Intern("void at::native::multi_tensor_apply_kernel<...>");
+  const uint32_t scalar = t.names.Intern("elementwise_kernel (clip coefficient)");
+  const uint32_t gemm = t.names.Intern("Cijk_gemm");
+  const uint32_t nccl = t.names.Intern("ncclDevKernel_Generic_1");
+  auto add = [&](uint32_t name, int64_t start, int64_t dur, Category cat) {
+    Activity a;
+    a.name_id = name;
+    a.start_ns = start;
+    a.end_ns = start + dur;
+    a.kind = ActivityKind::kKernel;
+    a.category = cat;
+    t.activities.push_back(a);
+  };
+  for (int step = 0; step < 3; ++step) {
+    const int64_t t0 = step * 50 * kMs;
+    add(gemm, t0, 10 * kMs, Category::kCompute);
+    add(nccl, t0 + 10 * kMs, 20 * kMs, Category::kComm);
+    add(opt, t0 + 31 * kMs, 40 * kUs, Category::kCompute);              // the gradient norm
+    add(scalar, t0 + 31 * kMs + 60 * kUs, 5 * kUs, Category::kCompute);  // between: not comm
+    add(opt, t0 + 31 * kMs + 100 * kUs, 400 * kUs, Category::kCompute);  // the step
+  }
+  const IterationEvidence ev = GatherIterationEvidence(t);
+  ASSERT_EQ(ev.optimizer.size(), 3u);
+  for (int step = 0; step < 3; ++step) {
+    EXPECT_EQ(ev.optimizer[step].start, step * 50 * kMs + 31 * kMs);
+    EXPECT_EQ(ev.optimizer[step].end, step * 50 * kMs + 31 * kMs + 500 * kUs);
+  }
+}
+
 // Through the real importer and pipeline, on small synthetic traces (times in µs).
 namespace through_pipeline {
 
