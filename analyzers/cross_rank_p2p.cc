@@ -157,7 +157,7 @@ std::optional<PointToPoint> PairPointToPoint(const std::vector<RankOps>& ranks, 
 void AddPointToPointFindings(const PointToPoint& p, Summary& summary) {
   if (!p.bottleneck_rank) return;
   double share = p.recv_wait_ns > 0 ? static_cast<double>(p.bottleneck_waited_on_ns) / static_cast<double>(p.recv_wait_ns) : 0;
-  summary.AddFinding("cross_rank", *p.bottleneck_rank, "warning",
+  summary.AddFinding("cross_rank", *p.bottleneck_rank, Severity::kWarning,
                      fmt::format("rank {} is the pipeline stage the others wait on: recvs waited {} for its sends "
                                  "({} of all recv wait, {} over {} send/recv pairs)",
                                  *p.bottleneck_rank, FormatDuration(p.bottleneck_waited_on_ns), FormatPercent(share),

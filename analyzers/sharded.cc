@@ -265,7 +265,7 @@ class ShardedAnalyzer : public PreparingAnalyzer {
             FormatDuration(hidden));
         if (4 * recoverable < a.stall_ns && irreducible > 0) {
           summary.AddFinding(
-              "sharded", rank, "warning",
+              "sharded", rank, Severity::kWarning,
               fmt::format("{} of {} parameter all-gathers in {} are exposed ({} in total), and prefetching cannot "
                           "hide them: {}, so a better prefetch hides at most {} more and {} stays exposed: the "
                           "all-gathers are bandwidth-bound: gather less ({}HSDP to keep the all-gathers within a "
@@ -275,7 +275,7 @@ class ShardedAnalyzer : public PreparingAnalyzer {
           continue;
         }
         summary.AddFinding(
-            "sharded", rank, "warning",
+            "sharded", rank, Severity::kWarning,
             fmt::format("{} of {} parameter all-gathers in {} are exposed (prefetch stalls, {} in total): {}{}", a.stalls,
                         a.count, phase, FormatDuration(a.stall_ns),
                         fwd ? "prefetch the next layer's parameters (FSDP1 forward_prefetch=True; FSDP2 "
@@ -292,7 +292,7 @@ class ShardedAnalyzer : public PreparingAnalyzer {
     for (const auto& [op, a] : ops.tp)
       if (op != "allreduce") tp_count += a.count, tp_exposed += a.exposed_ns;
     if (tp_count >= 2 && tp_exposed > 0)
-      summary.AddFinding("sharded", rank, "warning",
+      summary.AddFinding("sharded", rank, Severity::kWarning,
                          fmt::format("{} all-gather/reduce-scatter ops run on a compute stream, serialized with the "
                                      "matmuls around them ({} exposed): overlap them with independent compute (async "
                                      "tensor parallel / collective-matmul decomposition, a separate communication stream)",

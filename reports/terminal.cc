@@ -202,7 +202,7 @@ class TerminalReport : public ReportWriter {
       size_t shown = 0;
       // Findings identical across ranks are one line naming the ranks.
       const std::vector<GroupedFinding> grouped = GroupFindings(s.findings);
-      for (const char* sev : {"error", "warning", "info"}) {
+      for (Severity sev : {Severity::kError, Severity::kWarning, Severity::kInfo}) {
         for (const GroupedFinding& g : grouped) {
           const Finding& f = *g.first;
           if (f.severity != sev) continue;
@@ -210,7 +210,8 @@ class TerminalReport : public ReportWriter {
           std::string who = g.ranks.size() > 1   ? fmt::format("ranks {}", fmt::join(g.ranks, ", "))
                             : g.ranks.size() == 1 ? fmt::format("rank {}", g.ranks[0])
                                                   : std::string("run");
-          std::string tag = std::string(sev) == "warning" ? paint("33", sev) : std::string(sev);
+          const std::string_view name = SeverityName(sev);
+          std::string tag = sev == Severity::kWarning ? paint("33", std::string(name)) : std::string(name);
           out << fmt::format("  {} {}: {}\n", tag, who, EscapeForTerminal(f.message));
         }
       }
