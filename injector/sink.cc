@@ -42,8 +42,8 @@ DtypeInfo Dtype(int8_t t) {
   return {"unknown", 0};
 }
 
-const char* InitCallName(uint8_t c) {
-  switch (static_cast<CommInitCall>(c)) {
+const char* InitCallName(CommInitCall c) {
+  switch (c) {
     case CommInitCall::kInitRank: return "ncclCommInitRank";
     case CommInitCall::kInitRankConfig: return "ncclCommInitRankConfig";
     case CommInitCall::kInitAll: return "ncclCommInitAll";
@@ -279,24 +279,25 @@ void Sink::Take(const HookRecord& r) {
 }
 
 void Sink::TakeCommOp(const HookRecord& r) {
+  const CommOpPayload& p = r.comm_op;
   CommOp op;
   op.communicator = CommName(r.comm_id);
   op.comm_rank = r.comm_rank;
   op.comm_nranks = r.comm_nranks;
-  op.seq = static_cast<int64_t>(r.seq);
-  op.op = CollectiveFromCode(r.op);
-  DtypeInfo d = Dtype(r.datatype);
+  op.seq = static_cast<int64_t>(p.seq);
+  op.op = p.op;
+  DtypeInfo d = Dtype(p.datatype);
   op.datatype = d.name;
-  op.count = static_cast<int64_t>(r.count);
-  op.bytes = d.size ? static_cast<int64_t>(r.count) * d.size : kUnknown;
-  op.root_peer = r.root_peer;
+  op.count = static_cast<int64_t>(p.count);
+  op.bytes = d.size ? static_cast<int64_t>(p.count) * d.size : kUnknown;
+  op.root_peer = p.root_peer;
   op.host_enter_ns = r.t_enter;
   op.host_exit_ns = r.t_exit;
   op.host_tid = r.tid;
   op.source = CommSource::kNcclHook;
   op.rule = CommRule::kIdentity;
-  op.launch_id = static_cast<int64_t>(r.launch_id);
-  op.stream_handle = static_cast<int64_t>(r.stream);
+  op.launch_id = static_cast<int64_t>(p.launch_id);
+  op.stream_handle = static_cast<int64_t>(p.stream);
   trace_.comm_ops.push_back(std::move(op));
 }
 
@@ -304,10 +305,12 @@ void Sink::TakeCommOp(const HookRecord& r) {
 // meta_records_ and marks the meta dirty.
 void Sink::TakeCommInit(const HookRecord& r) {
   ++meta_records_;
+  const CommInitPayload& p = r.comm_init;
   bool pending = (r.flags & kFlagPending) != 0;
-  comms_.push_back({r.comm_id, r.seq, r.comm_rank, r.comm_nranks, r.device, r.op, r.t_exit, 0, pending});
-  if (r.count > 0 && trace_.meta.nccl_version.empty()) trace_.meta.nccl_version = NcclVersionText(r.count);
-  if (!pending) ConsiderRank(r.comm_rank, r.comm_nranks, r.op, r.seq);
+  comms_.push_back({r.comm_id, p.parent, r.comm_rank, r.comm_nranks, r.device, p.call, r.t_exit, 0, pending});
+  if (p.nccl_version > 0 && trace_.meta.nccl_version.empty())
+    trace_.meta.nccl_version = NcclVersionText(p.nccl_version);
+  if (!pending) ConsiderRank(r.comm_rank, r.comm_nranks, p.call, p.parent);
   meta_dirty_ = true;
 }
 
@@ -332,7 +335,7 @@ void Sink::TakeGroupSimulated(const HookRecord& r) {
   // before this record arrived stay (a commit inside a group's microseconds: rare).
   auto& ops = trace_.comm_ops;
   size_t before = ops.size();
-  auto launch = static_cast<int64_t>(r.launch_id);
+  auto launch = static_cast<int64_t>(r.group.launch_id);
   ops.erase(std::remove_if(ops.begin(), ops.end(), [&](const CommOp& o) { return o.launch_id == launch; }),
             ops.end());
   trace_.stats.Add(Stat::nccl_simulated_ops, static_cast<int64_t>(before - ops.size()));
@@ -345,15 +348,15 @@ void Sink::TakeBufferRegister(const HookRecord& r) {
   for (auto& e : comms_)
     if (e.id == r.comm_id && e.destroyed_ns == 0) c = &e;
   if (!c) return;  // a communicator we never saw created (or already ended)
-  switch (static_cast<RegisterCall>(r.op)) {
+  switch (r.reg.call) {
     case RegisterCall::kBuffer:
       ++c->buffers;
-      c->buffer_bytes += static_cast<int64_t>(r.count);
+      c->buffer_bytes += static_cast<int64_t>(r.reg.bytes);
       break;
     case RegisterCall::kWindow:
       ++c->windows;
-      if (r.flags & 0x01) ++c->symmetric_windows;  // NCCL_WIN_COLL_SYMMETRIC
-      c->window_bytes += static_cast<int64_t>(r.count);
+      if (r.reg.window_flags & 0x01) ++c->symmetric_windows;  // NCCL_WIN_COLL_SYMMETRIC
+      c->window_bytes += static_cast<int64_t>(r.reg.bytes);
       break;
     case RegisterCall::kBufferDeregister:
     case RegisterCall::kWindowDeregister:
@@ -402,10 +405,10 @@ void Sink::TakeRange(const HookRecord& r) {
       break;
     }
     case RecKind::kRangeStart:
-      started_[r.stream] = {r.t_enter, NameOf(r)};
+      started_[r.range.id] = {r.t_enter, NameOf(r)};
       break;
     case RecKind::kRangeEnd: {
-      auto it = started_.find(r.stream);
+      auto it = started_.find(r.range.id);
       if (it == started_.end()) {
         trace_.stats.Add(Stat::nvtx_ranges_unmatched);
         break;
@@ -422,10 +425,10 @@ void Sink::TakeRange(const HookRecord& r) {
   }
 }
 
-void Sink::ConsiderRank(int32_t rank, int32_t nranks, uint8_t call, uint64_t parent) {
-  const auto kInitAll = static_cast<uint8_t>(CommInitCall::kInitAll);
+void Sink::ConsiderRank(int32_t rank, int32_t nranks, CommInitCall call, uint64_t parent) {
+  const auto kInitAll = CommInitCall::kInitAll;
   if (cfg_.rank_from_env || nranks <= 1 || rank < 0 || call == kInitAll) return;
-  bool derived = call == static_cast<uint8_t>(CommInitCall::kSplit) || call == static_cast<uint8_t>(CommInitCall::kShrink);
+  bool derived = call == CommInitCall::kSplit || call == CommInitCall::kShrink;
   // A communicator derived from a single-process InitAll (a helper, not a rank) says
   // nothing about the process's rank.
   if (derived && parent != 0)
@@ -456,8 +459,8 @@ const std::string& Sink::CommName(uint64_t id) {
 }
 
 uint32_t Sink::NameOf(const HookRecord& r) {
-  size_t n = strnlen(r.name, sizeof r.name);
-  return trace_.names.Intern(std::string_view(r.name, n));
+  size_t n = strnlen(r.range.name, sizeof r.range.name);
+  return trace_.names.Intern(std::string_view(r.range.name, n));
 }
 
 void Sink::AddRange(int64_t start, int64_t end, uint32_t name_id, int64_t tid) {

@@ -128,7 +128,7 @@ class Sink {
   struct Comm {
     uint64_t id, parent;
     int32_t rank, nranks, device;
-    uint8_t call;
+    CommInitCall call;
     int64_t created_ns, destroyed_ns;
     bool pending;  // non-blocking, not ready at creation: kCommReady fills rank/size/device
     // Successful registrations (kBufferRegister): buffers, windows, symmetric windows, their
@@ -138,7 +138,7 @@ class Sink {
   // The process's rank from a communicator, when no launcher variable named it: the world
   // communicator (created by InitRank*, the largest seen) wins over any sub-communicator
   // (Split/Shrink); a rank from a sub-communicator only is marked uncertain.
-  void ConsiderRank(int32_t rank, int32_t nranks, uint8_t call, uint64_t parent);
+  void ConsiderRank(int32_t rank, int32_t nranks, CommInitCall call, uint64_t parent);
   void ApplyRankCandidate();
   struct OpenRange {
     int64_t start;
