@@ -79,7 +79,7 @@ std::map<int64_t, BucketGroup> GroupBuckets(const RankDerived& d, const Backward
   const bool annotated = bwd.annotated();
   std::map<int64_t, BucketGroup> groups;
   for (const OpSpan& o : d.ops) {
-    if (o.family != "allreduce") continue;
+    if (o.collective != Collective::kAllReduce) continue;
     int64_t key;
     if (annotated) {
       if (o.launch_ns == kUnknown) continue;
