@@ -184,10 +184,9 @@ std::string OpFamily(Collective c) {
 
 int64_t SizeBytes(const RankTrace& t, const OpSpan& s) {
   if (s.bytes == kUnknown || s.bytes < 0) return kUnknown;
-  const std::string fam = s.family.empty() ? OpFamily(s.collective) : s.family;
   const bool kineto = s.op != kNoIndex && t.comm_ops[s.op].source == CommSource::kKinetoArgs;
   int64_t n = s.nranks > 0 ? s.nranks : 1, out;
-  if (fam == "allgather" || (fam == "reducescatter" && !kineto)) {
+  if (s.collective == Collective::kAllGather || (s.collective == Collective::kReduceScatter && !kineto)) {
     if (__builtin_mul_overflow(s.bytes, n, &out)) return kUnknown;
     return out;
   }

@@ -214,7 +214,7 @@ class CrossRankAnalyzer : public PreparingAnalyzer {
   void AddFindings(const ClockDomains& domains, const MatchCounts& counts, const CollectiveFigures& f,
                    const std::vector<size_t>& straggler_order, Summary& summary) const {
     if (f.ends_before_last * 20 >= f.memberships && f.ends_before_last > 0)
-      summary.AddFinding(name(), kUnknown, "warning",
+      summary.AddFinding(name(), kUnknown, Severity::kWarning,
                          fmt::format("in {} of {} rank-collectives the rank's kernel ended before the last rank's "
                                      "began, impossible on one clock: the ranks' clocks disagree (or matching is off); "
                                      "waits are capped at the kernel ends",
@@ -223,12 +223,12 @@ class CrossRankAnalyzer : public PreparingAnalyzer {
     AddWaitFindings(ranks_, f.totals, summary);
     AddClockFindings(domains, summary);
     if (f.mismatched > 0)
-      summary.AddFinding(name(), kUnknown, "warning",
+      summary.AddFinding(name(), kUnknown, Severity::kWarning,
                          fmt::format("{} of {} matched collectives disagree across ranks on op or size: matching by "
                                      "order may be off (profiling windows or communicators that differ across ranks)",
                                      f.mismatched, counts.matched));
     if (counts.unmatched > 0 && counts.unmatched * 10 >= counts.matched)
-      summary.AddFinding(name(), kUnknown, "info",
+      summary.AddFinding(name(), kUnknown, Severity::kInfo,
                          fmt::format("{} communication ops were found on one rank only ({} matched across ranks): "
                                      "the ranks' profiling windows or communicators differ",
                                      counts.unmatched, counts.matched));

@@ -149,7 +149,7 @@ void AddClockFindings(const ClockDomains& domains, Summary& summary) {
         largest_rest = std::max(largest_rest, std::abs(c.offset_ns));
         continue;
       }
-      summary.AddFinding(kName, kUnknown, "info",
+      summary.AddFinding(kName, kUnknown, Severity::kInfo,
                          fmt::format("the clock of {} reads {} {} that of {} (from the ends of {} collectives, noise "
                                      "{}): corrected before matching times",
                                      domains.names[dm], FormatDuration(std::abs(c.offset_ns)),
@@ -160,19 +160,19 @@ void AddClockFindings(const ClockDomains& domains, Summary& summary) {
         ++unaligned_rest;
         continue;
       }
-      summary.AddFinding(kName, kUnknown, "warning",
+      summary.AddFinding(kName, kUnknown, Severity::kWarning,
                          fmt::format("the clock of {} could not be aligned with that of {} ({} shared collectives, "
                                      "at least {} needed): its skew and wait figures assume the clocks agree",
                                      domains.names[dm], domains.names[ref], c.samples, kMinClockSamples));
     }
   }
   if (applied_rest > 0)
-    summary.AddFinding(kName, kUnknown, "info",
+    summary.AddFinding(kName, kUnknown, Severity::kInfo,
                        fmt::format("clock offsets of {} more clock domains were corrected too (the largest {}; see "
                                    "clock_offsets)",
                                    applied_rest, FormatDuration(largest_rest)));
   if (unaligned_rest > 0)
-    summary.AddFinding(kName, kUnknown, "warning",
+    summary.AddFinding(kName, kUnknown, Severity::kWarning,
                        fmt::format("the clocks of {} more clock domains could not be aligned (see clock_offsets)",
                                    unaligned_rest));
 }

@@ -83,19 +83,24 @@ int64_t ExposedWait(const RankOps& r, const OpRecord& rec, int64_t wait) {
   return sum;
 }
 
-PreparedRankOps PrepareRankOps(const RankTrace& t, const RankDerived& d) {
-  PreparedRankOps prepared;
-  Interner& comms = prepared.comms;
-  Interner& op_names = prepared.op_names;
-  RecordCounts& counts = prepared.counts;
-  std::map<uint32_t, int64_t>& nranks = prepared.nranks;  // communicator -> largest comm_nranks
-  const IntervalSet& compute = d.sets.compute;
-  const bool steps = d.iterations.source == "ProfilerStep" || d.iterations.source == "step range" || d.iterations.steps;
-  const std::vector<IterationWindow>& windows = d.iterations.windows;
+namespace {
 
-  RankOps& r = prepared.ops;
-  r.rank = t.meta.rank;
-  r.host = t.meta.host;
+bool IsPointToPoint(Collective c) {
+  return c == Collective::kSend || c == Collective::kRecv || c == Collective::kSendRecv;
+}
+
+// The step of the iteration window holding `start` (kUnknown: outside every window). Windows
+// partition the GPU timeline in order: the last starting at or before the op.
+int64_t StepOf(const std::vector<IterationWindow>& windows, int64_t start) {
+  auto w = std::upper_bound(windows.begin(), windows.end(), start,
+                            [](int64_t v, const IterationWindow& x) { return v < x.start_ns; });
+  if (w == windows.begin()) return kUnknown;
+  --w;
+  if (start < w->end_ns || (w + 1 == windows.end() && start <= w->end_ns)) return w->step;
+  return kUnknown;
+}
+
+void RecordWindows(const std::vector<IterationWindow>& windows, RankOps& r) {
   r.window_starts.reserve(windows.size());
   r.window_ends.reserve(windows.size());
   for (const IterationWindow& w : windows) {
@@ -104,46 +109,93 @@ PreparedRankOps PrepareRankOps(const RankTrace& t, const RankDerived& d) {
     r.window_steady.push_back(!w.warmup);
     r.any_steady = r.any_steady || !w.warmup;
   }
+}
+
+// A send or recv with both ranks known becomes a P2pRecord; the others are counted (unnamed
+// SendRecv kernels, no peer).
+void RecordPointToPoint(const OpSpan& s, const CommOp* op, const std::vector<IterationWindow>& windows,
+                        Interner& comms, RecordCounts& counts, RankOps& r) {
+  ++counts.p2p_skipped;
+  const bool send = s.collective == Collective::kSend;
+  if (!send && s.collective != Collective::kRecv) {
+    ++counts.p2p_unnamed;
+  } else if (!op || op->comm_rank == kUnknown || op->root_peer == kUnknown || op->comm_rank == op->root_peer) {
+    ++counts.p2p_no_peer;
+  } else {
+    P2pRecord p;
+    p.start_ns = s.start_ns;
+    p.end_ns = std::max(s.end_ns, s.start_ns);
+    p.step = windows.empty() ? kUnknown : StepOf(windows, s.start_ns);
+    p.self = op->comm_rank;
+    p.peer = op->root_peer;
+    p.comm = comms.Intern(op->communicator.empty() ? std::string("unknown") : op->communicator);
+    p.send = send;
+    r.p2p.push_back(p);
+  }
+}
+
+// The key a collective is matched by across ranks: its sequence number when the source gives
+// one, else its ordinal per communicator (per step when the steps come from markers).
+void SetMatchKey(const CommOp* op, const OpSpan& s, bool steps, const std::vector<IterationWindow>& windows,
+                 std::map<std::pair<uint32_t, int64_t>, uint32_t>& ordinal, OpRecord& rec) {
+  if (op && op->seq != kUnknown) {
+    rec.key_kind = kKeySeq;
+    rec.key_major = op->seq;
+    return;
+  }
+  int64_t step = 0;
+  rec.key_kind = kKeyOrdinal;
+  if (steps) {
+    rec.key_kind = kKeyStepOrdinal;
+    step = StepOf(windows, s.start_ns);
+  }
+  rec.key_major = step;
+  rec.key_minor = ordinal[{rec.comm, step}]++;
+}
+
+// The op's pieces not covered by compute: the whole op (kWholeGap), or up to kMaxGapsPerOp
+// pieces appended to r.gaps.
+void RecordGaps(const IntervalSet& compute, IntervalSet::Cursor& cursor, std::array<Piece, kMaxGapsPerOp + 1>& pieces,
+                OpRecord& rec, RankOps& r) {
+  const int n = UncoveredPieces(compute, cursor.FirstEndingAfter(rec.start_ns), rec.start_ns, rec.end_ns, pieces);
+  if (n == 1 && pieces[0].start == rec.start_ns && pieces[0].end == rec.end_ns) {
+    rec.ngaps = kWholeGap;
+  } else {
+    rec.ngaps = static_cast<uint8_t>(n);
+    rec.gaps = static_cast<uint32_t>(r.gaps.size());
+    r.gaps.insert(r.gaps.end(), pieces.begin(), pieces.begin() + n);
+  }
+}
+
+}  // namespace
+
+PreparedRankOps PrepareRankOps(const RankTrace& t, const RankDerived& d) {
+  PreparedRankOps prepared;
+  Interner& comms = prepared.comms;
+  Interner& op_names = prepared.op_names;
+  std::map<uint32_t, int64_t>& nranks = prepared.nranks;  // communicator -> largest comm_nranks
+  const IntervalSet& compute = d.sets.compute;
+  const bool steps = d.iterations.source == "ProfilerStep" || d.iterations.source == "step range" || d.iterations.steps;
+  const std::vector<IterationWindow>& windows = d.iterations.windows;
+
+  RankOps& r = prepared.ops;
+  r.rank = t.meta.rank;
+  r.host = t.meta.host;
+  RecordWindows(windows, r);
   r.ops.reserve(d.ops.size());
   r.gaps.reserve(d.ops.size() * kMaxGapsPerOp);  // the most there can be: no copies while growing
   prepared.op_ids.reserve(d.ops.size());
   std::map<std::pair<uint32_t, int64_t>, uint32_t> ordinal;  // (communicator, step) -> next ordinal
   std::array<Piece, kMaxGapsPerOp + 1> pieces;
   IntervalSet::Cursor cursor(compute);  // ops come in start order
-  // The step of the iteration window holding `start` (kUnknown: outside every window).
-  auto step_of = [&](int64_t start) {
-    // Windows partition the GPU timeline in order: the last starting at or before the op.
-    auto w = std::upper_bound(windows.begin(), windows.end(), start,
-                              [](int64_t v, const IterationWindow& x) { return v < x.start_ns; });
-    if (w == windows.begin()) return kUnknown;
-    --w;
-    if (start < w->end_ns || (w + 1 == windows.end() && start <= w->end_ns)) return w->step;
-    return kUnknown;
-  };
   for (const OpSpan& s : d.ops) {
     const CommOp* op = s.op != kNoIndex && s.op < t.comm_ops.size() ? &t.comm_ops[s.op] : nullptr;
-    if (s.family == "p2p_copy") {  // copy-engine copies between GPUs: no send/recv to pair
-      ++counts.p2p_skipped;
+    if (s.collective == Collective::kPeerCopy) {  // copy-engine copies between GPUs: no send/recv to pair
+      ++prepared.counts.p2p_skipped;
       continue;
     }
-    if (s.family == "p2p") {
-      ++counts.p2p_skipped;
-      const bool send = s.collective == Collective::kSend;
-      if (!send && s.collective != Collective::kRecv) {
-        ++counts.p2p_unnamed;
-      } else if (!op || op->comm_rank == kUnknown || op->root_peer == kUnknown || op->comm_rank == op->root_peer) {
-        ++counts.p2p_no_peer;
-      } else {
-        P2pRecord p;
-        p.start_ns = s.start_ns;
-        p.end_ns = std::max(s.end_ns, s.start_ns);
-        p.step = windows.empty() ? kUnknown : step_of(s.start_ns);
-        p.self = op->comm_rank;
-        p.peer = op->root_peer;
-        p.comm = comms.Intern(op->communicator.empty() ? std::string("unknown") : op->communicator);
-        p.send = send;
-        r.p2p.push_back(p);
-      }
+    if (IsPointToPoint(s.collective)) {
+      RecordPointToPoint(s, op, windows, comms, prepared.counts, r);
       continue;
     }
     OpRecord rec;
@@ -153,19 +205,7 @@ PreparedRankOps PrepareRankOps(const RankTrace& t, const RankDerived& d) {
     static const std::string kUnknownName = "unknown";  // (both branches lvalues: no copy per op)
     rec.comm = comms.Intern(op && !op->communicator.empty() ? op->communicator : kUnknownName);
     prepared.op_ids.push_back(op_names.Intern(std::string(CollectiveName(s.collective))));
-    if (op && op->seq != kUnknown) {
-      rec.key_kind = kKeySeq;
-      rec.key_major = op->seq;
-    } else {
-      int64_t step = 0;
-      rec.key_kind = kKeyOrdinal;
-      if (steps) {
-        rec.key_kind = kKeyStepOrdinal;
-        step = step_of(s.start_ns);
-      }
-      rec.key_major = step;
-      rec.key_minor = ordinal[{rec.comm, step}]++;
-    }
+    SetMatchKey(op, s, steps, windows, ordinal, rec);
     if (op && op->comm_nranks != kUnknown) {
       auto [it, fresh] = nranks.emplace(rec.comm, op->comm_nranks);
       if (!fresh) it->second = std::max(it->second, op->comm_nranks);
@@ -177,14 +217,7 @@ PreparedRankOps PrepareRankOps(const RankTrace& t, const RankDerived& d) {
       else
         r.kernel_times.emplace_back(rec.start_ns, rec.end_ns);
     }
-    const int n = UncoveredPieces(compute, cursor.FirstEndingAfter(rec.start_ns), rec.start_ns, rec.end_ns, pieces);
-    if (n == 1 && pieces[0].start == rec.start_ns && pieces[0].end == rec.end_ns) {
-      rec.ngaps = kWholeGap;
-    } else {
-      rec.ngaps = static_cast<uint8_t>(n);
-      rec.gaps = static_cast<uint32_t>(r.gaps.size());
-      r.gaps.insert(r.gaps.end(), pieces.begin(), pieces.begin() + n);
-    }
+    RecordGaps(compute, cursor, pieces, rec, r);
     r.ops.push_back(rec);
   }
   return prepared;

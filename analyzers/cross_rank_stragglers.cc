@@ -56,7 +56,7 @@ void AddStragglerFindings(const std::vector<RankOps>& ranks, const std::vector<R
     const double threshold = std::clamp(3.0 * fair, 0.25, 0.75);
     const bool persistent = t.last_arrivals >= 3 && frac >= threshold;
     if (!persistent && reported > 0) continue;
-    summary.AddFinding(kName, ranks[i].rank, persistent ? "warning" : "info",
+    summary.AddFinding(kName, ranks[i].rank, persistent ? Severity::kWarning : Severity::kInfo,
                        fmt::format("rank {} arrived last at {} of {} collectives; the other ranks lost {} waiting for "
                                    "it{}",
                                    ranks[i].rank, FormatPercent(frac), t.counted, FormatDuration(t.others_wait_ns),
@@ -80,7 +80,7 @@ void AddWaitFindings(const std::vector<RankOps>& ranks, const std::vector<RankTo
     const int64_t w = std::min(totals[i].exposed_wait_ns, exposed);
     const double share = static_cast<double>(w) / static_cast<double>(exposed);
     if (share < 0.10) continue;
-    summary.AddFinding(kName, ranks[i].rank, share >= 0.25 ? "warning" : "info",
+    summary.AddFinding(kName, ranks[i].rank, share >= 0.25 ? Severity::kWarning : Severity::kInfo,
                        fmt::format("of rank {}'s {} exposed communication, {} is waiting for other ranks to arrive "
                                    "(straggler), not transfer",
                                    ranks[i].rank, FormatDuration(exposed), FormatDuration(w)));

@@ -79,7 +79,7 @@ std::map<int64_t, BucketGroup> GroupBuckets(const RankDerived& d, const Backward
   const bool annotated = bwd.annotated();
   std::map<int64_t, BucketGroup> groups;
   for (const OpSpan& o : d.ops) {
-    if (o.family != "allreduce") continue;
+    if (o.collective != Collective::kAllReduce) continue;
     int64_t key;
     if (annotated) {
       if (o.launch_ns == kUnknown) continue;
@@ -278,18 +278,18 @@ class DdpBucketsAnalyzer : public PreparingAnalyzer {
   void AddRankFindings(int64_t rank, bool annotated, const SteadyFigures& f, Summary& summary) {
     if (f.groups_counted == 0) return;
     if (!annotated)
-      summary.AddFinding("ddp_buckets", rank, "info",
+      summary.AddFinding("ddp_buckets", rank, Severity::kInfo,
                          "no backward annotation: every all-reduce is taken as a gradient bucket and launch times are "
                          "relative to the iteration's first all-reduce (wrap backward in record_function(\"## backward ##\") "
                          "or an NVTX range for launch-vs-backward figures)");
     if (!f.first_fraction.empty() && Median(f.first_fraction) > 0.5)
-      summary.AddFinding("ddp_buckets", rank, "warning",
+      summary.AddFinding("ddp_buckets", rank, Severity::kWarning,
                          fmt::format("first gradient bucket launched at {:.0f}% of backward: bucket_cap_mb is too large "
                                      "for this model, so communication starts late; try a smaller bucket_cap_mb",
                                      100 * Median(f.first_fraction)));
     const double small = Median(f.small_counts);
     if (small >= 3 && f.small_n > 0 && f.best_busbw > 0 && f.small_busbw_sum / f.small_n < 0.25 * f.best_busbw)
-      summary.AddFinding("ddp_buckets", rank, "warning",
+      summary.AddFinding("ddp_buckets", rank, Severity::kWarning,
                          fmt::format("{:.0f} buckets under 1 MiB per iteration run at latency-bound bandwidth ({:.1f} GB/s "
                                      "bus bandwidth against {:.1f} GB/s for the best bucket): fewer, larger buckets "
                                      "(bucket_cap_mb) or fusing small parameters would help",
@@ -298,7 +298,7 @@ class DdpBucketsAnalyzer : public PreparingAnalyzer {
     // communication time is waiting for other ranks rather than transfer.
     if (!f.volume_ratio.empty()) volume_.push_back({rank, Median(f.volume_ratio)});
     if (!f.tail_fraction.empty() && Median(f.tail_fraction) > 0.1)
-      summary.AddFinding("ddp_buckets", rank, "warning",
+      summary.AddFinding("ddp_buckets", rank, Severity::kWarning,
                          fmt::format("{} of gradient communication per iteration ({:.0f}%) runs after the last backward "
                                      "kernel (tail): the optimizer waits on it; smaller last buckets or launching buckets "
                                      "earlier shorten it",
@@ -326,7 +326,7 @@ class DdpBucketsAnalyzer : public PreparingAnalyzer {
       const double ratio = ratio_with_wait * (1.0 - share);
       if (ratio <= 1.0) continue;
       summary.AddFinding(
-          "ddp_buckets", rank, "warning",
+          "ddp_buckets", rank, Severity::kWarning,
           fmt::format("gradient communication exceeds backward compute ({:.2f}x{}): overlap can hide at most {:.0f}% of "
                       "it; reduce the volume (bf16/fp16 compression hook, gradient accumulation with no_sync, a larger "
                       "batch per GPU)",

@@ -210,6 +210,136 @@ std::string RankVerdict(const OverlapFigures& f) {
 
 namespace {
 
+// The rank's identity and inputs as the trace states them: rank, source, device, counters,
+// notices, the rules that classified its comm ops, and a notice naming kernels that look like
+// communication but that no rule classified.
+void DescribeRank(const RankTrace& t, size_t rank_index, RankResult& r) {
+  r.input_index = rank_index;
+  r.rank = t.meta.rank;
+  r.world_size = t.meta.world_size;
+  r.source_path = t.meta.source_path;
+  r.source_format = t.meta.source_format;
+  r.host = t.meta.host;
+  r.streams = static_cast<int64_t>(t.streams.size());
+  for (const Device& d : t.devices) {
+    if (!d.name.empty()) {
+      r.device = d.name;
+      break;
+    }
+  }
+  r.stats = t.stats;
+  r.extra_stats = t.extra_stats;
+  r.notices = t.notices;
+  for (const CommOp& op : t.comm_ops) ++r.comm_rules[std::string(CommRuleName(op.rule))];
+  // A kernel that looks like communication but that no rule classified: a new library shows
+  // up as a warning naming it, never as a silent 0 (docs/classification.md).
+  std::vector<std::string> comm_like;
+  if (int64_t n = CountCommLikeUnclassified(t, &comm_like); n > 0) {
+    r.stats.Set(Stat::comm_like_kernels_unclassified, n);
+    std::string names;
+    for (size_t i = 0; i < comm_like.size() && i < 3; ++i)
+      names += fmt::format("{}'{}'", i ? ", " : "", comm_like[i].substr(0, 120));
+    if (comm_like.size() > 3) names += fmt::format(" and {} more", comm_like.size() - 3);
+    r.notices.push_back(fmt::format("{} kernel(s) look like communication but no rule classified them (counted as "
+                                    "compute): {}; --comm-kernel REGEX counts them as communication",
+                                    n, names));
+  }
+}
+
+// With NCCL's profiler plugin in the trace: what communication is timed by, how many of its ops,
+// and notices when its clock disagrees with CUPTI or it timed nothing usable.
+void NoteTimingSource(const RankTrace& t, const CommTiming& timing, RankResult& r) {
+  if (t.meta.nccl_profiler_json.empty() && t.nccl_plugin_ops.empty()) return;
+  r.timing_source = std::string(timing.source());
+  r.nccl_profiler_ops = timing.plugin_ops_total;
+  r.nccl_profiler_timed_ops = static_cast<int64_t>(timing.plugin_ops.size());
+  if (timing.kernel_mismatched > 0) {
+    r.stats.Set(Stat::nccl_plugin_kernel_time_mismatch, timing.kernel_mismatched);
+    r.notices.push_back(fmt::format(
+        "{} of {} NCCL operations alone in their kernel start more than {} apart by NCCL's profiler plugin and "
+        "by CUPTI (median difference {}): the plugin's clock offset is off, its per-operation times are shifted",
+        timing.kernel_mismatched, timing.kernel_checked, FormatDuration(CommTiming::kKernelResidualNs),
+        FormatDuration(timing.kernel_residual_ns)));
+  }
+  if (!timing.plugin)
+    r.notices.push_back(
+        t.nccl_plugin_ops.empty()
+            ? "NCCL's profiler plugin was loaded but timed no operation: communication timed by its kernels"
+            : fmt::format("none of the {} operations NCCL's profiler plugin timed could time a whole NCCL launch "
+                          "(joined to every call of it, with GPU times): communication timed by its kernels",
+                          t.nccl_plugin_ops.size()));
+}
+
+// The iteration windows (markers or a step range, else the pattern of the comm ops, as
+// --iterations says), the warm-up flagged.
+void FindRankIterations(const RankTrace& t, const AnalysisOptions& options, RankResult& r, RankDerived& d) {
+  const TimelineSets& sets = d.sets;
+  const IterationInfo* carried = nullptr;  // planned across ranks (the pipeline's second pass)
+  if (options.carried_windows)
+    if (auto c = options.carried_windows->find(d.rank_index); c != options.carried_windows->end()) carried = &c->second;
+  if (carried) d.iterations = *carried;
+  else if (options.iterations != IterationMode::kPattern) d.iterations = FindIterations(t, r.stats, options.step_range);
+  if (options.iterations == IterationMode::kMarkers && d.iterations.windows.empty() && d.iterations.notice.empty())
+    d.iterations.notice = "no iteration markers (ProfilerStep#N), and --iterations markers: whole-trace figures only";
+  if (!carried && d.iterations.windows.empty() && options.iterations != IterationMode::kMarkers &&
+      (options.step_range.empty() || options.iterations == IterationMode::kPattern) && sets.any_activity)
+    d.iterations = DetectIterations(d.ops, sets.busy, sets.first_start, sets.last_end, GatherIterationEvidence(t));
+  if (d.iterations.source.empty()) d.iterations.source = "none";
+  FlagWarmup(d.ops, d.iterations);
+  r.iteration_source = d.iterations.source;
+  r.iteration_count = static_cast<int64_t>(d.iterations.windows.size());
+}
+
+// Each window's figures: the spread over the windows after warm-up, and (per_iteration) one
+// result per window.
+void IterationFiguresAndSpread(const RankDerived& d, const AnalysisOptions& options, RankResult& r,
+                               std::vector<IterationResult>& iterations) {
+  const IterationInfo& it = d.iterations;
+  std::vector<double> ratios, exposed, walls;
+  for (size_t i = 0; i < it.windows.size(); ++i) {
+    OverlapFigures f = FiguresFor(d.sets, it.windows[i].start_ns, it.windows[i].end_ns);
+    if (it.windows[i].warmup) {
+      ++r.warmup_iterations;
+    } else {
+      if (f.overlap_ratio) ratios.push_back(*f.overlap_ratio);
+      exposed.push_back(static_cast<double>(f.exposed_comm_ns));
+      walls.push_back(static_cast<double>(f.wall_ns));
+    }
+    if (options.per_iteration) {
+      IterationResult ir;
+      ir.rank = r.rank;
+      ir.rank_index = d.rank_index;
+      ir.index = static_cast<int64_t>(i);
+      ir.step = it.windows[i].step;
+      ir.warmup = it.windows[i].warmup;
+      ir.figures = std::move(f);
+      iterations.push_back(std::move(ir));
+    }
+  }
+  r.spread_overlap_ratio = SpreadOf(std::move(ratios));
+  r.spread_exposed_comm_ns = SpreadOf(std::move(exposed));
+  r.spread_wall_ns = SpreadOf(std::move(walls));
+}
+
+// What the reader should know about this rank's figures: unknown rank, no GPU activity, how
+// the iterations were found (or that none were), warm-up left out.
+void AddRankNotices(const RankTrace& t, const TimelineSets& sets, const IterationInfo& it, RankResult& r) {
+  if (t.meta.rank == kUnknown)
+    r.notices.push_back(t.meta.source_format == "nsys"
+                            ? "the export does not say its rank (no RANK in the environment nsys started in: "
+                              "one nsys per rank under the launcher records it; on one node, --rank-by-gpu numbers ranks by "
+                              "GPU; docs/nsys.md): rank shown as unknown"
+                            : "the trace does not say its rank (no distributedInfo): rank shown as unknown");
+  if (!sets.any_activity) r.notices.push_back("no GPU activity (kernels, memcpy, memset) in this trace");
+  if (it.windows.empty())
+    r.notices.push_back(!it.notice.empty() ? it.notice
+                                            : "no iteration markers (ProfilerStep#N): whole-trace figures only");
+  else if (!it.notice.empty() && it.source != "ProfilerStep" && it.source != "step range")
+    r.notices.push_back(it.notice);
+  if (r.warmup_iterations > 0)
+    r.notices.push_back(fmt::format("{} warm-up iteration(s) left out of the iteration spread", r.warmup_iterations));
+}
+
 class OverlapAnalyzer : public Analyzer {
   struct Prepared : RankWork {
     RankResult result;
@@ -223,120 +353,19 @@ class OverlapAnalyzer : public Analyzer {
   // All of the rank's figures: they need the rank alone (AnalyzeRank only adds them).
   std::unique_ptr<RankWork> PrepareRank(RankPrep& rank, const AnalysisOptions& options) const override {
     const RankTrace& t = rank.trace;
-    const size_t rank_index = rank.rank_index;
     auto work = std::make_unique<Prepared>();
     RankResult& r = work->result;
-    r.input_index = rank_index;
-    r.rank = t.meta.rank;
-    r.world_size = t.meta.world_size;
-    r.source_path = t.meta.source_path;
-    r.source_format = t.meta.source_format;
-    r.host = t.meta.host;
-    r.streams = static_cast<int64_t>(t.streams.size());
-    for (const Device& d : t.devices) {
-      if (!d.name.empty()) {
-        r.device = d.name;
-        break;
-      }
-    }
-    r.stats = t.stats;
-    r.extra_stats = t.extra_stats;
-    r.notices = t.notices;
-    for (const CommOp& op : t.comm_ops) ++r.comm_rules[std::string(CommRuleName(op.rule))];
-    // A kernel that looks like communication but that no rule classified: a new library shows
-    // up as a warning naming it, never as a silent 0 (docs/classification.md).
-    std::vector<std::string> comm_like;
-    if (int64_t n = CountCommLikeUnclassified(t, &comm_like); n > 0) {
-      r.stats.Set(Stat::comm_like_kernels_unclassified, n);
-      std::string names;
-      for (size_t i = 0; i < comm_like.size() && i < 3; ++i)
-        names += fmt::format("{}'{}'", i ? ", " : "", comm_like[i].substr(0, 120));
-      if (comm_like.size() > 3) names += fmt::format(" and {} more", comm_like.size() - 3);
-      r.notices.push_back(fmt::format("{} kernel(s) look like communication but no rule classified them (counted as "
-                                      "compute): {}; --comm-kernel REGEX counts them as communication",
-                                      n, names));
-    }
-
+    DescribeRank(t, rank.rank_index, r);
     auto d = std::make_shared<RankDerived>();
     d->rank = r.rank;
-    d->rank_index = rank_index;
+    d->rank_index = rank.rank_index;
     d->sets = BuildTimelineSets(t);
-    const TimelineSets& sets = d->sets;
-    d->ops = CommOpSpans(t, sets.compute, sets.timing);
-    r.whole = WholeTraceFigures(sets);
-    if (!t.meta.nccl_profiler_json.empty() || !t.nccl_plugin_ops.empty()) {
-      r.timing_source = std::string(sets.timing.source());
-      r.nccl_profiler_ops = sets.timing.plugin_ops_total;
-      r.nccl_profiler_timed_ops = static_cast<int64_t>(sets.timing.plugin_ops.size());
-      if (sets.timing.kernel_mismatched > 0) {
-        r.stats.Set(Stat::nccl_plugin_kernel_time_mismatch, sets.timing.kernel_mismatched);
-        r.notices.push_back(fmt::format(
-            "{} of {} NCCL operations alone in their kernel start more than {} apart by NCCL's profiler plugin and "
-            "by CUPTI (median difference {}): the plugin's clock offset is off, its per-operation times are shifted",
-            sets.timing.kernel_mismatched, sets.timing.kernel_checked, FormatDuration(CommTiming::kKernelResidualNs),
-            FormatDuration(sets.timing.kernel_residual_ns)));
-      }
-      if (!sets.timing.plugin)
-        r.notices.push_back(
-            t.nccl_plugin_ops.empty()
-                ? "NCCL's profiler plugin was loaded but timed no operation: communication timed by its kernels"
-                : fmt::format("none of the {} operations NCCL's profiler plugin timed could time a whole NCCL launch "
-                              "(joined to every call of it, with GPU times): communication timed by its kernels",
-                              t.nccl_plugin_ops.size()));
-    }
-    const IterationInfo* carried = nullptr;  // planned across ranks (the pipeline's second pass)
-    if (options.carried_windows)
-      if (auto c = options.carried_windows->find(rank_index); c != options.carried_windows->end()) carried = &c->second;
-    if (carried) d->iterations = *carried;
-    else if (options.iterations != IterationMode::kPattern) d->iterations = FindIterations(t, r.stats, options.step_range);
-    if (options.iterations == IterationMode::kMarkers && d->iterations.windows.empty() && d->iterations.notice.empty())
-      d->iterations.notice = "no iteration markers (ProfilerStep#N), and --iterations markers: whole-trace figures only";
-    if (!carried && d->iterations.windows.empty() && options.iterations != IterationMode::kMarkers &&
-        (options.step_range.empty() || options.iterations == IterationMode::kPattern) && sets.any_activity)
-      d->iterations = DetectIterations(d->ops, sets.busy, sets.first_start, sets.last_end, GatherIterationEvidence(t));
-    if (d->iterations.source.empty()) d->iterations.source = "none";
-    FlagWarmup(d->ops, d->iterations);
-    const IterationInfo& it = d->iterations;
-    r.iteration_source = it.source;
-    r.iteration_count = static_cast<int64_t>(it.windows.size());
-    std::vector<double> ratios, exposed, walls;
-    for (size_t i = 0; i < it.windows.size(); ++i) {
-      OverlapFigures f = FiguresFor(sets, it.windows[i].start_ns, it.windows[i].end_ns);
-      if (it.windows[i].warmup) {
-        ++r.warmup_iterations;
-      } else {
-        if (f.overlap_ratio) ratios.push_back(*f.overlap_ratio);
-        exposed.push_back(static_cast<double>(f.exposed_comm_ns));
-        walls.push_back(static_cast<double>(f.wall_ns));
-      }
-      if (options.per_iteration) {
-        IterationResult ir;
-        ir.rank = r.rank;
-        ir.rank_index = rank_index;
-        ir.index = static_cast<int64_t>(i);
-        ir.step = it.windows[i].step;
-        ir.warmup = it.windows[i].warmup;
-        ir.figures = std::move(f);
-        work->iterations.push_back(std::move(ir));
-      }
-    }
-    r.spread_overlap_ratio = SpreadOf(std::move(ratios));
-    r.spread_exposed_comm_ns = SpreadOf(std::move(exposed));
-    r.spread_wall_ns = SpreadOf(std::move(walls));
-    if (t.meta.rank == kUnknown)
-      r.notices.push_back(t.meta.source_format == "nsys"
-                              ? "the export does not say its rank (no RANK in the environment nsys started in: "
-                                "one nsys per rank under the launcher records it; on one node, --rank-by-gpu numbers ranks by "
-                                "GPU; docs/nsys.md): rank shown as unknown"
-                              : "the trace does not say its rank (no distributedInfo): rank shown as unknown");
-    if (!sets.any_activity) r.notices.push_back("no GPU activity (kernels, memcpy, memset) in this trace");
-    if (it.windows.empty())
-      r.notices.push_back(!it.notice.empty() ? it.notice
-                                              : "no iteration markers (ProfilerStep#N): whole-trace figures only");
-    else if (!it.notice.empty() && it.source != "ProfilerStep" && it.source != "step range")
-      r.notices.push_back(it.notice);
-    if (r.warmup_iterations > 0)
-      r.notices.push_back(fmt::format("{} warm-up iteration(s) left out of the iteration spread", r.warmup_iterations));
+    d->ops = CommOpSpans(t, d->sets.compute, d->sets.timing);
+    r.whole = WholeTraceFigures(d->sets);
+    NoteTimingSource(t, d->sets.timing, r);
+    FindRankIterations(t, options, r, *d);
+    IterationFiguresAndSpread(*d, options, r, work->iterations);
+    AddRankNotices(t, d->sets, d->iterations, r);
     r.verdict = RankVerdict(r.whole);
     rank.derived = d;
     work->derived = std::move(d);

@@ -160,15 +160,16 @@ class ShardedAnalyzer : public PreparingAnalyzer {
     ShardedOps out;
     std::map<int64_t, int64_t>& first_rs = out.first_rs;
     for (const OpSpan& o : d.ops)
-      if (o.family == "reducescatter" && !compute_streams.count(o.stream)) {
+      if (o.collective == Collective::kReduceScatter && !compute_streams.count(o.stream)) {
         int64_t it = iteration_of(o.start_ns);
         if (!first_rs.count(it)) first_rs[it] = o.start_ns;
       }
     auto& rows = summary.Section("fsdp_allgathers");
     if (!rows.is_array()) rows = Json::array();
     for (const OpSpan& o : d.ops) {
-      const std::string& fam = o.family;
-      if (fam != "allgather" && fam != "reducescatter" && fam != "allreduce") continue;
+      const Collective c = o.collective;
+      if (c != Collective::kAllGather && c != Collective::kReduceScatter && c != Collective::kAllReduce) continue;
+      const std::string& fam = o.family;  // the rows' name of the op
       if (compute_streams.count(o.stream)) {
         Agg& a = out.tp[fam];
         ++a.count;
@@ -176,7 +177,7 @@ class ShardedAnalyzer : public PreparingAnalyzer {
         a.exposed_ns += o.exposed_ns();
         continue;
       }
-      if (fam == "allreduce") continue;  // DDP's buckets (ddp_buckets)
+      if (c == Collective::kAllReduce) continue;  // DDP's buckets (ddp_buckets)
       out.any_fsdp = true;
       const int64_t it = iteration_of(o.start_ns);
       const int ph = PhaseAt(phases, first_rs, o.launch_ns, it, o.start_ns);
@@ -185,9 +186,9 @@ class ShardedAnalyzer : public PreparingAnalyzer {
       ++a.count;
       a.time_ns += o.busy_ns;
       a.exposed_ns += o.exposed_ns();
-      const bool stall = fam == "allgather" && o.busy_ns > 0 && 2 * o.exposed_ns() > o.busy_ns;
+      const bool stall = c == Collective::kAllGather && o.busy_ns > 0 && 2 * o.exposed_ns() > o.busy_ns;
       if (stall) ++a.stalls, a.stall_ns += o.exposed_ns();
-      if (fam == "allgather") {
+      if (c == Collective::kAllGather) {
         if (rows.size() < kMaxRows) {
           JsonRow j(8);
           j.Add("rank", rank_json)
@@ -265,7 +266,7 @@ class ShardedAnalyzer : public PreparingAnalyzer {
             FormatDuration(hidden));
         if (4 * recoverable < a.stall_ns && irreducible > 0) {
           summary.AddFinding(
-              "sharded", rank, "warning",
+              "sharded", rank, Severity::kWarning,
               fmt::format("{} of {} parameter all-gathers in {} are exposed ({} in total), and prefetching cannot "
                           "hide them: {}, so a better prefetch hides at most {} more and {} stays exposed: the "
                           "all-gathers are bandwidth-bound: gather less ({}HSDP to keep the all-gathers within a "
@@ -275,7 +276,7 @@ class ShardedAnalyzer : public PreparingAnalyzer {
           continue;
         }
         summary.AddFinding(
-            "sharded", rank, "warning",
+            "sharded", rank, Severity::kWarning,
             fmt::format("{} of {} parameter all-gathers in {} are exposed (prefetch stalls, {} in total): {}{}", a.stalls,
                         a.count, phase, FormatDuration(a.stall_ns),
                         fwd ? "prefetch the next layer's parameters (FSDP1 forward_prefetch=True; FSDP2 "
@@ -292,7 +293,7 @@ class ShardedAnalyzer : public PreparingAnalyzer {
     for (const auto& [op, a] : ops.tp)
       if (op != "allreduce") tp_count += a.count, tp_exposed += a.exposed_ns;
     if (tp_count >= 2 && tp_exposed > 0)
-      summary.AddFinding("sharded", rank, "warning",
+      summary.AddFinding("sharded", rank, Severity::kWarning,
                          fmt::format("{} all-gather/reduce-scatter ops run on a compute stream, serialized with the "
                                      "matmuls around them ({} exposed): overlap them with independent compute (async "
                                      "tensor parallel / collective-matmul decomposition, a separate communication stream)",

@@ -48,15 +48,15 @@ void Summary::SetCrossRank(CrossRankResult result) {
   cross_rank = std::move(result);
 }
 
-void Summary::AddFinding(std::string_view analyzer, int64_t rank, std::string_view severity, std::string message) {
+void Summary::AddFinding(std::string_view analyzer, int64_t rank, Severity severity, std::string message) {
   NoteSection("findings");
-  findings.push_back({std::string(analyzer), rank, std::string(severity), std::move(message)});
+  findings.push_back({std::string(analyzer), rank, severity, std::move(message)});
 }
 
 std::vector<GroupedFinding> GroupFindings(const std::vector<Finding>& findings) {
   std::vector<GroupedFinding> out;
   // (analyzer, severity, message) -> its group; findings are few (lines a person reads).
-  std::map<std::tuple<std::string_view, std::string_view, std::string_view>, size_t> index;
+  std::map<std::tuple<std::string_view, Severity, std::string_view>, size_t> index;
   for (const Finding& f : findings) {
     auto [it, fresh] = index.try_emplace({f.analyzer, f.severity, f.message}, out.size());
     if (fresh) out.push_back({&f, {}});

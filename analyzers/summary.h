@@ -96,7 +96,7 @@ struct OpTypeRow {
 struct Finding {
   std::string analyzer;
   int64_t rank = kUnknown;  // kUnknown: the whole run
-  std::string severity;     // "error", "warning", "info"
+  Severity severity = Severity::kInfo;
   std::string message;
 };
 
@@ -206,7 +206,7 @@ struct Summary {
   std::shared_ptr<const RankDerived> current;
 
   // Adds a finding (a line a person acts on) to `findings`.
-  void AddFinding(std::string_view analyzer, int64_t rank, std::string_view severity, std::string message);
+  void AddFinding(std::string_view analyzer, int64_t rank, Severity severity, std::string message);
 
   int ErrorCounters() const;    // non-zero error-severity counters over all ranks
   int WarningCounters() const;  // the same for warnings

@@ -220,7 +220,7 @@ void RecordInit(CommInitCall call, ncclComm_t c, uint64_t id, uint64_t parent, i
   }
   HookRecord r;
   r.kind = RecKind::kCommInit;
-  r.op = static_cast<uint8_t>(call);
+  r.comm_init.call = call;
   r.tid = Tid();
   r.t_enter = t0;
   r.t_exit = NowNs();
@@ -228,12 +228,12 @@ void RecordInit(CommInitCall call, ncclComm_t c, uint64_t id, uint64_t parent, i
   r.comm_rank = rank;
   r.comm_nranks = nranks;
   r.device = device;
-  r.seq = parent;
+  r.comm_init.parent = parent;
   r.flags = static_cast<uint8_t>((nonblocking ? kFlagNonblocking : 0) | (pending ? kFlagPending : 0));
   // The loaded NCCL's version (meta nccl_version): a plain getter, and NCCL is loaded by now.
   int version = 0;
   if (auto fv = OVERLAPPROF_REAL(ncclGetVersion); fv && fv(&version) == ncclSuccess && version > 0)
-    r.count = static_cast<uint64_t>(version);
+    r.comm_init.nccl_version = static_cast<uint64_t>(version);
   Push(r);
 }
 
@@ -283,11 +283,12 @@ class OpScope {
  public:
   OpScope(Collective op, ncclComm_t comm, size_t count, ncclDataType_t dt, int root_peer, cudaStream_t stream) {
     r_.kind = RecKind::kCommOp;
-    r_.op = static_cast<uint8_t>(op);
-    r_.datatype = static_cast<int8_t>(dt);
-    r_.count = count;
-    r_.root_peer = root_peer;
-    r_.stream = reinterpret_cast<uintptr_t>(stream);
+    CommOpPayload& p = r_.comm_op;
+    p.op = op;
+    p.datatype = static_cast<int8_t>(dt);
+    p.count = count;
+    p.root_peer = root_peer;
+    p.stream = reinterpret_cast<uintptr_t>(stream);
     r_.tid = Tid();
     if (CommInfo* info = FindComm(comm)) {
       if (__builtin_expect(info->pending.load(std::memory_order_relaxed), 0)) RefreshPending(comm, info);
@@ -295,14 +296,14 @@ class OpScope {
       r_.comm_rank = info->rank.load(std::memory_order_relaxed);
       r_.comm_nranks = info->nranks.load(std::memory_order_relaxed);
       r_.device = info->device.load(std::memory_order_relaxed);
-      r_.seq = info->seq.fetch_add(1, std::memory_order_relaxed);
+      p.seq = info->seq.fetch_add(1, std::memory_order_relaxed);
     }
     if (t_thread.group_depth > 0) {
       r_.flags |= kFlagInGroup;
-      r_.launch_id = t_thread.group_launch_id;
+      p.launch_id = t_thread.group_launch_id;
     } else {
-      r_.launch_id = g_recorder.NextLaunchId();
-      CuptiPushExternalId(r_.launch_id);
+      p.launch_id = g_recorder.NextLaunchId();
+      CuptiPushExternalId(p.launch_id);
       pushed_ = true;
     }
     r_.t_enter = NowNs();
@@ -433,7 +434,7 @@ OVERLAPPROF_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   r.tid = Tid();
   r.t_enter = t0;
   r.t_exit = NowNs();
-  r.launch_id = t_thread.group_launch_id;
+  r.group.launch_id = t_thread.group_launch_id;
   r.result = res;
   Push(r);
   return res;
@@ -622,14 +623,14 @@ ncclResult_t Registration(RegisterCall what, ncclComm_t comm, size_t bytes, int 
   if (!Recording()) return call();
   HookRecord r;
   r.kind = RecKind::kBufferRegister;
-  r.op = static_cast<uint8_t>(what);
+  r.reg.call = what;
   r.tid = Tid();
   r.t_enter = NowNs();
   ncclResult_t res = call();
   r.t_exit = NowNs();
   r.result = res;
-  r.count = bytes;
-  r.flags = static_cast<uint8_t>(win_flags);
+  r.reg.bytes = bytes;
+  r.reg.window_flags = static_cast<uint8_t>(win_flags);
   if (CommInfo* info = FindComm(comm)) r.comm_id = info->id;
   Push(r);
   return res;

@@ -32,24 +32,23 @@ namespace np = ncclprof;
 
 constexpr const char kPluginName[] = "overlapprof";
 
-// NCCL's ncclFuncToString names -> the Collective HookRecord::op carries (records.h).
-uint8_t FuncCode(const char* f) {
-  constexpr auto code = [](Collective c) { return static_cast<uint8_t>(c); };
-  if (!f) return code(Collective::kOther);
+// NCCL's ncclFuncToString names -> the Collective of PluginOpPayload::op (records.h).
+Collective FuncCode(const char* f) {
+  if (!f) return Collective::kOther;
   static const struct {
     const char* name;
-    uint8_t code;
+    Collective op;
   } kFuncs[] = {
-      {"AllReduce", code(Collective::kAllReduce)},   {"AllGather", code(Collective::kAllGather)},
-      {"ReduceScatter", code(Collective::kReduceScatter)}, {"Broadcast", code(Collective::kBroadcast)},
-      {"Reduce", code(Collective::kReduce)},         {"Send", code(Collective::kSend)},
-      {"Recv", code(Collective::kRecv)},             {"AlltoAll", code(Collective::kAllToAll)},
-      {"Gather", code(Collective::kGather)},         {"Scatter", code(Collective::kScatter)},
-      {"SendRecv", code(Collective::kSendRecv)},
+      {"AllReduce", Collective::kAllReduce}, {"AllGather", Collective::kAllGather},
+      {"ReduceScatter", Collective::kReduceScatter}, {"Broadcast", Collective::kBroadcast},
+      {"Reduce", Collective::kReduce},       {"Send", Collective::kSend},
+      {"Recv", Collective::kRecv},           {"AlltoAll", Collective::kAllToAll},
+      {"Gather", Collective::kGather},       {"Scatter", Collective::kScatter},
+      {"SendRecv", Collective::kSendRecv},
   };
   for (const auto& e : kFuncs)
-    if (std::strcmp(f, e.name) == 0) return e.code;
-  return code(Collective::kOther);
+    if (std::strcmp(f, e.name) == 0) return e.op;
+  return Collective::kOther;
 }
 
 // NCCL's ncclDatatypeToString names ("ncclFloat32", ...) → ncclDataType_t, -1 unknown.
@@ -144,15 +143,15 @@ ncclResult_t Init(void** context, int* mask, uint64_t comm_hash, const char* com
     c.abi = abi;
     HookRecord r;
     r.kind = RecKind::kPluginComm;
-    r.op = abi;
     r.tid = Tid();
     r.t_enter = r.t_exit = NowNs();
     r.comm_id = c.comm_id;
-    r.stream = comm_hash;
     r.comm_rank = rank;
     r.comm_nranks = nranks;
-    r.root_peer = nnodes;
-    CopyName(r.name, comm_name);
+    r.plugin_comm.abi_version = abi;
+    r.plugin_comm.comm_hash = comm_hash;
+    r.plugin_comm.nnodes = nnodes;
+    CopyName(r.plugin_comm.name, comm_name);
     Push(r);
     if (context) *context = &c;
   } catch (...) {
@@ -185,12 +184,12 @@ void* StartOp(void* ctx, HookRecord& r, uint32_t expected) {
   r.kind = RecKind::kPluginOp;
   r.tid = Tid();
   r.comm_id = c.comm_id;
-  r.stream = c.comm_hash;
   r.comm_rank = c.rank;
   r.comm_nranks = c.nranks;
-  r.plugin.host_start_ns = NowNs();
-  r.plugin.abi_version = c.abi;
-  if (r.flags & kPluginFlagCe) r.t_enter = r.plugin.host_start_ns;
+  r.plugin_op.comm_hash = c.comm_hash;
+  r.plugin_op.host_start_ns = NowNs();
+  r.plugin_op.abi_version = c.abi;
+  if (r.plugin_op.flags & kPluginFlagCe) r.t_enter = r.plugin_op.host_start_ns;
   void* h = pool->Start(r, expected, ci);
   if (!h) Count(Stat::nccl_plugin_ops_dropped);
   return h;
@@ -214,31 +213,33 @@ ncclResult_t StartEvent(void* ctx, void** handle, Descr* d, uint8_t abi) noexcep
       *handle = h.Encode();
     } else if (type == np::kColl) {
       HookRecord r;
-      r.op = FuncCode(d->coll.func);
-      r.datatype = DtypeCode(d->coll.datatype);
-      r.count = d->coll.count;
-      r.root_peer = d->coll.root;
-      r.seq = d->coll.seqNumber;
+      PluginOpPayload& p = r.plugin_op;
+      p.op = FuncCode(d->coll.func);
+      p.datatype = DtypeCode(d->coll.datatype);
+      p.count = d->coll.count;
+      p.root_peer = d->coll.root;
+      p.seq = d->coll.seqNumber;
       if constexpr (requires { d->coll.parentGroup; })
-        r.launch_id = GroupOf(d->coll.parentGroup);
+        p.group_id = GroupOf(d->coll.parentGroup);
       else
-        r.launch_id = GroupOf(d->parentObj);  // v4: the group is the parent
-      CopyName(r.plugin.algo, d->coll.algo);
-      CopyName(r.plugin.proto, d->coll.proto);
+        p.group_id = GroupOf(d->parentObj);  // v4: the group is the parent
+      CopyName(p.algo, d->coll.algo);
+      CopyName(p.proto, d->coll.proto);
       *handle = StartOp(ctx, r, d->coll.nChannels);
     } else if (type == np::kP2p) {
       HookRecord r;
-      r.op = FuncCode(d->p2p.func);
-      r.datatype = DtypeCode(d->p2p.datatype);
-      r.count = d->p2p.count;
-      r.root_peer = d->p2p.peer;
-      r.flags = kPluginFlagP2p;
+      PluginOpPayload& p = r.plugin_op;
+      p.op = FuncCode(d->p2p.func);
+      p.datatype = DtypeCode(d->p2p.datatype);
+      p.count = d->p2p.count;
+      p.root_peer = d->p2p.peer;
+      p.flags = kPluginFlagP2p;
       uint32_t expected = 0;  // v4: NCCL's own adapter leaves p2p.nChannels unset
       if constexpr (requires { d->p2p.parentGroup; }) {
-        r.launch_id = GroupOf(d->p2p.parentGroup);
+        p.group_id = GroupOf(d->p2p.parentGroup);
         expected = d->p2p.nChannels;
       } else {
-        r.launch_id = GroupOf(d->parentObj);
+        p.group_id = GroupOf(d->parentObj);
       }
       *handle = StartOp(ctx, r, expected);
     } else if (type == np::kKernelCh) {
@@ -258,14 +259,15 @@ ncclResult_t StartEvent(void* ctx, void** handle, Descr* d, uint8_t abi) noexcep
     } else if constexpr (requires { d->ceColl; }) {
       if (type == np::kCeColl) {
         HookRecord r;
-        r.op = FuncCode(d->ceColl.func);
-        r.datatype = DtypeCode(d->ceColl.datatype);
-        r.count = d->ceColl.count;
-        r.root_peer = d->ceColl.root;
-        r.seq = d->ceColl.seqNumber;
-        r.flags = kPluginFlagCe;
-        CopyName(r.plugin.algo, "CE");
-        CopyName(r.plugin.proto, d->ceColl.syncStrategy);
+        PluginOpPayload& p = r.plugin_op;
+        p.op = FuncCode(d->ceColl.func);
+        p.datatype = DtypeCode(d->ceColl.datatype);
+        p.count = d->ceColl.count;
+        p.root_peer = d->ceColl.root;
+        p.seq = d->ceColl.seqNumber;
+        p.flags = kPluginFlagCe;
+        CopyName(p.algo, "CE");
+        CopyName(p.proto, d->ceColl.syncStrategy);
         *handle = StartOp(ctx, r, 0);
       } else if (type == np::kCeSync || type == np::kCeBatch) {
         PluginHandle h;

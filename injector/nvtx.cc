@@ -26,8 +26,8 @@ void FillName(HookRecord* r, const char* s) {
     r->flags |= kFlagTruncated;
     Count(Stat::nvtx_names_truncated);
   }
-  std::memcpy(r->name, s, n);
-  r->name[n] = '\0';
+  std::memcpy(r->range.name, s, n);
+  r->range.name[n] = '\0';
 }
 
 void FillAttrName(HookRecord* r, const nvtxEventAttributes_t* a) {
@@ -67,23 +67,23 @@ int NVTX_API Pop() {
 nvtxRangeId_t NVTX_API StartA(const char* message) {
   if (!Recording()) return 0;
   HookRecord r = Make(RecKind::kRangeStart);
-  r.stream = g_recorder.NextRangeId();
+  r.range.id = g_recorder.NextRangeId();
   FillName(&r, message);
   Push(r);
-  return r.stream;
+  return r.range.id;
 }
 nvtxRangeId_t NVTX_API StartEx(const nvtxEventAttributes_t* a) {
   if (!Recording()) return 0;
   HookRecord r = Make(RecKind::kRangeStart);
-  r.stream = g_recorder.NextRangeId();
+  r.range.id = g_recorder.NextRangeId();
   FillAttrName(&r, a);
   Push(r);
-  return r.stream;
+  return r.range.id;
 }
 void NVTX_API End(nvtxRangeId_t id) {
   if (!Recording()) return;
   HookRecord r = Make(RecKind::kRangeEnd);
-  r.stream = id;
+  r.range.id = id;
   Push(r);
 }
 void NVTX_API MarkA(const char* message) {

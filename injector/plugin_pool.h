@@ -241,7 +241,7 @@ class PluginOpPool {
   // Copy-engine ops have no channels: complete once stopped with nothing in flight.
   static bool Complete(uint64_t v, const PluginOpSlot& s) {
     if (!(v & kTaskStopped) || ((v >> kInflightShift) & kInflightMask) != 0) return false;
-    if (s.rec.flags & kPluginFlagCe) return true;
+    if (s.rec.plugin_op.flags & kPluginFlagCe) return true;
     uint64_t chans = v & kChanMask;
     return s.expected ? chans >= s.expected : chans >= 1;
   }
@@ -282,19 +282,20 @@ class PluginOpPool {
   void Finish(uint32_t i, bool incomplete, Emit& emit) {
     PluginOpSlot& s = slots_[i];
     HookRecord r = s.rec;
-    if (r.flags & kPluginFlagCe) {
+    PluginOpPayload& p = r.plugin_op;
+    if (p.flags & kPluginFlagCe) {
       r.t_exit = s.host_stop.load(std::memory_order_relaxed);
     } else {
       r.t_enter = static_cast<int64_t>(s.gpu_start.load(std::memory_order_relaxed));
       r.t_exit = static_cast<int64_t>(s.gpu_stop.load(std::memory_order_relaxed));
     }
     uint64_t v = s.state.load(std::memory_order_relaxed);
-    r.plugin.channels = static_cast<uint8_t>(v & kChanMask);
-    r.plugin.channels_expected = static_cast<uint8_t>(s.expected);
-    r.plugin.clock_sample = s.clock_sample.load(std::memory_order_relaxed);
-    r.plugin.proxy_ops = s.proxy_ops.load(std::memory_order_relaxed);
-    r.plugin.proxy_steps = s.proxy_steps.load(std::memory_order_relaxed);
-    if (incomplete) r.flags |= kPluginFlagIncomplete;
+    p.channels = static_cast<uint8_t>(v & kChanMask);
+    p.channels_expected = static_cast<uint8_t>(s.expected);
+    p.clock_sample = s.clock_sample.load(std::memory_order_relaxed);
+    p.proxy_ops = s.proxy_ops.load(std::memory_order_relaxed);
+    p.proxy_steps = s.proxy_steps.load(std::memory_order_relaxed);
+    if (incomplete) p.flags |= kPluginFlagIncomplete;
     emit(r);
     Push(i);
   }

@@ -63,9 +63,10 @@ const PluginSink::Comm* PluginSink::FindComm(uint64_t hash) const {
 }
 
 void PluginSink::TakeComm(const HookRecord& r, uint64_t resolved_id) {
-  Comm c{r.comm_id ? r.comm_id : resolved_id, r.stream,    r.comm_rank, r.comm_nranks,
-         r.root_peer, r.op,                    Field(r.name, sizeof r.name)};
-  abi_ = r.op;
+  const PluginCommPayload& p = r.plugin_comm;
+  Comm c{r.comm_id ? r.comm_id : resolved_id, p.comm_hash, r.comm_rank, r.comm_nranks,
+         p.nnodes, p.abi_version, Field(p.name, sizeof p.name)};
+  abi_ = p.abi_version;
   for (auto& have : comms_)
     if (have.hash == c.hash && have.rank == c.rank) {  // NCCL re-initialized it (same id)
       have = c;
@@ -77,32 +78,33 @@ void PluginSink::TakeComm(const HookRecord& r, uint64_t resolved_id) {
 }
 
 void PluginSink::TakeOp(const HookRecord& r, RankTrace* t) {
+  const PluginOpPayload& p = r.plugin_op;
   NcclPluginOp o;
   uint64_t id = r.comm_id;
   if (!id)
-    if (const Comm* c = FindComm(r.stream)) id = c->id;
+    if (const Comm* c = FindComm(p.comm_hash)) id = c->id;
   if (id) o.communicator = Hex(id);
-  o.nccl_comm_hash = static_cast<int64_t>(r.stream);
+  o.nccl_comm_hash = static_cast<int64_t>(p.comm_hash);
   o.comm_rank = r.comm_rank;
   o.comm_nranks = r.comm_nranks;
-  o.op = CollectiveFromCode(r.op);
-  const bool p2p = (r.flags & kPluginFlagP2p) != 0, ce = (r.flags & kPluginFlagCe) != 0;
-  o.nccl_seq = p2p ? kUnknown : static_cast<int64_t>(r.seq);
+  o.op = p.op;
+  const bool p2p = (p.flags & kPluginFlagP2p) != 0, ce = (p.flags & kPluginFlagCe) != 0;
+  o.nccl_seq = p2p ? kUnknown : static_cast<int64_t>(p.seq);
   int64_t size = 0;
-  o.datatype = DtypeName(r.datatype, &size);
-  o.count = static_cast<int64_t>(r.count);
+  o.datatype = DtypeName(p.datatype, &size);
+  o.count = static_cast<int64_t>(p.count);
   o.bytes = size ? o.count * size : kUnknown;
-  o.root_peer = r.root_peer;
-  o.algorithm = Field(r.plugin.algo, sizeof r.plugin.algo);
-  o.protocol = Field(r.plugin.proto, sizeof r.plugin.proto);
-  o.channels_expected = r.plugin.channels_expected ? r.plugin.channels_expected : kUnknown;
-  o.channels = r.plugin.channels;
-  o.host_start_ns = r.plugin.host_start_ns;
-  o.group_id = r.launch_id ? static_cast<int64_t>(r.launch_id) : kUnknown;
-  o.proxy_ops = r.plugin.proxy_ops;
-  o.proxy_steps = r.plugin.proxy_steps;
-  o.abi_version = r.plugin.abi_version;
-  o.flags = r.flags;
+  o.root_peer = p.root_peer;
+  o.algorithm = Field(p.algo, sizeof p.algo);
+  o.protocol = Field(p.proto, sizeof p.proto);
+  o.channels_expected = p.channels_expected ? p.channels_expected : kUnknown;
+  o.channels = p.channels;
+  o.host_start_ns = p.host_start_ns;
+  o.group_id = p.group_id ? static_cast<int64_t>(p.group_id) : kUnknown;
+  o.proxy_ops = p.proxy_ops;
+  o.proxy_steps = p.proxy_steps;
+  o.abi_version = p.abi_version;
+  o.flags = p.flags;
   o.host_tid = r.tid;
   if (ce) {
     o.start_ns = r.t_enter;
@@ -110,7 +112,7 @@ void PluginSink::TakeOp(const HookRecord& r, RankTrace* t) {
   } else if (r.t_enter > 0 && r.t_exit >= r.t_enter) {
     o.gpu_start_raw = r.t_enter;
     o.gpu_end_raw = r.t_exit;
-    int64_t s = r.plugin.clock_sample;
+    int64_t s = p.clock_sample;
     if (s != 0) {
       if (samples_ == 0) {
         min_sample_ = s;

@@ -11,9 +11,9 @@
 // slot stores its sequence number relative to its index (`seq - index`), so the kernel's
 // zero pages already hold Vyukov's initial state (seq == index): a page is touched only when
 // the ring first reaches it, construction costs one mmap whatever the capacity, and a
-// process that records little pays little (issue 14: `new Slot[c]` wrote 24 MiB by default,
-// 3 GiB with the largest ring, at activation). The storage is never unmapped (the recorder
-// owns its ring for the life of the process).
+// process that records little pays little: memory is committed only for the slots used, never
+// for the capacity. The storage is never unmapped (the recorder owns its ring for the life of
+// the process).
 #include <sys/mman.h>
 
 #include <atomic>

@@ -42,8 +42,8 @@ DtypeInfo Dtype(int8_t t) {
   return {"unknown", 0};
 }
 
-const char* InitCallName(uint8_t c) {
-  switch (static_cast<CommInitCall>(c)) {
+const char* InitCallName(CommInitCall c) {
+  switch (c) {
     case CommInitCall::kInitRank: return "ncclCommInitRank";
     case CommInitCall::kInitRankConfig: return "ncclCommInitRankConfig";
     case CommInitCall::kInitAll: return "ncclCommInitAll";
@@ -262,110 +262,134 @@ std::string Sink::CommunicatorsJson() const {
 
 void Sink::Take(const HookRecord& r) {
   switch (r.kind) {
-    case RecKind::kCommOp: {
-      CommOp op;
-      op.communicator = CommName(r.comm_id);
-      op.comm_rank = r.comm_rank;
-      op.comm_nranks = r.comm_nranks;
-      op.seq = static_cast<int64_t>(r.seq);
-      op.op = CollectiveFromCode(r.op);
-      DtypeInfo d = Dtype(r.datatype);
-      op.datatype = d.name;
-      op.count = static_cast<int64_t>(r.count);
-      op.bytes = d.size ? static_cast<int64_t>(r.count) * d.size : kUnknown;
-      op.root_peer = r.root_peer;
-      op.host_enter_ns = r.t_enter;
-      op.host_exit_ns = r.t_exit;
-      op.host_tid = r.tid;
-      op.source = CommSource::kNcclHook;
-      op.rule = CommRule::kIdentity;
-      op.launch_id = static_cast<int64_t>(r.launch_id);
-      op.stream_handle = static_cast<int64_t>(r.stream);
-      trace_.comm_ops.push_back(std::move(op));
+    case RecKind::kCommOp: TakeCommOp(r); break;
+    case RecKind::kCommInit: TakeCommInit(r); break;
+    case RecKind::kCommReady: TakeCommReady(r); break;
+    case RecKind::kGroupSimulated: TakeGroupSimulated(r); break;
+    case RecKind::kBufferRegister: TakeBufferRegister(r); break;
+    case RecKind::kPluginComm: TakePluginComm(r); break;
+    case RecKind::kPluginOp: plugin_.TakeOp(r, &trace_); break;
+    case RecKind::kCommDestroy: TakeCommDestroy(r); break;
+    case RecKind::kRangePush:
+    case RecKind::kRangePop:
+    case RecKind::kRangeStart:
+    case RecKind::kRangeEnd:
+    case RecKind::kMark: TakeRange(r); break;
+  }
+}
+
+void Sink::TakeCommOp(const HookRecord& r) {
+  const CommOpPayload& p = r.comm_op;
+  CommOp op;
+  op.communicator = CommName(r.comm_id);
+  op.comm_rank = r.comm_rank;
+  op.comm_nranks = r.comm_nranks;
+  op.seq = static_cast<int64_t>(p.seq);
+  op.op = p.op;
+  DtypeInfo d = Dtype(p.datatype);
+  op.datatype = d.name;
+  op.count = static_cast<int64_t>(p.count);
+  op.bytes = d.size ? static_cast<int64_t>(p.count) * d.size : kUnknown;
+  op.root_peer = p.root_peer;
+  op.host_enter_ns = r.t_enter;
+  op.host_exit_ns = r.t_exit;
+  op.host_tid = r.tid;
+  op.source = CommSource::kNcclHook;
+  op.rule = CommRule::kIdentity;
+  op.launch_id = static_cast<int64_t>(p.launch_id);
+  op.stream_handle = static_cast<int64_t>(p.stream);
+  trace_.comm_ops.push_back(std::move(op));
+}
+
+// Communicator events are kept in meta (communicators), not as rows: each counts in
+// meta_records_ and marks the meta dirty.
+void Sink::TakeCommInit(const HookRecord& r) {
+  ++meta_records_;
+  const CommInitPayload& p = r.comm_init;
+  bool pending = (r.flags & kFlagPending) != 0;
+  comms_.push_back({r.comm_id, p.parent, r.comm_rank, r.comm_nranks, r.device, p.call, r.t_exit, 0, pending});
+  if (p.nccl_version > 0 && trace_.meta.nccl_version.empty())
+    trace_.meta.nccl_version = NcclVersionText(p.nccl_version);
+  if (!pending) ConsiderRank(r.comm_rank, r.comm_nranks, p.call, p.parent);
+  meta_dirty_ = true;
+}
+
+void Sink::TakeCommReady(const HookRecord& r) {
+  ++meta_records_;
+  // The oldest pending communicator of that id (ids are unique per communicator but
+  // for InitAll's, which are blocking, never pending).
+  for (auto& c : comms_) {
+    if (c.id != r.comm_id || !c.pending) continue;
+    c.pending = false;
+    c.rank = r.comm_rank;
+    c.nranks = r.comm_nranks;
+    c.device = r.device;
+    ConsiderRank(c.rank, c.nranks, c.call, c.parent);
+    meta_dirty_ = true;
+    break;
+  }
+}
+
+void Sink::TakeGroupSimulated(const HookRecord& r) {
+  // The group's ops still in the open batch are dropped (they never ran); any committed
+  // before this record arrived stay (a commit inside a group's microseconds: rare).
+  auto& ops = trace_.comm_ops;
+  size_t before = ops.size();
+  auto launch = static_cast<int64_t>(r.group.launch_id);
+  ops.erase(std::remove_if(ops.begin(), ops.end(), [&](const CommOp& o) { return o.launch_id == launch; }),
+            ops.end());
+  trace_.stats.Add(Stat::nccl_simulated_ops, static_cast<int64_t>(before - ops.size()));
+}
+
+void Sink::TakeBufferRegister(const HookRecord& r) {
+  ++meta_records_;
+  if (r.result != 0) return;  // NCCL refused it: nothing was registered
+  Comm* c = nullptr;
+  for (auto& e : comms_)
+    if (e.id == r.comm_id && e.destroyed_ns == 0) c = &e;
+  if (!c) return;  // a communicator we never saw created (or already ended)
+  switch (r.reg.call) {
+    case RegisterCall::kBuffer:
+      ++c->buffers;
+      c->buffer_bytes += static_cast<int64_t>(r.reg.bytes);
       break;
-    }
-    case RecKind::kCommInit: {
-      ++meta_records_;  // kept in meta (communicators), not as a row
-      bool pending = (r.flags & kFlagPending) != 0;
-      comms_.push_back({r.comm_id, r.seq, r.comm_rank, r.comm_nranks, r.device, r.op, r.t_exit, 0, pending});
-      if (r.count > 0 && trace_.meta.nccl_version.empty()) trace_.meta.nccl_version = NcclVersionText(r.count);
-      if (!pending) ConsiderRank(r.comm_rank, r.comm_nranks, r.op, r.seq);
-      meta_dirty_ = true;
+    case RegisterCall::kWindow:
+      ++c->windows;
+      if (r.reg.window_flags & 0x01) ++c->symmetric_windows;  // NCCL_WIN_COLL_SYMMETRIC
+      c->window_bytes += static_cast<int64_t>(r.reg.bytes);
       break;
-    }
-    case RecKind::kCommReady:
-      ++meta_records_;  // kept in meta (communicators), not as a row
-      // The oldest pending communicator of that id (ids are unique per communicator but
-      // for InitAll's, which are blocking, never pending).
-      for (auto& c : comms_) {
-        if (c.id != r.comm_id || !c.pending) continue;
-        c.pending = false;
-        c.rank = r.comm_rank;
-        c.nranks = r.comm_nranks;
-        c.device = r.device;
-        ConsiderRank(c.rank, c.nranks, c.call, c.parent);
-        meta_dirty_ = true;
-        break;
-      }
+    case RegisterCall::kBufferDeregister:
+    case RegisterCall::kWindowDeregister:
+      ++c->deregistered;
       break;
-    case RecKind::kGroupSimulated: {
-      // The group's ops still in the open batch are dropped (they never ran); any committed
-      // before this record arrived stay (a commit inside a group's microseconds: rare).
-      auto& ops = trace_.comm_ops;
-      size_t before = ops.size();
-      auto launch = static_cast<int64_t>(r.launch_id);
-      ops.erase(std::remove_if(ops.begin(), ops.end(), [&](const CommOp& o) { return o.launch_id == launch; }),
-                ops.end());
-      trace_.stats.Add(Stat::nccl_simulated_ops, static_cast<int64_t>(before - ops.size()));
-      break;
-    }
-    case RecKind::kBufferRegister: {
-      ++meta_records_;  // kept in meta (communicators), not as a row
-      if (r.result != 0) break;  // NCCL refused it: nothing was registered
-      Comm* c = nullptr;
-      for (auto& e : comms_)
-        if (e.id == r.comm_id && e.destroyed_ns == 0) c = &e;
-      if (!c) break;  // a communicator we never saw created (or already ended)
-      switch (static_cast<RegisterCall>(r.op)) {
-        case RegisterCall::kBuffer:
-          ++c->buffers;
-          c->buffer_bytes += static_cast<int64_t>(r.count);
-          break;
-        case RegisterCall::kWindow:
-          ++c->windows;
-          if (r.flags & 0x01) ++c->symmetric_windows;  // NCCL_WIN_COLL_SYMMETRIC
-          c->window_bytes += static_cast<int64_t>(r.count);
-          break;
-        case RegisterCall::kBufferDeregister:
-        case RegisterCall::kWindowDeregister:
-          ++c->deregistered;
-          break;
-      }
-      meta_dirty_ = true;
-      break;
-    }
-    case RecKind::kPluginComm: {
-      ++meta_records_;  // kept in meta (communicators), not as a row
-      // An init NCCL ran on a thread of its own (non-blocking creation) does not name our
-      // communicator: the one communicator of the same rank and size, if it is unique.
-      uint64_t resolved = 0;
-      int matches = 0;
-      if (r.comm_id == 0)
-        for (const auto& c : comms_)
-          if (c.rank == r.comm_rank && c.nranks == r.comm_nranks && c.destroyed_ns == 0 && ++matches == 1)
-            resolved = c.id;
-      plugin_.TakeComm(r, matches == 1 ? resolved : 0);
-      break;
-    }
-    case RecKind::kPluginOp:
-      plugin_.TakeOp(r, &trace_);
-      break;
-    case RecKind::kCommDestroy:
-      ++meta_records_;  // kept in meta (communicators), not as a row
-      for (auto& c : comms_)
-        if (c.id == r.comm_id && c.destroyed_ns == 0) c.destroyed_ns = r.t_enter;
-      meta_dirty_ = true;
-      break;
+  }
+  meta_dirty_ = true;
+}
+
+void Sink::TakePluginComm(const HookRecord& r) {
+  ++meta_records_;
+  // An init NCCL ran on a thread of its own (non-blocking creation) does not name our
+  // communicator: the one communicator of the same rank and size, if it is unique.
+  uint64_t resolved = 0;
+  int matches = 0;
+  if (r.comm_id == 0)
+    for (const auto& c : comms_)
+      if (c.rank == r.comm_rank && c.nranks == r.comm_nranks && c.destroyed_ns == 0 && ++matches == 1)
+        resolved = c.id;
+  plugin_.TakeComm(r, matches == 1 ? resolved : 0);
+}
+
+void Sink::TakeCommDestroy(const HookRecord& r) {
+  ++meta_records_;
+  for (auto& c : comms_)
+    if (c.id == r.comm_id && c.destroyed_ns == 0) c.destroyed_ns = r.t_enter;
+  meta_dirty_ = true;
+}
+
+// NVTX: push/pop per thread, start/end by range id, marks as empty ranges. An end without
+// its beginning is counted (nvtx_ranges_unmatched).
+void Sink::TakeRange(const HookRecord& r) {
+  switch (r.kind) {
     case RecKind::kRangePush:
       stacks_[r.tid].push_back({r.t_enter, NameOf(r)});
       break;
@@ -381,10 +405,10 @@ void Sink::Take(const HookRecord& r) {
       break;
     }
     case RecKind::kRangeStart:
-      started_[r.stream] = {r.t_enter, NameOf(r)};
+      started_[r.range.id] = {r.t_enter, NameOf(r)};
       break;
     case RecKind::kRangeEnd: {
-      auto it = started_.find(r.stream);
+      auto it = started_.find(r.range.id);
       if (it == started_.end()) {
         trace_.stats.Add(Stat::nvtx_ranges_unmatched);
         break;
@@ -396,13 +420,15 @@ void Sink::Take(const HookRecord& r) {
     case RecKind::kMark:
       AddRange(r.t_enter, r.t_enter, NameOf(r), r.tid);
       break;
+    default:
+      break;
   }
 }
 
-void Sink::ConsiderRank(int32_t rank, int32_t nranks, uint8_t call, uint64_t parent) {
-  const auto kInitAll = static_cast<uint8_t>(CommInitCall::kInitAll);
+void Sink::ConsiderRank(int32_t rank, int32_t nranks, CommInitCall call, uint64_t parent) {
+  const auto kInitAll = CommInitCall::kInitAll;
   if (cfg_.rank_from_env || nranks <= 1 || rank < 0 || call == kInitAll) return;
-  bool derived = call == static_cast<uint8_t>(CommInitCall::kSplit) || call == static_cast<uint8_t>(CommInitCall::kShrink);
+  bool derived = call == CommInitCall::kSplit || call == CommInitCall::kShrink;
   // A communicator derived from a single-process InitAll (a helper, not a rank) says
   // nothing about the process's rank.
   if (derived && parent != 0)
@@ -433,8 +459,8 @@ const std::string& Sink::CommName(uint64_t id) {
 }
 
 uint32_t Sink::NameOf(const HookRecord& r) {
-  size_t n = strnlen(r.name, sizeof r.name);
-  return trace_.names.Intern(std::string_view(r.name, n));
+  size_t n = strnlen(r.range.name, sizeof r.range.name);
+  return trace_.names.Intern(std::string_view(r.range.name, n));
 }
 
 void Sink::AddRange(int64_t start, int64_t end, uint32_t name_id, int64_t tid) {

@@ -71,6 +71,7 @@ class Sink {
   Status Open();  // creates the file; meta recording_state = "recording"
   // Takes every record the ring holds into the batch; returns how many.
   size_t DrainRing(Ring<HookRecord>* ring);
+  // One record into the batch (or the communicators' meta), by kind: the Take* below.
   void Take(const HookRecord& r);
   // Moves completed CUPTI buffers into the batch (no-op when CUPTI is not recording).
   void DrainCupti(bool force);
@@ -114,12 +115,20 @@ class Sink {
   void ClearRows();
   const std::string& CommName(uint64_t id);
   uint32_t NameOf(const HookRecord& r);
+  void TakeCommOp(const HookRecord& r);
+  void TakeCommInit(const HookRecord& r);
+  void TakeCommReady(const HookRecord& r);
+  void TakeGroupSimulated(const HookRecord& r);
+  void TakeBufferRegister(const HookRecord& r);
+  void TakePluginComm(const HookRecord& r);
+  void TakeCommDestroy(const HookRecord& r);
+  void TakeRange(const HookRecord& r);  // kRangePush/Pop/Start/End, kMark
   void AddRange(int64_t start, int64_t end, uint32_t name_id, int64_t tid);
 
   struct Comm {
     uint64_t id, parent;
     int32_t rank, nranks, device;
-    uint8_t call;
+    CommInitCall call;
     int64_t created_ns, destroyed_ns;
     bool pending;  // non-blocking, not ready at creation: kCommReady fills rank/size/device
     // Successful registrations (kBufferRegister): buffers, windows, symmetric windows, their
@@ -129,7 +138,7 @@ class Sink {
   // The process's rank from a communicator, when no launcher variable named it: the world
   // communicator (created by InitRank*, the largest seen) wins over any sub-communicator
   // (Split/Shrink); a rank from a sub-communicator only is marked uncertain.
-  void ConsiderRank(int32_t rank, int32_t nranks, uint8_t call, uint64_t parent);
+  void ConsiderRank(int32_t rank, int32_t nranks, CommInitCall call, uint64_t parent);
   void ApplyRankCandidate();
   struct OpenRange {
     int64_t start;

@@ -102,7 +102,7 @@ Json FindingsJson(const std::vector<Finding>& findings) {
     j["analyzer"] = f.analyzer;
     j["rank"] = g.ranks.empty() ? OptInt(f.rank) : Json(g.ranks.front());
     j["ranks"] = g.ranks;
-    j["severity"] = f.severity;
+    j["severity"] = SeverityName(f.severity);
     j["message"] = f.message;
     out.push_back(std::move(j));
   }

@@ -37,54 +37,54 @@ bool SameSize(const Call& c, const PluginRow& r) {
   return c.count == r.count;
 }
 
-}  // namespace
+// Whether the store holds plugin ops not joined yet (the table exists, meta nccl_profiler_joined
+// is absent).
+StatusOr<bool> NeedsJoin(sqlite3* h) {
+  Stmt t;
+  OVERLAPPROF_RETURN_IF_ERROR(t.Prepare(h, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?"));
+  t.Bind(1, kNcclProfilerOpTable);
+  OVERLAPPROF_ASSIGN_OR_RETURN(bool has, t.Step("find nccl_profiler_op"));
+  if (!has) return false;
+  Stmt j;
+  OVERLAPPROF_RETURN_IF_ERROR(j.Prepare(h, "SELECT 1 FROM meta WHERE key='nccl_profiler_joined'"));
+  OVERLAPPROF_ASSIGN_OR_RETURN(bool joined, j.Step("meta nccl_profiler_joined"));
+  return !joined;
+}
 
-StatusOr<NcclPluginJoin> JoinNcclProfilerOps(const std::string& path) {
-  NcclPluginJoin out;
-  Db db;
-  OVERLAPPROF_RETURN_IF_ERROR(db.Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX));
-  sqlite3* h = db.get();
-  {
-    Stmt t;
-    OVERLAPPROF_RETURN_IF_ERROR(t.Prepare(h, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?"));
-    t.Bind(1, kNcclProfilerOpTable);
-    OVERLAPPROF_ASSIGN_OR_RETURN(bool has, t.Step("find nccl_profiler_op"));
-    if (!has) return out;
-    Stmt j;
-    OVERLAPPROF_RETURN_IF_ERROR(j.Prepare(h, "SELECT 1 FROM meta WHERE key='nccl_profiler_joined'"));
-    OVERLAPPROF_ASSIGN_OR_RETURN(bool joined, j.Step("meta nccl_profiler_joined"));
-    if (joined) return out;
-  }
+StatusOr<std::vector<PluginRow>> ReadPluginRows(sqlite3* h) {
   std::vector<PluginRow> rows;
-  {
-    Stmt q;
-    OVERLAPPROF_RETURN_IF_ERROR(q.Prepare(
-        h, "SELECT id, communicator, nccl_comm_hash, comm_rank, comm_nranks, op, nccl_seq, count, root_peer, flags, "
-           "host_start_ns, start_ns IS NOT NULL AND end_ns IS NOT NULL AND (flags & 2) = 0, bytes "
-           "FROM nccl_profiler_op ORDER BY id"));
-    for (;;) {
-      OVERLAPPROF_ASSIGN_OR_RETURN(bool row, q.Step("select nccl_profiler_op"));
-      if (!row) break;
-      rows.push_back({q.Int(0), q.Int(2), q.OptionalInt(3), q.OptionalInt(4), q.OptionalInt(6), q.OptionalInt(7),
-                      q.OptionalInt(8), q.Int(9), q.OptionalInt(10), q.OptionalInt(12), std::string(q.Text(1)),
-                      ParseCollective(q.Text(5)), q.Int(11) != 0});
-    }
+  Stmt q;
+  OVERLAPPROF_RETURN_IF_ERROR(q.Prepare(
+      h, "SELECT id, communicator, nccl_comm_hash, comm_rank, comm_nranks, op, nccl_seq, count, root_peer, flags, "
+         "host_start_ns, start_ns IS NOT NULL AND end_ns IS NOT NULL AND (flags & 2) = 0, bytes "
+         "FROM nccl_profiler_op ORDER BY id"));
+  for (;;) {
+    OVERLAPPROF_ASSIGN_OR_RETURN(bool row, q.Step("select nccl_profiler_op"));
+    if (!row) break;
+    rows.push_back({q.Int(0), q.Int(2), q.OptionalInt(3), q.OptionalInt(4), q.OptionalInt(6), q.OptionalInt(7),
+                    q.OptionalInt(8), q.Int(9), q.OptionalInt(10), q.OptionalInt(12), std::string(q.Text(1)),
+                    ParseCollective(q.Text(5)), q.Int(11) != 0});
   }
-  if (rows.empty()) return out;
+  return rows;
+}
+
+StatusOr<std::vector<Call>> ReadCalls(sqlite3* h) {
   std::vector<Call> calls;
-  {
-    Stmt q;
-    OVERLAPPROF_RETURN_IF_ERROR(q.Prepare(
-        h, "SELECT id, communicator, seq, op, count, root_peer, comm_rank, comm_nranks, bytes FROM comm_op ORDER BY id"));
-    for (;;) {
-      OVERLAPPROF_ASSIGN_OR_RETURN(bool row, q.Step("select comm_op"));
-      if (!row) break;
-      calls.push_back({q.Int(0), q.OptionalInt(2), q.OptionalInt(4), q.OptionalInt(5), q.OptionalInt(6),
-                       q.OptionalInt(7), q.OptionalInt(8), std::string(q.Text(1)), ParseCollective(q.Text(3))});
-    }
+  Stmt q;
+  OVERLAPPROF_RETURN_IF_ERROR(q.Prepare(
+      h, "SELECT id, communicator, seq, op, count, root_peer, comm_rank, comm_nranks, bytes FROM comm_op ORDER BY id"));
+  for (;;) {
+    OVERLAPPROF_ASSIGN_OR_RETURN(bool row, q.Step("select comm_op"));
+    if (!row) break;
+    calls.push_back({q.Int(0), q.OptionalInt(2), q.OptionalInt(4), q.OptionalInt(5), q.OptionalInt(6),
+                     q.OptionalInt(7), q.OptionalInt(8), std::string(q.Text(1)), ParseCollective(q.Text(3))});
   }
-  // Communicators the plugin did not name: the one of the same rank and size no other
-  // NCCL communicator (hash) took.
+  return calls;
+}
+
+// Communicators the plugin did not name: the one of the same rank and size no other NCCL
+// communicator (hash) took.
+void NameUnnamedCommunicators(const std::vector<Call>& calls, std::vector<PluginRow>& rows) {
   std::set<std::string> taken;
   for (const auto& r : rows)
     if (!r.communicator.empty()) taken.insert(r.communicator);
@@ -99,7 +99,11 @@ StatusOr<NcclPluginJoin> JoinNcclProfilerOps(const std::string& path) {
   }
   for (auto& r : rows)
     if (r.communicator.empty()) r.communicator = by_hash[r.hash];
+}
 
+// Sets each row's `match` (the comm_op id it joins, by the key of plugin_join.h); returns which
+// calls were taken.
+std::vector<bool> MatchRowsToCalls(const std::vector<Call>& calls, std::vector<PluginRow>& rows) {
   // Calls per (communicator, op) in sequence order, and per (communicator, op, peer) for p2p.
   std::map<std::pair<std::string, Collective>, std::vector<size_t>> colls;
   std::map<std::tuple<std::string, Collective, int64_t>, std::vector<size_t>> p2p;
@@ -145,6 +149,14 @@ StatusOr<NcclPluginJoin> JoinNcclProfilerOps(const std::string& path) {
     used[ci] = true;
     r.match = calls[ci].id;
   }
+  return used;
+}
+
+// The join's counts: rows joined or not, calls on a profiled communicator left without a row,
+// joined rows with GPU times.
+NcclPluginJoin CountJoin(const std::vector<Call>& calls, const std::vector<PluginRow>& rows,
+                         const std::vector<bool>& used) {
+  NcclPluginJoin out;
   std::set<std::string> profiled;
   for (const auto& r : rows)
     if (!r.communicator.empty()) profiled.insert(r.communicator);
@@ -152,7 +164,16 @@ StatusOr<NcclPluginJoin> JoinNcclProfilerOps(const std::string& path) {
   for (const auto& r : rows) (r.match >= 0 ? out.matched : out.plugin_unmatched)++;
   for (size_t i = 0; i < calls.size(); ++i)
     if (!used[i] && profiled.count(calls[i].communicator)) ++out.calls_unmatched;
+  for (const auto& r : rows)
+    if (r.match >= 0 && r.gpu_times) ++out.timed;
+  return out;
+}
 
+// Writes the join in one transaction: each row's comm_op_id and communicator, the two counters,
+// meta nccl_profiler_joined and timing_source (docs/nccl-profiler.md): the plugin's per-op GPU
+// times when any joined op has them, else the kernels.
+Status WriteJoin(Db& db, const std::vector<PluginRow>& rows, const NcclPluginJoin& out) {
+  sqlite3* h = db.get();
   OVERLAPPROF_RETURN_IF_ERROR(db.Exec("BEGIN"));
   Stmt up, stat, meta;
   OVERLAPPROF_RETURN_IF_ERROR(up.Prepare(h, "UPDATE nccl_profiler_op SET comm_op_id = ?, communicator = ? WHERE id = ?"));
@@ -178,15 +199,27 @@ StatusOr<NcclPluginJoin> JoinNcclProfilerOps(const std::string& path) {
   }
   OVERLAPPROF_RETURN_IF_ERROR(meta.Prepare(h, "INSERT OR REPLACE INTO meta(key, value) VALUES('nccl_profiler_joined', 1)"));
   OVERLAPPROF_RETURN_IF_ERROR(meta.StepDone("insert meta"));
-  // What the analysis will time communication by (docs/nccl-profiler.md, "timing_source"):
-  // the plugin's per-op GPU times when any joined op has them, else the kernels.
-  for (const auto& r : rows)
-    if (r.match >= 0 && r.gpu_times) ++out.timed;
   Stmt ts;
   OVERLAPPROF_RETURN_IF_ERROR(ts.Prepare(h, "INSERT OR REPLACE INTO meta(key, value) VALUES('timing_source', ?)"));
   ts.Bind(1, std::string_view(out.timed > 0 ? "nccl_profiler" : "kernels"));
   OVERLAPPROF_RETURN_IF_ERROR(ts.StepDone("insert meta"));
-  OVERLAPPROF_RETURN_IF_ERROR(db.Exec("COMMIT"));
+  return db.Exec("COMMIT");
+}
+
+}  // namespace
+
+StatusOr<NcclPluginJoin> JoinNcclProfilerOps(const std::string& path) {
+  Db db;
+  OVERLAPPROF_RETURN_IF_ERROR(db.Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX));
+  OVERLAPPROF_ASSIGN_OR_RETURN(bool needs, NeedsJoin(db.get()));
+  if (!needs) return NcclPluginJoin{};
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<PluginRow> rows, ReadPluginRows(db.get()));
+  if (rows.empty()) return NcclPluginJoin{};
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<Call> calls, ReadCalls(db.get()));
+  NameUnnamedCommunicators(calls, rows);
+  const std::vector<bool> used = MatchRowsToCalls(calls, rows);
+  const NcclPluginJoin out = CountJoin(calls, rows, used);
+  OVERLAPPROF_RETURN_IF_ERROR(WriteJoin(db, rows, out));
   return out;
 }
 

@@ -485,14 +485,13 @@ class Reader {
   std::vector<uint32_t> name_map_;  // stored string id -> StringTable id
 };
 
-}  // namespace
+// The store's schema version: PRAGMA user_version = major * 1000 + minor.
+struct SchemaVersion {
+  int64_t user_version = 0, major = 0, minor = 0;
+};
 
-StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& options) {
-  Db db;
-  // Defensive mode, no triggers or views, tight limits, cell_size_check, no mmap (sqlite_util.h).
-  OVERLAPPROF_RETURN_IF_ERROR(OpenUntrustedReadOnly(db, path, /*max_columns=*/100));
-  sqlite3* h = db.get();
-
+// An overlapprof store (application_id) of a schema major this build reads.
+StatusOr<SchemaVersion> CheckIdentity(Db& db) {
   StatusOr<int64_t> app_id = PragmaInt(db, "application_id");
   if (!app_id.ok()) {
     if (app_id.status().code() == StatusCode::kCorrupt)
@@ -503,90 +502,114 @@ StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& o
     return MakeError(StatusCode::kInvalidInput,
                      "a SQLite database of another schema (application_id {:#x}), not an overlapprof trace store",
                      static_cast<uint32_t>(*app_id));
-  OVERLAPPROF_ASSIGN_OR_RETURN(int64_t user_version, PragmaInt(db, "user_version"));
-  int64_t major = user_version / 1000, minor = user_version % 1000;
-  if (major > kSchemaMajor)
+  SchemaVersion v;
+  OVERLAPPROF_ASSIGN_OR_RETURN(v.user_version, PragmaInt(db, "user_version"));
+  v.major = v.user_version / 1000;
+  v.minor = v.user_version % 1000;
+  if (v.major > kSchemaMajor)
     return MakeError(StatusCode::kUnsupportedVersion,
                      "written with trace schema {}.{}, but this overlapprof ({}) reads schema {}.x and older: "
                      "upgrade overlapprof to one that reads schema {}",
-                     major, minor, kToolVersion, kSchemaMajor, major);
-  if (major < 1) return MakeError(StatusCode::kInvalidInput, "invalid trace schema version {}", user_version);
+                     v.major, v.minor, kToolVersion, kSchemaMajor, v.major);
+  if (v.major < 1) return MakeError(StatusCode::kInvalidInput, "invalid trace schema version {}", v.user_version);
+  return v;
+}
 
+// Which tables the store has: every required one (else an error), and the optional ones.
+// `injector` is provisional until ReadLayoutMeta confirms it from meta.
+StatusOr<Layout> FindTables(sqlite3* h, const SchemaVersion& version) {
   Layout layout;
-  {
-    Stmt s;
-    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(h, "SELECT 1 FROM sqlite_schema WHERE type='table' AND name=?"));
-    auto has_table = [&](std::string_view table) -> StatusOr<bool> {
-      s.Bind(1, table);
-      StatusOr<bool> present = s.Step("check table");
-      s.Reset();
-      return present;
-    };
-    for (std::string_view table : kRequiredTables) {
-      OVERLAPPROF_ASSIGN_OR_RETURN(bool present, has_table(table));
-      if (!present)
-        return MakeError(StatusCode::kInvalidInput, "trace store lacks table '{}' (schema {}.{})", table, major, minor);
-    }
-    OVERLAPPROF_ASSIGN_OR_RETURN(layout.comm_op_chunks, has_table(kCommOpChunks.chunks));
-    OVERLAPPROF_ASSIGN_OR_RETURN(layout.range_chunks, has_table(kRangeChunks.chunks));
-    OVERLAPPROF_ASSIGN_OR_RETURN(bool ext_table, has_table("external_correlation"));
-    layout.injector = ext_table;  // confirmed from meta after the structure check
-    OVERLAPPROF_ASSIGN_OR_RETURN(layout.nccl_profiler_ops, has_table(kNcclProfilerOpTable));
+  Stmt s;
+  OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(h, "SELECT 1 FROM sqlite_schema WHERE type='table' AND name=?"));
+  auto has_table = [&](std::string_view table) -> StatusOr<bool> {
+    s.Bind(1, table);
+    StatusOr<bool> present = s.Step("check table");
+    s.Reset();
+    return present;
+  };
+  for (std::string_view table : kRequiredTables) {
+    OVERLAPPROF_ASSIGN_OR_RETURN(bool present, has_table(table));
+    if (!present)
+      return MakeError(StatusCode::kInvalidInput, "trace store lacks table '{}' (schema {}.{})", table, version.major,
+                       version.minor);
   }
+  OVERLAPPROF_ASSIGN_OR_RETURN(layout.comm_op_chunks, has_table(kCommOpChunks.chunks));
+  OVERLAPPROF_ASSIGN_OR_RETURN(layout.range_chunks, has_table(kRangeChunks.chunks));
+  OVERLAPPROF_ASSIGN_OR_RETURN(bool ext_table, has_table("external_correlation"));
+  layout.injector = ext_table;
+  OVERLAPPROF_ASSIGN_OR_RETURN(layout.nccl_profiler_ops, has_table(kNcclProfilerOpTable));
+  return layout;
+}
+
+// Structure check of exactly the tables read (the row copies of chunked records are not read,
+// so not checked: that keeps the check proportional to the data used; the chunks' own contents
+// are validated record by record when decoded).
+Status QuickCheckTablesRead(sqlite3* h, const Layout& layout, const TraceNeeds& needs) {
+  std::vector<std::string_view> read_tables = {"meta", "string", "device", "stream"};
+  read_tables.push_back(layout.comm_op_chunks ? kCommOpChunks.chunks : kCommOpChunks.rows);
+  read_tables.push_back("activity_chunk");
+  if (needs.host_calls) read_tables.push_back("host_call_chunk");
+  if (layout.injector) read_tables.push_back("external_correlation");
+  read_tables.push_back(layout.range_chunks ? kRangeChunks.chunks : kRangeChunks.rows);
+  read_tables.push_back("stats");
+  if (layout.nccl_profiler_ops) read_tables.push_back(kNcclProfilerOpTable);
+  for (std::string_view table : read_tables) {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(h, fmt::format("PRAGMA quick_check({})", table)));
+    StatusOr<bool> row = s.Step("quick_check");
+    if (!row.ok()) return MakeError(StatusCode::kCorrupt, "corrupted SQLite file ({})", row.status().message());
+    std::string verdict(*row ? s.Text(0) : "no result");
+    if (verdict != "ok") {
+      for (char& c : verdict)
+        if (c == '\n' || c == '\r') c = ' ';
+      return MakeError(StatusCode::kCorrupt, "corrupted SQLite file (quick_check: {})", verdict);
+    }
+  }
+  return OkStatus();
+}
+
+// What meta says about the layout: the schema version it repeats (must agree with
+// user_version), whether the injector wrote it (source_format), and whether the row tables copy
+// the chunks (row_copies).
+Status ReadLayoutMeta(sqlite3* h, const SchemaVersion& version, Layout& layout) {
+  // meta('schema_version') repeats user_version as "major.minor" (schema.h): a store where
+  // the two disagree is damaged or forged, and is read as neither.
+  Stmt v;
+  OVERLAPPROF_RETURN_IF_ERROR(v.Prepare(h, "SELECT value FROM meta WHERE key='schema_version'"));
+  OVERLAPPROF_ASSIGN_OR_RETURN(bool has_version, v.Step("select meta"));
+  const std::string said = fmt::format("{}.{}", version.major, version.minor);
+  if (has_version && (sqlite3_column_type(v.get(), 0) != SQLITE_TEXT || v.Text(0) != said))
+    return MakeError(StatusCode::kInvalidInput,
+                     "the store's two schema versions disagree: PRAGMA user_version {} ({}) but meta.schema_version "
+                     "'{}'",
+                     version.user_version, said, v.Text(0));
+  if (layout.injector) {
+    Stmt m;
+    OVERLAPPROF_RETURN_IF_ERROR(m.Prepare(h, "SELECT value FROM meta WHERE key='source_format'"));
+    OVERLAPPROF_ASSIGN_OR_RETURN(bool row, m.Step("select meta"));
+    layout.injector = row && m.Text(0) == "overlapprof";
+  }
+  Stmt rc;
+  OVERLAPPROF_RETURN_IF_ERROR(rc.Prepare(h, "SELECT value FROM meta WHERE key='row_copies'"));
+  OVERLAPPROF_ASSIGN_OR_RETURN(bool has_rc, rc.Step("select meta"));
+  layout.row_copies = !(has_rc && sqlite3_column_type(rc.get(), 0) == SQLITE_INTEGER && rc.Int(0) == 0);
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& options) {
+  Db db;
+  // Defensive mode, no triggers or views, tight limits, cell_size_check, no mmap (sqlite_util.h).
+  OVERLAPPROF_RETURN_IF_ERROR(OpenUntrustedReadOnly(db, path, /*max_columns=*/100));
+  sqlite3* h = db.get();
+  OVERLAPPROF_ASSIGN_OR_RETURN(SchemaVersion version, CheckIdentity(db));
+  OVERLAPPROF_ASSIGN_OR_RETURN(Layout layout, FindTables(h, version));
   // Injector stores link activities to launches and comm ops through host calls.
   StoreReadOptions opts = options;
   if (layout.injector) opts.needs.host_calls = true;
-  auto read_layout_meta = [&]() -> Status {
-    // meta('schema_version') repeats user_version as "major.minor" (schema.h): a store where
-    // the two disagree is damaged or forged, and is read as neither.
-    Stmt v;
-    OVERLAPPROF_RETURN_IF_ERROR(v.Prepare(h, "SELECT value FROM meta WHERE key='schema_version'"));
-    OVERLAPPROF_ASSIGN_OR_RETURN(bool has_version, v.Step("select meta"));
-    const std::string said = fmt::format("{}.{}", major, minor);
-    if (has_version && (sqlite3_column_type(v.get(), 0) != SQLITE_TEXT || v.Text(0) != said))
-      return MakeError(StatusCode::kInvalidInput,
-                       "the store's two schema versions disagree: PRAGMA user_version {} ({}) but meta.schema_version "
-                       "'{}'",
-                       user_version, said, v.Text(0));
-    if (layout.injector) {
-      Stmt m;
-      OVERLAPPROF_RETURN_IF_ERROR(m.Prepare(h, "SELECT value FROM meta WHERE key='source_format'"));
-      OVERLAPPROF_ASSIGN_OR_RETURN(bool row, m.Step("select meta"));
-      layout.injector = row && m.Text(0) == "overlapprof";
-    }
-    Stmt rc;
-    OVERLAPPROF_RETURN_IF_ERROR(rc.Prepare(h, "SELECT value FROM meta WHERE key='row_copies'"));
-    OVERLAPPROF_ASSIGN_OR_RETURN(bool has_rc, rc.Step("select meta"));
-    layout.row_copies = !(has_rc && sqlite3_column_type(rc.get(), 0) == SQLITE_INTEGER && rc.Int(0) == 0);
-    return OkStatus();
-  };
-  if (opts.quick_check) {
-    // Structure check of exactly the tables read (the row copies of chunked records are
-    // not read, so not checked: that keeps the check proportional to the data used; the
-    // chunks' own contents are validated record by record when decoded).
-    std::vector<std::string_view> read_tables = {"meta", "string", "device", "stream"};
-    read_tables.push_back(layout.comm_op_chunks ? kCommOpChunks.chunks : kCommOpChunks.rows);
-    read_tables.push_back("activity_chunk");
-    if (opts.needs.host_calls) read_tables.push_back("host_call_chunk");
-    if (layout.injector) read_tables.push_back("external_correlation");
-    read_tables.push_back(layout.range_chunks ? kRangeChunks.chunks : kRangeChunks.rows);
-    read_tables.push_back("stats");
-    if (layout.nccl_profiler_ops) read_tables.push_back(kNcclProfilerOpTable);
-    for (std::string_view table : read_tables) {
-      Stmt s;
-      OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(h, fmt::format("PRAGMA quick_check({})", table)));
-      StatusOr<bool> row = s.Step("quick_check");
-      if (!row.ok()) return MakeError(StatusCode::kCorrupt, "corrupted SQLite file ({})", row.status().message());
-      std::string verdict(*row ? s.Text(0) : "no result");
-      if (verdict != "ok") {
-        for (char& c : verdict)
-          if (c == '\n' || c == '\r') c = ' ';
-        return MakeError(StatusCode::kCorrupt, "corrupted SQLite file (quick_check: {})", verdict);
-      }
-    }
-  }
-
-  OVERLAPPROF_RETURN_IF_ERROR(read_layout_meta());
+  if (opts.quick_check) OVERLAPPROF_RETURN_IF_ERROR(QuickCheckTablesRead(h, layout, opts.needs));
+  OVERLAPPROF_RETURN_IF_ERROR(ReadLayoutMeta(h, version, layout));
   // A schema-1.1 store written by `import` has the (empty) external_correlation table too; only
   // an injector store (meta says so) needs its host calls decoded for linking.
   opts.needs.host_calls = options.needs.host_calls || layout.injector;

@@ -5,7 +5,7 @@
 //  - kBulk (`overlapprof import`): writes `<path>.partial` with the journal off, in
 //    batches, then creates the indexes, switches to journal_mode=DELETE and renames the
 //    file into place. A crash leaves no half-written store under the final name.
-//  - kLive (the injector's background writer, issue 3): WAL, synchronous=NORMAL, one
+//  - kLive (the injector's background writer): WAL, synchronous=NORMAL, one
 //    transaction per Append batch, so a killed process loses at most the open batch.
 // Not thread-safe: one thread owns a StoreWriter.
 #include <memory>

@@ -45,17 +45,17 @@ class SinkTest : public ::testing::Test {
   static HookRecord Op(uint64_t comm, uint64_t seq, uint64_t count, int8_t dtype = 7 /* float32 */) {
     HookRecord r;
     r.kind = RecKind::kCommOp;
-    r.op = static_cast<uint8_t>(Collective::kAllReduce);
-    r.datatype = dtype;
+    r.comm_op.op = Collective::kAllReduce;
+    r.comm_op.datatype = dtype;
     r.comm_id = comm;
     r.comm_rank = 2;
     r.comm_nranks = 4;
-    r.seq = seq;
-    r.count = count;
+    r.comm_op.seq = seq;
+    r.comm_op.count = count;
     r.tid = 7;
     r.t_enter = 1700000000000000000 + static_cast<int64_t>(seq) * 1000;
     r.t_exit = r.t_enter + 500;
-    r.launch_id = seq + 1;
+    r.comm_op.launch_id = seq + 1;
     return r;
   }
   static HookRecord Named(RecKind kind, int32_t tid, int64_t t, const char* name = "", uint64_t id = 0) {
@@ -63,8 +63,8 @@ class SinkTest : public ::testing::Test {
     r.kind = kind;
     r.tid = tid;
     r.t_enter = r.t_exit = t;
-    r.stream = id;
-    std::snprintf(r.name, sizeof r.name, "%s", name);
+    r.range.id = id;
+    std::snprintf(r.range.name, sizeof r.range.name, "%s", name);
     return r;
   }
 
@@ -78,7 +78,7 @@ TEST_F(SinkTest, OpsBecomeCommOpsAndBatchIdsContinueAcrossCommits) {
   EXPECT_EQ(Query("SELECT value FROM meta WHERE key='recording_state'"), "recording");
   HookRecord init;
   init.kind = RecKind::kCommInit;
-  init.op = static_cast<uint8_t>(CommInitCall::kInitRank);
+  init.comm_init.call = CommInitCall::kInitRank;
   init.comm_id = 0xabcdef;
   init.comm_rank = 2;
   init.comm_nranks = 4;
@@ -191,7 +191,7 @@ TEST_F(SinkTest, AfterAFailedWriteEveryRecordIsCountedOnce) {
   HookRecord push;
   push.kind = RecKind::kRangePush;
   push.tid = 7;
-  std::memcpy(push.name, "step", 5);
+  std::memcpy(push.range.name, "step", 5);
   sink.Take(push);
   EXPECT_EQ(sink.BatchRecords(), 11);
   sink.EnterFailed();
@@ -218,41 +218,41 @@ TEST_F(SinkTest, PluginOpsBecomeRowsOnTheTraceClock) {
   ASSERT_TRUE(sink.Open().ok());
   HookRecord init;
   init.kind = RecKind::kCommInit;
-  init.op = static_cast<uint8_t>(CommInitCall::kInitRank);
+  init.comm_init.call = CommInitCall::kInitRank;
   init.comm_id = 0xabc;
   init.comm_rank = 1;
   init.comm_nranks = 8;
   sink.Take(init);
   HookRecord comm;
   comm.kind = RecKind::kPluginComm;
-  comm.op = 5;
+  comm.plugin_comm.abi_version = 5;
   comm.comm_id = 0;  // NCCL initialized it on a thread of its own
-  comm.stream = 0x1234;
+  comm.plugin_comm.comm_hash = 0x1234;
   comm.comm_rank = 1;
   comm.comm_nranks = 8;
-  comm.root_peer = 1;
-  std::snprintf(comm.name, sizeof comm.name, "%s", "dp");
+  comm.plugin_comm.nnodes = 1;
+  std::snprintf(comm.plugin_comm.name, sizeof comm.plugin_comm.name, "%s", "dp");
   sink.Take(comm);
   const int64_t gpu = 5000000000, host = 1700000000000000000;
   auto op = [&](uint64_t seq, int64_t start, int64_t sample) {
     HookRecord r;
     r.kind = RecKind::kPluginOp;
-    r.op = static_cast<uint8_t>(Collective::kAllGather);
-    r.datatype = 9;  // bfloat16
-    r.count = 256;
-    r.seq = seq;
-    r.stream = 0x1234;
+    r.plugin_op.op = Collective::kAllGather;
+    r.plugin_op.datatype = 9;  // bfloat16
+    r.plugin_op.count = 256;
+    r.plugin_op.seq = seq;
+    r.plugin_op.comm_hash = 0x1234;
     r.comm_rank = 1;
     r.comm_nranks = 8;
     r.t_enter = gpu + start;
     r.t_exit = gpu + start + 700;
-    r.launch_id = 3;
-    r.plugin.clock_sample = host - gpu + sample;
-    r.plugin.channels = 2;
-    r.plugin.channels_expected = 2;
-    r.plugin.abi_version = 5;
-    std::snprintf(r.plugin.algo, sizeof r.plugin.algo, "%s", "RING");
-    std::snprintf(r.plugin.proto, sizeof r.plugin.proto, "%s", "LL128");
+    r.plugin_op.group_id = 3;
+    r.plugin_op.clock_sample = host - gpu + sample;
+    r.plugin_op.channels = 2;
+    r.plugin_op.channels_expected = 2;
+    r.plugin_op.abi_version = 5;
+    std::snprintf(r.plugin_op.algo, sizeof r.plugin_op.algo, "%s", "RING");
+    std::snprintf(r.plugin_op.proto, sizeof r.plugin_op.proto, "%s", "LL128");
     return r;
   };
   sink.Take(op(0, 0, 900));

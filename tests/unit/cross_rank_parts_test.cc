@@ -46,7 +46,7 @@ RankOps Rank(int64_t rank, std::string host, std::vector<OpRecord> ops, int64_t 
 
 std::vector<std::string> Messages(const Summary& s) {
   std::vector<std::string> out;
-  for (const Finding& f : s.findings) out.push_back(f.severity + ": " + f.message);
+  for (const Finding& f : s.findings) out.push_back(std::string(SeverityName(f.severity)) + ": " + f.message);
   return out;
 }
 
@@ -189,7 +189,7 @@ TEST(CrossRankClocks, OffsetEstimatedFromCollectiveEndsAndApplied) {
   Summary s;
   AddClockFindings(d, s);
   ASSERT_EQ(s.findings.size(), 1u);
-  EXPECT_EQ(s.findings[0].severity, "info");
+  EXPECT_EQ(s.findings[0].severity, Severity::kInfo);
   EXPECT_NE(s.findings[0].message.find("the clock of b reads 2.00 ms ahead of that of a"), std::string::npos)
       << s.findings[0].message;
 }
@@ -205,7 +205,7 @@ TEST(CrossRankClocks, TooFewSharedCollectivesLeaveTheDomainUnaligned) {
   Summary s;
   AddClockFindings(d, s);
   ASSERT_EQ(s.findings.size(), 1u);
-  EXPECT_EQ(s.findings[0].severity, "warning");
+  EXPECT_EQ(s.findings[0].severity, Severity::kWarning);
   EXPECT_NE(s.findings[0].message.find("could not be aligned"), std::string::npos);
 }
 
@@ -393,7 +393,7 @@ TEST(CrossRankStragglers, WithoutAPersistentOneTheCostliestIsInfo) {
   Summary s;
   AddStragglerFindings(ranks, t, StragglerOrder(t), s);
   ASSERT_EQ(s.findings.size(), 1u);  // 50% is the fair share of two ranks: not persistent
-  EXPECT_EQ(s.findings[0].severity, "info");
+  EXPECT_EQ(s.findings[0].severity, Severity::kInfo);
   EXPECT_EQ(s.findings[0].rank, 0);
 }
 
@@ -402,7 +402,7 @@ TEST(CrossRankStragglers, WithoutAPersistentOneTheCostliestIsInfo) {
 TEST(CrossRankResultJson, SectionsInTheOrderTheyAppeared) {
   Summary s;
   s.Section("buckets") = Json::array();
-  s.AddFinding("x", kUnknown, "info", "first");
+  s.AddFinding("x", kUnknown, Severity::kInfo, "first");
   CrossRankResult r;
   r.summary.matched = 1;
   r.summary.skew_ns = SkewStats{1, 2, 3};
@@ -415,7 +415,7 @@ TEST(CrossRankResultJson, SectionsInTheOrderTheyAppeared) {
   r.collectives.push_back(c);
   r.ranks.push_back({0, "h", 1, 5, 6, 5, 11});
   s.SetCrossRank(r);
-  s.AddFinding("y", 3, "warning", "second");
+  s.AddFinding("y", 3, Severity::kWarning, "second");
   Json j = SummaryToJson(s);
   std::vector<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.push_back(k);

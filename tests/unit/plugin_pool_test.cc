@@ -29,8 +29,8 @@ struct Sink {
 HookRecord Rec(uint64_t seq, uint8_t flags = 0) {
   HookRecord r;
   r.kind = RecKind::kPluginOp;
-  r.seq = seq;
-  r.flags = flags;
+  r.plugin_op.seq = seq;
+  r.plugin_op.flags = flags;
   return r;
 }
 
@@ -55,11 +55,11 @@ TEST(PluginPool, MinStartMaxStopOverChannelsThenOneEmit) {
   const HookRecord& r = s.out[0];
   EXPECT_EQ(r.t_enter, 1000);
   EXPECT_EQ(r.t_exit, 2000);
-  EXPECT_EQ(r.seq, 7u);
-  EXPECT_EQ(r.plugin.channels, 3);
-  EXPECT_EQ(r.plugin.channels_expected, 3);
-  EXPECT_EQ(r.plugin.clock_sample, 5002 - 1020);  // min over channels of host - gpu start (channel 2)
-  EXPECT_FALSE(r.flags & kPluginFlagIncomplete);
+  EXPECT_EQ(r.plugin_op.seq, 7u);
+  EXPECT_EQ(r.plugin_op.channels, 3);
+  EXPECT_EQ(r.plugin_op.channels_expected, 3);
+  EXPECT_EQ(r.plugin_op.clock_sample, 5002 - 1020);  // min over channels of host - gpu start (channel 2)
+  EXPECT_FALSE(r.plugin_op.flags & kPluginFlagIncomplete);
   // Late events of the emitted op: stale, never applied to the slot's next op.
   EXPECT_EQ(pool.ChannelStart(op, 3, 1, 1), nullptr);
   EXPECT_FALSE(pool.StopTask(op, 1, s.Fn()));
@@ -112,8 +112,8 @@ TEST(PluginPool, ProxyOpsKeepTheOpOpenAndAreCounted) {
   EXPECT_TRUE(s.out.empty()) << "the proxy op is still running";
   EXPECT_TRUE(pool.ProxyStop(px, s.Fn()));
   ASSERT_EQ(s.out.size(), 1u);
-  EXPECT_EQ(s.out[0].plugin.proxy_ops, 1u);
-  EXPECT_EQ(s.out[0].plugin.proxy_steps, 2u);
+  EXPECT_EQ(s.out[0].plugin_op.proxy_ops, 1u);
+  EXPECT_EQ(s.out[0].plugin_op.proxy_steps, 2u);
 }
 
 TEST(PluginPool, FullPoolRefusesAndRecyclesAfterEmit) {
@@ -143,13 +143,13 @@ TEST(PluginPool, FlushEmitsOpenOpsOfOneContextMarkedIncomplete) {
   pool.ChannelStop(ca, s.Fn());
   EXPECT_EQ(pool.Flush(1, s.Fn()), 1u);
   ASSERT_EQ(s.out.size(), 1u);
-  EXPECT_TRUE(s.out[0].flags & kPluginFlagIncomplete);
-  EXPECT_EQ(s.out[0].plugin.channels, 1);
+  EXPECT_TRUE(s.out[0].plugin_op.flags & kPluginFlagIncomplete);
+  EXPECT_EQ(s.out[0].plugin_op.channels, 1);
   EXPECT_EQ(s.out[0].t_exit, 20);
   EXPECT_FALSE(pool.StopTask(a, 30, s.Fn())) << "flushed: later events are stale";
   EXPECT_EQ(pool.Flush(0, s.Fn()), 1u);  // everything left (b)
   EXPECT_EQ(s.out.size(), 2u);
-  EXPECT_EQ(s.out[1].seq, 2u);
+  EXPECT_EQ(s.out[1].plugin_op.seq, 2u);
   (void)b;
 }
 
@@ -206,10 +206,10 @@ TEST(PluginPool, ConcurrentChannelsEmitEachOpOnce) {
   EXPECT_EQ(static_cast<int>(s.out.size()) + dropped.load(), kOps);
   std::vector<int> seen(kOps, 0);
   for (const auto& r : s.out) {
-    ++seen[r.seq];
+    ++seen[r.plugin_op.seq];
     EXPECT_EQ(r.t_enter, 100);
     EXPECT_EQ(r.t_exit, 300);
-    EXPECT_EQ(r.plugin.channels, kChannels);
+    EXPECT_EQ(r.plugin_op.channels, kChannels);
   }
   for (int i = 0; i < kOps; ++i) EXPECT_LE(seen[i], 1) << i;
 }

@@ -160,8 +160,8 @@ TEST(StepBreakdown, WaitingIsCappedAtTheExposedCommunication) {
 }
 
 TEST(StepBreakdown, IdenticalFindingsAreGroupedWithTheirRanks) {
-  std::vector<Finding> f = {{"a", 3, "warning", "same"}, {"a", 1, "warning", "same"}, {"b", 1, "warning", "same"},
-                            {"a", kUnknown, "info", "run"}, {"a", 2, "warning", "other"}, {"a", 1, "warning", "same"}};
+  std::vector<Finding> f = {{"a", 3, Severity::kWarning, "same"}, {"a", 1, Severity::kWarning, "same"}, {"b", 1, Severity::kWarning, "same"},
+                            {"a", kUnknown, Severity::kInfo, "run"}, {"a", 2, Severity::kWarning, "other"}, {"a", 1, Severity::kWarning, "same"}};
   std::vector<GroupedFinding> g = GroupFindings(f);
   ASSERT_EQ(g.size(), 4u);
   EXPECT_EQ(g[0].first, &f[0]);

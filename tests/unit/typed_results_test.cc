@@ -114,8 +114,8 @@ TEST(TypedResults, TerminalPrintsFromTheStructs) {
   cr.stragglers.push_back({2, 3, 4, 0.75, 5000000, 100000});
   cr.stragglers.push_back({0, 0, 4, 0.0, 0, std::nullopt});  // never last: not printed
   s.SetCrossRank(cr);
-  s.AddFinding("x", kUnknown, "info", "an info line");
-  s.AddFinding("y", 3, "warning", "a warning line");
+  s.AddFinding("x", kUnknown, Severity::kInfo, "an info line");
+  s.AddFinding("y", 3, Severity::kWarning, "a warning line");
   std::ostringstream out;
   ASSERT_TRUE(MakeTerminalReport()->Write(s, {}, out).ok());
   const std::string text = out.str();
