@@ -250,7 +250,7 @@ void WriteFindings(const Page& p) {
   out << "\nfindings:\n";
   size_t shown = 0;
   const std::vector<GroupedFinding> grouped = GroupFindings(s.findings);
-  for (const char* sev : {"error", "warning", "info"}) {
+  for (Severity sev : {Severity::kError, Severity::kWarning, Severity::kInfo}) {
     for (const GroupedFinding& g : grouped) {
       const Finding& f = *g.first;
       if (f.severity != sev) continue;
@@ -258,7 +258,8 @@ void WriteFindings(const Page& p) {
       std::string who = g.ranks.size() > 1   ? fmt::format("ranks {}", fmt::join(g.ranks, ", "))
                         : g.ranks.size() == 1 ? fmt::format("rank {}", g.ranks[0])
                                               : std::string("run");
-      std::string tag = std::string(sev) == "warning" ? p.Paint("33", sev) : std::string(sev);
+      const std::string_view name = SeverityName(sev);
+      std::string tag = sev == Severity::kWarning ? p.Paint("33", std::string(name)) : std::string(name);
       out << fmt::format("  {} {}: {}\n", tag, who, EscapeForTerminal(f.message));
     }
   }
