@@ -63,7 +63,7 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(io.comm_patterns, MakeCommPatterns(a.comm_kernel, a.not_comm));
   io.kernel_timing_only = a.comm_timing == "kernels";
   if (a.rank_by_gpu) {
-    OVERLAPPROF_ASSIGN_OR_RETURN(io.rank_by_gpu_world, CheckRanksByGpu(files));
+    OVERLAPPROF_ASSIGN_OR_RETURN(io.nsys.rank_by_gpu_world, CheckRanksByGpu(files));
   }
   AnalysisOptions ao;
   ao.step_range = a.step_range;

@@ -40,7 +40,7 @@ CommandResult RunImport(const ImportArgs& a) {
   ImportOptions io;
   io.kineto_time_exp = exp;
   if (a.rank_by_gpu) {
-    OVERLAPPROF_ASSIGN_OR_RETURN(io.rank_by_gpu_world, CheckRanksByGpu(files));
+    OVERLAPPROF_ASSIGN_OR_RETURN(io.nsys.rank_by_gpu_world, CheckRanksByGpu(files));
   }
   ImportScratch scratch;  // the document buffer and JSON parser, reused for every file
   io.scratch = &scratch;

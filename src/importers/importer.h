@@ -5,6 +5,8 @@
 // into a RankTrace (ImportSession::Import). What an importer learns about a file (its ranks,
 // rows read ahead) lives in the session, never in process-wide state.
 // To add one: a file in src/importers/ with a factory, and one line in src/cli/registry.inc.
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +28,33 @@ struct ImportScratch {
   InputBuffer buffer;                 // the decompressed document
   std::vector<uint8_t> compressed;    // gzip bytes while inflating
   std::shared_ptr<void> json_parser;  // simdjson::ondemand::parser, made by the Kineto importer
+};
+
+// How an Nsight Systems export's tables are read (src/importers/nsys/nsys_file_session.h): the
+// ways give the same ranks; the default is the fastest, the others are what it is tested and
+// measured against.
+enum class NsysReadMode : uint8_t {
+  kAuto,         // ranks built while listing (within read_ahead_budget_bytes), else as kSpill
+  kSpill,        // one pass over each table, rows spilled by rank to a temporary file
+  kScanPerRank,  // each rank scans the tables' pages itself
+  kSql,          // each rank reads through SQL queries
+};
+
+struct NsysImportOptions {
+  NsysReadMode read_mode = NsysReadMode::kAuto;
+  // --rank-by-gpu: a rank of an export that does not say its rank gets its CUDA device as rank
+  // and local rank, and this world size (ImportFile; the inputs were checked by
+  // CheckRanksByGpu). 0: off.
+  int64_t rank_by_gpu_world = 0;
+};
+
+// What tests and benchmarks watch of imports beyond their traces (ImportOptions::observer);
+// production passes none. Counted from any thread.
+struct ImportObserver {
+  // Ranks that sessions read whole while listing their files (ImportSession::Units).
+  std::atomic<uint64_t> ranks_built_while_listing{0};
+  // Of them, ranks imported from what the listing read (ImportSession::Import).
+  std::atomic<uint64_t> ranks_imported_from_listing{0};
 };
 
 struct ImportOptions {
@@ -53,16 +82,17 @@ struct ImportOptions {
   // only for what its analyzers need (Analyzer::needs); `import` keeps everything.
   TraceNeeds store_needs = TraceNeeds::All();
   ImportScratch* scratch = nullptr;  // optional; never shared between threads
+  NsysImportOptions nsys;
+  // Bytes that sessions may hold read ahead of their imports (ranks built while listing), all
+  // the files of one ExpandInputs together: each file is given what the ones before it left.
+  uint64_t read_ahead_budget_bytes = uint64_t{1} << 30;
+  ImportObserver* observer = nullptr;  // optional, for tests; shared between threads
   // --comm-kernel / --not-comm (src/trace/classify.h), applied after import by ImportFile
   // (src/cli/pipeline.h), to every format; null: none. Shared, read-only.
   std::shared_ptr<const CommPatterns> comm_patterns;
   // --comm-timing kernels: drop NCCL profiler plugin ops after import (ImportFile), so that
   // communication is timed by its kernels as without the plugin (docs/nccl-profiler.md).
   bool kernel_timing_only = false;
-  // --rank-by-gpu: a rank of an Nsight Systems export that does not say its rank gets its CUDA
-  // device as rank and local rank, and this world size (ImportFile; the inputs were checked by
-  // CheckRanksByGpu). 0: off.
-  int64_t rank_by_gpu_world = 0;
 };
 
 // One input file opened by its importer, for as long as the pipeline reads it (the pipeline
@@ -78,6 +108,8 @@ class ImportSession {
   virtual StatusOr<std::vector<std::string>> Units() { return std::vector<std::string>{}; }
   // One rank: `unit` one of Units(), or "" for the whole file (an error when it holds several).
   virtual StatusOr<RankTrace> Import(const std::string& unit, const ImportOptions& options) = 0;
+  // Bytes held now, read ahead of the imports (ImportOptions::read_ahead_budget_bytes).
+  virtual uint64_t ReadAheadBytes() const { return 0; }
 };
 
 class Importer {
@@ -103,19 +135,6 @@ class OneRankImporter : public Importer {
   virtual StatusOr<RankTrace> Import(const std::string& path, const ImportOptions& options) const = 0;
   StatusOr<std::unique_ptr<ImportSession>> Open(const std::string& path, const ImportOptions& options) const final;
 };
-
-// An Nsight Systems report (.nsys-rep) -> the path of its SQLite export: runs `nsys export`
-// when nsys is on PATH (into a per-user cache in $TMPDIR, reused while the report is
-// unchanged); otherwise an error saying the command to run. (src/importers/nsys.cc)
-StatusOr<std::string> ExportNsysReport(const std::string& path, const std::string& cache_dir = "");
-
-// Ranks of Nsight Systems exports built while they were listed (ImportSession::Units) and not yet
-// imported: how the tests and the bench see which way an export was read (src/importers/nsys.cc).
-size_t NsysRanksBuiltWhileListing();
-
-// The CUDA device of an Nsight Systems rank key (ImportSession::Units: "pid<PID>.gpu<DEVICE>"), or
-// nullopt when `key` is not one.
-std::optional<int64_t> NsysUnitDevice(std::string_view key);
 
 // Kineto parsing of a JSON document held in memory (also used by the fuzzer and the
 // benchmark): streamed from the buffer, as a file is (ParseKinetoStream). `capacity` is unused
