@@ -72,7 +72,7 @@ void ApplyPayloads(CommOp& op, It begin, It end, const std::map<uint64_t, std::p
 }  // namespace
 
 // NCCL annotates its API calls with NVTX ranges (domain "NCCL"; exports without the payload
-// still have the names). A communication kernel's launch (its runtime call, LinkLaunches)
+// still have the names). A communication kernel's launch (its runtime call, linked by the reader)
 // lies inside the call that launched it: the collective's own range (ncclAllReduce), or the
 // ncclGroupEnd of a group, whose calls are the NCCL ranges of that thread since its
 // ncclGroupStart (else since the previous ncclGroupEnd). The op is named from them when they

@@ -69,7 +69,9 @@ Status NsysRankReader::Begin(const UnitKey& unit, const TraceNeeds& needs, bool 
 
 // Read's last step, after the GPU and runtime tables: NVTX, the device and host, the rank.
 StatusOr<RankTrace> NsysRankReader::Finish(const std::function<StatusOr<size_t>()>& units_in_file) {
-  LinkLaunches();
+  // Activities that no runtime call launched (no runtime table, no id, no call with the id)
+  // are counted as unmatched correlations; sync records have no launch.
+  if (!launches_counted_) builder_.EndLaunches(t_);
   if (db_.Has(kNvtx)) OVERLAPPROF_RETURN_IF_ERROR(ReadNvtx());
   OVERLAPPROF_RETURN_IF_ERROR(ReadDeviceAndHost());
 
@@ -145,45 +147,14 @@ Status NsysRankReader::ReadRuntime() {
 StatusOr<bool> NsysRankReader::BeginRuntime() {
   OVERLAPPROF_ASSIGN_OR_RETURN(auto cols, db_.Columns(kRuntime));
   for (const char* c : {"start", "end", "correlationId"})
-    if (!cols.count(c)) return false;  // no launch times (counted as unmatched in LinkLaunches)
-  // (correlation id, activity index), sorted by id then index.
-  wanted_.clear();
-  wanted_.reserve(t_.activities.size());
-  Prefault(wanted_.data(), wanted_.capacity() * sizeof(wanted_[0]));
-  for (uint32_t i = 0; i < t_.activities.size(); ++i) {
-    const Activity& a = t_.activities[i];
-    if (a.correlation_id != kUnknown && a.kind != ActivityKind::kSync) wanted_.emplace_back(a.correlation_id, i);
-  }
-  if (!std::is_sorted(wanted_.begin(), wanted_.end())) std::sort(wanted_.begin(), wanted_.end());
-  if (wanted_.empty()) return false;
-  runtime_hint_ = 0;
-  linked_.assign(wanted_.size(), 0);
-  runtime_lo_ = wanted_.front().first;
-  runtime_hi_ = wanted_.back().first;
-  return true;
+    if (!cols.count(c)) return false;  // no launch times (counted as unmatched by EndLaunches)
+  return builder_.ExpectLaunches(t_);
 }
-
 
 void NsysRankReader::EndRuntime() {
-  for (size_t w = 0; w < wanted_.size(); ++w) t_.stats.Add(Stat::correlations_unmatched, linked_[w] ? 0 : 1);
-  runtime_linked_ = true;
-  std::vector<std::pair<int64_t, uint32_t>>().swap(wanted_);
-  std::vector<uint8_t>().swap(linked_);
+  builder_.EndLaunches(t_);
+  launches_counted_ = true;
 }
-
-
-// Activities that ReadRuntime could not link (no runtime table, no id, no call with the id)
-// are counted as unmatched correlations; sync records have no launch.
-void NsysRankReader::LinkLaunches() {
-  if (runtime_linked_) {
-    for (const Activity& a : t_.activities)
-      if (a.kind != ActivityKind::kSync && a.correlation_id == kUnknown) t_.stats.Add(Stat::correlations_unmatched);
-    return;
-  }
-  for (const Activity& a : t_.activities)
-    if (a.kind != ActivityKind::kSync) t_.stats.Add(Stat::correlations_unmatched);
-}
-
 
 // NVTX push/pop and start/end ranges of this process: ProfilerStep#N ranges are steps;
 // the others are annotations (kept when asked for: --step-range, import).

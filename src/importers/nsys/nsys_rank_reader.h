@@ -17,11 +17,12 @@
 #include "src/importers/nsys/nsys_schema.h"
 #include "src/trace/classify.h"
 #include "src/trace/model.h"
+#include "src/trace/rank_builder.h"
 
 namespace overlapprof::nsys {
 
 // Maps the pages of a vector's reserved capacity (1 MiB and more) in one call: one page fault
-// per 4 KiB page filled was 15% of a one-rank import. Advice only: an older kernel (before
+// per 4 KiB page filled costs about 2 us on a VM (docs/performance.md). Advice only: an older kernel (before
 // 5.14) says EINVAL and the pages fault in as used.
 void Prefault(void* p, size_t bytes);
 
@@ -129,7 +130,6 @@ class NsysRankReader {
 
   Status ReadGpuTable(GpuTable g);
   Status ReadRuntime();
-  void LinkLaunches();
   Status ReadNvtx();
   Status ReadDeviceAndHost();
   StatusOr<std::optional<std::string>> SystemEnv(std::string_view name);
@@ -148,17 +148,10 @@ class NsysRankReader {
   std::vector<uint32_t> dense_names_;  // StringIds id -> StringTable id, kNoName: not looked up yet
   int64_t last_string_id_ = -1;
   uint32_t last_name_ = 0;
-  std::vector<int8_t> name_is_comm_;  // by name id: -1 not yet classified, 0 compute, 1 comm
-  std::vector<std::optional<std::string>> name_op_;  // by name id: CollectiveFromKernelName, once
+  RankTraceBuilder builder_;  // kernels' and peer copies' comm ops, launch links
+  bool launches_counted_ = false;  // EndRuntime counted the unmatched launches
   std::shared_ptr<const Partition> partition_;  // this rank's rows, spilled (null: scan the tables)
-  std::vector<std::pair<int64_t, uint32_t>> wanted_;  // ReadRuntime: (correlation id, activity index)
-  bool runtime_linked_ = false;
   uint32_t memset_name_ = 0;  // BeginGpuTable
-  // BeginRuntime .. EndRuntime: the ids' range, where the last match was, per wanted_ entry
-  // whether a call was found.
-  int64_t runtime_lo_ = 0, runtime_hi_ = 0;
-  size_t runtime_hint_ = 0;
-  std::vector<uint8_t> linked_;
   std::vector<NcclRange> nccl_ranges_;  // NCCL's API ranges of this process (ReadNvtx), ns on the trace clock
 };
 
@@ -180,10 +173,7 @@ Status NsysRankReader::GpuRow(const Row& row, const GpuTable& g) {
       if (row.IsInt(4)) {
         OVERLAPPROF_ASSIGN_OR_RETURN(a.name_id, Name(row.Int(4)));
       }
-      if (a.name_id >= name_is_comm_.size()) name_is_comm_.resize(t_.names.size(), -1);
-      int8_t& c = name_is_comm_[a.name_id];
-      if (c < 0) c = IsCommKernelName(t_.names.Get(a.name_id)) ? 1 : 0;
-      a.category = c ? Category::kComm : Category::kCompute;
+      builder_.AddKernel(t_, a);  // rule 3, its comm op
       break;
     }
     case ActivityKind::kMemcpy: {
@@ -192,8 +182,8 @@ Status NsysRankReader::GpuRow(const Row& row, const GpuTable& g) {
       a.copy_kind = static_cast<uint8_t>(kind);
       a.name_id = t_.names.Intern(CopyKindName(kind));
       // Peer-to-peer copies move data between GPUs: communication (rule 4,
-      // docs/classification.md), done by the copy engines.
-      a.category = kind == kCopyKindPeerToPeer ? Category::kComm : Classify(a.kind, t_.names.Get(a.name_id), false);
+      // docs/classification.md, below with its bytes), done by the copy engines.
+      if (kind != kCopyKindPeerToPeer) a.category = Classify(a.kind, t_.names.Get(a.name_id), false);
       break;
     }
     case ActivityKind::kMemset:
@@ -210,25 +200,7 @@ Status NsysRankReader::GpuRow(const Row& row, const GpuTable& g) {
     int64_t b = row.Int(5);
     if (b >= 0) a.bytes = b;
   }
-  if (a.category == Category::kComm) {
-    CommOp op;
-    op.stream = a.stream;
-    op.source = CommSource::kKernelName;
-    if (a.kind == ActivityKind::kMemcpy) {
-      op.rule = CommRule::kPeerCopy;
-      op.op = "p2p_copy";
-      op.bytes = a.bytes;
-    } else {
-      op.rule = CommRule::kKernelName;
-      if (a.name_id >= name_op_.size()) name_op_.resize(t_.names.size());
-      std::optional<std::string>& name_op = name_op_[a.name_id];
-      if (!name_op) name_op = CollectiveFromKernelName(t_.names.Get(a.name_id));
-      op.op = *name_op;
-    }
-    op.communicator = "unknown";
-    a.comm_op = static_cast<uint32_t>(t_.comm_ops.size());
-    t_.comm_ops.push_back(std::move(op));
-  }
+  if (a.kind == ActivityKind::kMemcpy && a.copy_kind == kCopyKindPeerToPeer) RankTraceBuilder::AddPeerCopy(t_, a);
   t_.activities.push_back(a);
   return OkStatus();
 }
@@ -238,19 +210,10 @@ template <typename Row>
 Status NsysRankReader::RuntimeRow(const Row& row) {
   if (!row.IsInt(2)) return OkStatus();
   const int64_t corr = row.Int(2);
-  if (corr < runtime_lo_ || corr > runtime_hi_ || PidOf(row, 3) != unit_.pid) return OkStatus();
-  // Calls come in about the order of their ids: look just past the last match first.
-  const std::pair<int64_t, uint32_t> key(corr, 0);
-  auto from = wanted_.begin(), to = wanted_.end();
-  if (runtime_hint_ < wanted_.size() && wanted_[runtime_hint_].first <= corr) {
-    from += static_cast<std::ptrdiff_t>(runtime_hint_);
-    if (wanted_.size() - runtime_hint_ > 16 && wanted_[runtime_hint_ + 16].first >= corr) to = from + 17;
-  }
-  auto it = std::lower_bound(from, to, key);
-  if (it == wanted_.end() || it->first != corr) return OkStatus();
-  size_t w = static_cast<size_t>(it - wanted_.begin());
-  runtime_hint_ = w;
-  if (linked_[w] && !needs_.host_calls) return OkStatus();  // a later call with the same id: the first won
+  if (!builder_.InRange(corr) || PidOf(row, 3) != unit_.pid) return OkStatus();
+  const size_t w = builder_.Waiting(corr);
+  if (w == RankTraceBuilder::kNotWaiting) return OkStatus();
+  if (builder_.Launched(w) && !needs_.host_calls) return OkStatus();  // a later call with the same id: the first won
   HostCall h;
   if (!ReadSpan(row, &h.start_ns, &h.end_ns)) return OkStatus();
   h.correlation_id = corr;
@@ -259,11 +222,7 @@ Status NsysRankReader::RuntimeRow(const Row& row) {
     OVERLAPPROF_ASSIGN_OR_RETURN(h.name_id, Name(row.Int(4)));
   }
   if (needs_.host_calls) t_.host_calls.push_back(h);
-  if (linked_[w]) return OkStatus();
-  for (; w < wanted_.size() && wanted_[w].first == corr; ++w) {
-    linked_[w] = 1;
-    t_.LinkLaunch(t_.activities[wanted_[w].second], h);
-  }
+  builder_.Launch(t_, w, h);
   return OkStatus();
 }
 
