@@ -58,7 +58,7 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> files,
                                ExpandInputs(a.traces, a.cache_dir, a.report_dir.empty() ? TraceNeeds{} : TraceNeeds::All()));
   ImportOptions io;
-  io.kineto_time_exp = exp;
+  io.kineto.time_exp = exp;
   io.store_quick_check = !a.no_verify;
   OVERLAPPROF_ASSIGN_OR_RETURN(io.comm_patterns, MakeCommPatterns(a.comm_kernel, a.not_comm));
   io.kernel_timing_only = a.comm_timing == "kernels";

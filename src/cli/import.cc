@@ -38,7 +38,7 @@ CommandResult RunImport(const ImportArgs& a) {
     if (ec) return MakeError(StatusCode::kIo, "{}: cannot create directory: {}", a.output, ec.message());
   }
   ImportOptions io;
-  io.kineto_time_exp = exp;
+  io.kineto.time_exp = exp;
   if (a.rank_by_gpu) {
     OVERLAPPROF_ASSIGN_OR_RETURN(io.nsys.rank_by_gpu_world, CheckRanksByGpu(files));
   }

@@ -57,32 +57,39 @@ struct ImportObserver {
   std::atomic<uint64_t> ranks_imported_from_listing{0};
 };
 
-struct ImportOptions {
+// The Kineto (PyTorch-profiler JSON) importer's options (src/importers/kineto.cc).
+struct KinetoImportOptions {
   // Chrome-trace "ts"/"dur" unit as a power of ten of ns: 3 = µs (the format's unit,
   // default), 0 = ns (for writers that put integer ns in "ts").
-  int kineto_time_exp = 3;
-  // Bytes of JSON text the Kineto importer holds at once (its window; grown for one event larger
-  // than it, up to 256 MiB). 0: the default, 16 MiB. Tests set a few bytes to move batch edges.
-  size_t kineto_window_bytes = 0;
+  int time_exp = 3;
+  // Bytes of JSON text the importer holds at once (its window; grown for one event larger than
+  // it, up to 256 MiB). 0: the default, 16 MiB. Tests set a few bytes to move batch edges.
+  size_t window_bytes = 0;
   // The largest element of traceEvents accepted (the window's most); 0: the default, 256 MiB.
   // A top-level value other than traceEvents may be up to the smaller of this and 64 MiB.
-  size_t kineto_max_event_bytes = 0;
+  size_t max_event_bytes = 0;
   // Read every event with simdjson On-Demand, not with the walker that reads nearly all of them
   // faster (src/importers/kineto.cc): the reference the walker is tested against.
-  bool kineto_on_demand_only = false;
-  // The Kineto builder on a thread of its own, fed by the walker: -1 for large inputs (a gzip
-  // stream, inflated on a thread; a file of 32 MiB or more), 0 never, 1 always (tests).
-  int kineto_build_thread = -1;
+  bool on_demand_only = false;
+  // The builder on a thread of its own, fed by the walker: -1 for large inputs (a gzip stream,
+  // inflated on a thread; a file of 32 MiB or more), 0 never, 1 always (tests).
+  int build_thread = -1;
   // The walker over simdjson's structural index of each region of the window (stage 1, the
   // fast path: src/importers/kineto.cc, IndexWalker) before the walker over the bytes: -1 where
   // simdjson has a SIMD implementation for this CPU, 0 never, 1 always (tests).
-  int kineto_index_walk = -1;
+  int index_walk = -1;
+};
+
+struct ImportOptions {
+  KinetoImportOptions kineto;
+  NsysImportOptions nsys;
+  // PRAGMA quick_check of the SQLite inputs (stores; Nsight Systems exports: the tables read
+  // through SQL): --no-verify turns it off.
   bool store_quick_check = true;
-  // What to read from stores beyond activities, comm ops and step ranges. Analysis asks
+  // What to read beyond activities, comm ops and step ranges (every format). Analysis asks
   // only for what its analyzers need (Analyzer::needs); `import` keeps everything.
   TraceNeeds store_needs = TraceNeeds::All();
   ImportScratch* scratch = nullptr;  // optional; never shared between threads
-  NsysImportOptions nsys;
   // Bytes that sessions may hold read ahead of their imports (ranks built while listing), all
   // the files of one ExpandInputs together: each file is given what the ones before it left.
   uint64_t read_ahead_budget_bytes = uint64_t{1} << 30;
@@ -148,7 +155,7 @@ StatusOr<RankTrace> ParseKinetoJson(const char* buffer, size_t size, size_t capa
 StatusOr<RankTrace> ParseKinetoStream(ByteStream& in, const ImportOptions& options, bool skip_bom = true);
 
 // Events of traceEvents that the Kineto importer's index walker (ImportOptions::
-// kineto_index_walk) has read in this process, all threads: for tests that it is used.
+// kineto.index_walk) has read in this process, all threads: for tests that it is used.
 uint64_t KinetoIndexWalkedEvents();
 
 // Exact decimal number token -> round(value * 10^exp10) as int64 (round half away from

@@ -184,7 +184,7 @@ std::unique_ptr<NsysRankReader> NsysFileSession::TakeBuilt(const UnitKey& unit) 
   if (r == built_.end()) return nullptr;
   std::unique_ptr<NsysRankReader> e = std::move(r->second);
   built_.erase(r);
-  if (built_.empty()) built_bytes_ = 0;
+  built_bytes_ = built_.empty() ? 0 : built_bytes_ - std::min(built_bytes_, e->Bytes());
   return e;
 }
 
