@@ -12,7 +12,7 @@ namespace {
 
 // An all-to-all that linking assembled from a group of sends and recvs (link.h): one span.
 bool GroupedAllToAll(const RankTrace& t, const CommTiming& timing, uint32_t op) {
-  return t.comm_ops[op].op == "alltoall" && timing.group_size[timing.group[op]] > 1;
+  return t.comm_ops[op].op == Collective::kAllToAll && timing.group_size[timing.group[op]] > 1;
 }
 
 // Spans of the ops the plugin times (CommTiming): one per comm op (per grouped all-to-all),
@@ -30,7 +30,7 @@ void AddPluginSpans(const RankTrace& t, const IntervalSet& compute, const CommTi
     IntervalSet u = IntervalSet::Union(std::move(ivs));
     OpSpan o;
     o.op = key;
-    o.op_name = op.op;
+    o.collective = op.op;
     o.bytes = op.bytes;
     o.nranks = op.comm_nranks;
     o.stream = op.stream;
@@ -148,13 +148,13 @@ std::vector<OpSpan> CommOpSpans(const RankTrace& t, const IntervalSet& compute, 
       if (claimed) {
         const CommOp& op = t.comm_ops[a.comm_op];
         o.op = a.comm_op;
-        o.op_name = op.op;
+        o.collective = op.op;
         o.bytes = op.bytes;
         o.nranks = op.comm_nranks;
         if (op.host_enter_ns != kUnknown) o.launch_ns = op.host_enter_ns;
         span_of_op[a.comm_op] = s;
       }
-      if (o.op_name.empty()) o.op_name = CollectiveFromKernelName(t.names.Get(a.name_id));
+      if (o.collective == Collective::kUnknown) o.collective = CollectiveFromKernelName(t.names.Get(a.name_id));
       spans.push_back(std::move(o));
     }
     OpSpan& o = spans[s];
@@ -164,15 +164,7 @@ std::vector<OpSpan> CommOpSpans(const RankTrace& t, const IntervalSet& compute, 
     o.covered_ns += covered.LengthWithin(a.start_ns, a.end_ns);
   }
   if (timing.plugin) AddPluginSpans(t, compute, timing, group_kernels, spans);
-  // Family per distinct op name (a handful per trace), not per op.
-  std::string last_name, last_family;
-  for (OpSpan& o : spans) {
-    if (o.op_name != last_name || last_family.empty()) {
-      last_name = o.op_name;
-      last_family = OpFamily(o.op_name);
-    }
-    o.family = last_family;
-  }
+  for (OpSpan& o : spans) o.family = OpFamily(o.collective);
   // Spans start at their first activity, so they are in start order already unless plugin
   // spans were added (or the activities were not sorted).
   auto by_start = [](const OpSpan& x, const OpSpan& y) { return x.start_ns < y.start_ns; };
@@ -180,22 +172,19 @@ std::vector<OpSpan> CommOpSpans(const RankTrace& t, const IntervalSet& compute, 
   return spans;
 }
 
-std::string OpFamily(std::string_view n) {
-  auto has = [&](std::string_view k) { return n.find(k) != std::string_view::npos; };
-  if (n == "p2p_copy") return "p2p_copy";  // a peer-to-peer memcpy (rule 4), shown apart from p2p kernels
-  if (has("allreduce") || has("all_reduce")) return "allreduce";
-  if (has("allgather") || has("all_gather")) return "allgather";
-  if (has("reducescatter") || has("reduce_scatter")) return "reducescatter";
-  if (has("alltoall") || has("all_to_all")) return "alltoall";
-  if (has("broadcast") || has("bcast")) return "broadcast";
-  if (has("send") || has("recv") || has("sendrecv") || has("p2p")) return "p2p";
-  if (has("reduce")) return "reduce";
-  return n.empty() ? "other" : std::string(n);
+std::string OpFamily(Collective c) {
+  switch (c) {
+    case Collective::kSend:
+    case Collective::kRecv:
+    case Collective::kSendRecv: return "p2p";
+    default: break;  // a peer-to-peer memcpy (rule 4) is its own family, apart from p2p kernels
+  }
+  return std::string(CollectiveName(c));
 }
 
 int64_t SizeBytes(const RankTrace& t, const OpSpan& s) {
   if (s.bytes == kUnknown || s.bytes < 0) return kUnknown;
-  const std::string& fam = s.family.empty() ? OpFamily(s.op_name) : s.family;
+  const std::string fam = s.family.empty() ? OpFamily(s.collective) : s.family;
   const bool kineto = s.op != kNoIndex && t.comm_ops[s.op].source == CommSource::kKinetoArgs;
   int64_t n = s.nranks > 0 ? s.nranks : 1, out;
   if (fam == "allgather" || (fam == "reducescatter" && !kineto)) {

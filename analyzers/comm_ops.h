@@ -52,8 +52,8 @@ struct OpSpan {
   int64_t bytes = kUnknown;    // CommOp::bytes (per-rank buffer as the source reports it)
   int64_t nranks = kUnknown;
   uint32_t stream = kNoIndex;
-  std::string op_name;  // normalized: allreduce, allgather, reducescatter, broadcast, send, recv, alltoall, ...
-  std::string family;   // OpFamily(op_name), computed once
+  Collective collective = Collective::kUnknown;  // the op's (CommOp::op), else from the kernel's name
+  std::string family;   // OpFamily(collective), computed once
   // Timed by NCCL's profiler plugin (CommTiming): start/end/busy are the plugin's, and these
   // are its launch group's kernels' first start and last end (kUnknown when it has none). For
   // the cross-rank analyzer, which falls back to kernel times when a rank lacks plugin times.
@@ -69,8 +69,8 @@ struct OpSpan {
 std::vector<OpSpan> CommOpSpans(const RankTrace& trace, const IntervalSet& compute, const CommTiming& timing = {});
 
 // The op-type family used in tables: allreduce, allgather, reducescatter, broadcast, reduce,
-// p2p (send/recv), alltoall, other.
-std::string OpFamily(std::string_view op_name);
+// p2p (send, recv, sendrecv), alltoall, p2p_copy; any other collective by its own name.
+std::string OpFamily(Collective c);
 
 // nccl-tests' "size" of an op in bytes (the buffer whose size the bandwidth formulas use): the
 // full output of an all-gather, the full input of a reduce-scatter, the buffer otherwise.

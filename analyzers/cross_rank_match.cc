@@ -128,8 +128,8 @@ PreparedRankOps PrepareRankOps(const RankTrace& t, const RankDerived& d) {
     }
     if (s.family == "p2p") {
       ++counts.p2p_skipped;
-      const bool send = s.op_name == "send";
-      if (!send && s.op_name != "recv") {
+      const bool send = s.collective == Collective::kSend;
+      if (!send && s.collective != Collective::kRecv) {
         ++counts.p2p_unnamed;
       } else if (!op || op->comm_rank == kUnknown || op->root_peer == kUnknown || op->comm_rank == op->root_peer) {
         ++counts.p2p_no_peer;
@@ -152,7 +152,7 @@ PreparedRankOps PrepareRankOps(const RankTrace& t, const RankDerived& d) {
     rec.bytes = s.bytes;
     static const std::string kUnknownName = "unknown";  // (both branches lvalues: no copy per op)
     rec.comm = comms.Intern(op && !op->communicator.empty() ? op->communicator : kUnknownName);
-    prepared.op_ids.push_back(op_names.Intern(s.op_name.empty() ? kUnknownName : s.op_name));
+    prepared.op_ids.push_back(op_names.Intern(std::string(CollectiveName(s.collective))));
     if (op && op->seq != kUnknown) {
       rec.key_kind = kKeySeq;
       rec.key_major = op->seq;

@@ -209,7 +209,7 @@ class DdpBucketsAnalyzer : public PreparingAnalyzer {
             .Add("iteration", g.iteration == kUnknown ? Json(nullptr) : Json(g.iteration))
             .Add("warmup", warm)
             .Add("index", static_cast<int64_t>(i))
-            .Add("op", o.op_name)
+            .Add("op", std::string(CollectiveName(o.collective)))
             .Add("bytes", size == kUnknown ? Json(nullptr) : Json(size))
             .Add("launch_offset_ns", launched ? Json(o.launch_ns - origin) : Json(nullptr))
             .Add("launch_fraction", launched && bwd_len > 0 ? R4(double(o.launch_ns - origin) / bwd_len) : Json(nullptr))

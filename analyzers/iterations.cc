@@ -104,7 +104,7 @@ int64_t Quantile(std::vector<int64_t> v, double q) {
 }
 
 uint64_t OpKey(const OpSpan& o) {
-  uint64_t h = std::hash<std::string>()(o.op_name);
+  uint64_t h = std::hash<std::string_view>()(CollectiveName(o.collective));
   return h * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(o.bytes) ^ (static_cast<uint64_t>(o.bytes) << 29);
 }
 

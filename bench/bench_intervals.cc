@@ -101,7 +101,7 @@ RankTrace SyntheticTrace(int64_t n) {
       a.category = Category::kComm;
       a.comm_op = static_cast<uint32_t>(t.comm_ops.size());
       CommOp op;
-      op.op = "allreduce";
+      op.op = Collective::kAllReduce;
       op.stream = s_comm;
       t.comm_ops.push_back(op);
     } else {

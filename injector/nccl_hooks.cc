@@ -281,7 +281,7 @@ bool IsNonblocking(const ncclConfig_t* config) {
 // One collective or point-to-point call: fills the record, tags its launch, pushes it.
 class OpScope {
  public:
-  OpScope(CommOpCode op, ncclComm_t comm, size_t count, ncclDataType_t dt, int root_peer, cudaStream_t stream) {
+  OpScope(Collective op, ncclComm_t comm, size_t count, ncclDataType_t dt, int root_peer, cudaStream_t stream) {
     r_.kind = RecKind::kCommOp;
     r_.op = static_cast<uint8_t>(op);
     r_.datatype = static_cast<int8_t>(dt);
@@ -331,7 +331,7 @@ using namespace overlapprof::inject;
     auto fn = OVERLAPPROF_REAL(NAME);                                                    \
     if (!fn) return Missing();                                                           \
     if (!g_recorder.RecordingOp() || t_thread.op_depth > 0) return fn ARGS;              \
-    OpScope scope(CommOpCode::CODE, COMM, COUNT, DTYPE, ROOT, STREAM);                   \
+    OpScope scope(Collective::CODE, COMM, COUNT, DTYPE, ROOT, STREAM);                   \
     ++t_thread.op_depth;                                                                 \
     ncclResult_t res = fn ARGS;                                                          \
     --t_thread.op_depth;                                                                 \

@@ -32,28 +32,24 @@ namespace np = ncclprof;
 
 constexpr const char kPluginName[] = "overlapprof";
 
-// NCCL's ncclFuncToString names → our op codes (records.h).
+// NCCL's ncclFuncToString names -> the Collective HookRecord::op carries (records.h).
 uint8_t FuncCode(const char* f) {
-  if (!f) return kPluginFuncOther;
+  constexpr auto code = [](Collective c) { return static_cast<uint8_t>(c); };
+  if (!f) return code(Collective::kOther);
   static const struct {
     const char* name;
     uint8_t code;
   } kFuncs[] = {
-      {"AllReduce", static_cast<uint8_t>(CommOpCode::kAllReduce)},
-      {"AllGather", static_cast<uint8_t>(CommOpCode::kAllGather)},
-      {"ReduceScatter", static_cast<uint8_t>(CommOpCode::kReduceScatter)},
-      {"Broadcast", static_cast<uint8_t>(CommOpCode::kBroadcast)},
-      {"Reduce", static_cast<uint8_t>(CommOpCode::kReduce)},
-      {"Send", static_cast<uint8_t>(CommOpCode::kSend)},
-      {"Recv", static_cast<uint8_t>(CommOpCode::kRecv)},
-      {"AlltoAll", static_cast<uint8_t>(CommOpCode::kAllToAll)},
-      {"Gather", static_cast<uint8_t>(CommOpCode::kGather)},
-      {"Scatter", static_cast<uint8_t>(CommOpCode::kScatter)},
-      {"SendRecv", kPluginFuncSendRecv},
+      {"AllReduce", code(Collective::kAllReduce)},   {"AllGather", code(Collective::kAllGather)},
+      {"ReduceScatter", code(Collective::kReduceScatter)}, {"Broadcast", code(Collective::kBroadcast)},
+      {"Reduce", code(Collective::kReduce)},         {"Send", code(Collective::kSend)},
+      {"Recv", code(Collective::kRecv)},             {"AlltoAll", code(Collective::kAllToAll)},
+      {"Gather", code(Collective::kGather)},         {"Scatter", code(Collective::kScatter)},
+      {"SendRecv", code(Collective::kSendRecv)},
   };
   for (const auto& e : kFuncs)
     if (std::strcmp(f, e.name) == 0) return e.code;
-  return kPluginFuncOther;
+  return code(Collective::kOther);
 }
 
 // NCCL's ncclDatatypeToString names ("ncclFloat32", ...) → ncclDataType_t, -1 unknown.

@@ -13,23 +13,6 @@
 namespace overlapprof::inject {
 namespace {
 
-const char* PluginOpName(uint8_t op) {
-  switch (op) {
-    case static_cast<uint8_t>(CommOpCode::kAllReduce): return "allreduce";
-    case static_cast<uint8_t>(CommOpCode::kBroadcast): return "broadcast";
-    case static_cast<uint8_t>(CommOpCode::kReduce): return "reduce";
-    case static_cast<uint8_t>(CommOpCode::kAllGather): return "allgather";
-    case static_cast<uint8_t>(CommOpCode::kReduceScatter): return "reducescatter";
-    case static_cast<uint8_t>(CommOpCode::kAllToAll): return "alltoall";
-    case static_cast<uint8_t>(CommOpCode::kGather): return "gather";
-    case static_cast<uint8_t>(CommOpCode::kScatter): return "scatter";
-    case static_cast<uint8_t>(CommOpCode::kSend): return "send";
-    case static_cast<uint8_t>(CommOpCode::kRecv): return "recv";
-    case kPluginFuncSendRecv: return "sendrecv";
-  }
-  return "other";
-}
-
 // ncclDataType_t: names and sizes, as the comm ops have them (sink.cc).
 const char* DtypeName(int8_t t, int64_t* size) {
   static const struct {
@@ -102,7 +85,7 @@ void PluginSink::TakeOp(const HookRecord& r, RankTrace* t) {
   o.nccl_comm_hash = static_cast<int64_t>(r.stream);
   o.comm_rank = r.comm_rank;
   o.comm_nranks = r.comm_nranks;
-  o.op = PluginOpName(r.op);
+  o.op = CollectiveFromCode(r.op);
   const bool p2p = (r.flags & kPluginFlagP2p) != 0, ce = (r.flags & kPluginFlagCe) != 0;
   o.nccl_seq = p2p ? kUnknown : static_cast<int64_t>(r.seq);
   int64_t size = 0;

@@ -5,7 +5,12 @@
 // Linux, so host and GPU records share one timeline).
 #include <cstdint>
 
+#include "src/trace/collective.h"
+
 namespace overlapprof::inject {
+
+// The collective of kCommOp and kPluginOp records (HookRecord::op): src/trace/collective.def.
+using ::overlapprof::Collective;
 
 enum class RecKind : uint8_t {
   kCommOp = 1,       // a collective or point-to-point call
@@ -23,16 +28,10 @@ enum class RecKind : uint8_t {
   kPluginOp = 13,    // one operation timed by NCCL's profiler plugin (PluginOpExtra)
 };
 
-// Collectives and point-to-point calls, in the normalized names of docs/classification.md.
-enum class CommOpCode : uint8_t {
-  kAllReduce = 1, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kGather, kScatter,
-  kSend, kRecv,
-};
-
 inline constexpr int kInlineNameBytes = 48;
 
 // kPluginOp's fields beyond HookRecord's own (in the place of `name`). HookRecord's fields for
-// kPluginOp: op = func (CommOpCode, or kPluginFuncSendRecv/kPluginFuncOther), datatype, flags
+// kPluginOp: op = func (a Collective: NCCL's functions, kSendRecv, kOther), datatype, flags
 // (kPluginFlag*), tid (the thread that started it), t_enter/t_exit = GPU start/end (NCCL's
 // %globaltimer ns: min channel start, max channel stop; host CLOCK_REALTIME for CE ops),
 // comm_id (ours, 0 unknown), comm_rank/comm_nranks, root_peer, seq (NCCL's per-function
@@ -53,15 +52,13 @@ struct PluginOpExtra {
   uint32_t proxy_steps; // ProxyStep events
 };
 static_assert(sizeof(PluginOpExtra) == kInlineNameBytes);
-inline constexpr uint8_t kPluginFuncSendRecv = 11;
-inline constexpr uint8_t kPluginFuncOther = 12;
 inline constexpr uint8_t kPluginFlagP2p = 1;         // a P2p event (send/recv)
 inline constexpr uint8_t kPluginFlagCe = 2;          // a copy-engine collective: host times, no channels
 inline constexpr uint8_t kPluginFlagIncomplete = 4;  // flushed before all its events completed
 
 struct HookRecord {
   RecKind kind{};
-  uint8_t op = 0;        // CommOpCode for kCommOp; creation call for kCommInit (CommInitCall)
+  uint8_t op = 0;        // Collective for kCommOp; creation call for kCommInit (CommInitCall)
   int8_t datatype = -1;  // ncclDataType_t, -1 unknown
   uint8_t flags = 0;     // kFlagInGroup, kFlagNonblocking, ...
   int32_t tid = 0;       // kernel thread id of the calling thread

@@ -29,22 +29,6 @@
 namespace overlapprof::inject {
 namespace {
 
-const char* OpName(uint8_t op) {
-  switch (static_cast<CommOpCode>(op)) {
-    case CommOpCode::kAllReduce: return "allreduce";
-    case CommOpCode::kBroadcast: return "broadcast";
-    case CommOpCode::kReduce: return "reduce";
-    case CommOpCode::kAllGather: return "allgather";
-    case CommOpCode::kReduceScatter: return "reducescatter";
-    case CommOpCode::kAllToAll: return "alltoall";
-    case CommOpCode::kGather: return "gather";
-    case CommOpCode::kScatter: return "scatter";
-    case CommOpCode::kSend: return "send";
-    case CommOpCode::kRecv: return "recv";
-  }
-  return "unknown";
-}
-
 // ncclDataType_t values (nccl.h): names and sizes.
 struct DtypeInfo {
   const char* name;
@@ -284,7 +268,7 @@ void Sink::Take(const HookRecord& r) {
       op.comm_rank = r.comm_rank;
       op.comm_nranks = r.comm_nranks;
       op.seq = static_cast<int64_t>(r.seq);
-      op.op = OpName(r.op);
+      op.op = CollectiveFromCode(r.op);
       DtypeInfo d = Dtype(r.datatype);
       op.datatype = d.name;
       op.count = static_cast<int64_t>(r.count);

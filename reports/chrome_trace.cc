@@ -518,7 +518,7 @@ class RankFormatter {
                   900 + static_cast<int64_t>(lane));
       }
       ev_.Start();
-      ev_.Put(R"({{"ph":"X","cat":"nccl_op","name":{},"pid":)", Quote(p.op.empty() ? std::string("op") : p.op));
+      ev_.Put(R"({{"ph":"X","cat":"nccl_op","name":{},"pid":)", Quote(CollectiveName(p.op)));
       ev_.Pid();
       ev_.Put(R"(,"tid":{},"ts":)", tid);
       ev_.Ts(p.start_ns);
@@ -555,7 +555,7 @@ class RankFormatter {
     if (a.comm_op != kNoIndex && a.comm_op < t_.comm_ops.size()) {
       const CommOp& op = t_.comm_ops[a.comm_op];
       // Unknown values are left out, not written as -1 or "unknown".
-      if (!op.op.empty() && op.op != "unknown") ev_.Put(R"(,"op":{})", Quote(op.op));
+      if (op.op != Collective::kUnknown) ev_.Put(R"(,"op":{})", Quote(CollectiveName(op.op)));
       if (!op.communicator.empty() && op.communicator != "unknown") ev_.Put(R"(,"communicator":{})", Quote(op.communicator));
       if (op.seq != kUnknown) ev_.Put(R"(,"seq":{})", op.seq);
       if (op.comm_rank != kUnknown) ev_.Put(R"(,"comm_rank":{})", op.comm_rank);

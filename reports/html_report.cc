@@ -152,7 +152,7 @@ class HtmlReport : public ReportWriter {
       op.exposed = o.exposed_ns();
       op.bytes = o.bytes;
       if (o.op < trace.comm_ops.size()) op.seq = trace.comm_ops[o.op].seq;
-      auto [it, fresh] = name_index.try_emplace(o.op_name.empty() ? std::string("communication") : o.op_name,
+      auto [it, fresh] = name_index.try_emplace(std::string(CollectiveName(o.collective)),
                                                 tl.op_names.size());
       if (fresh) tl.op_names.push_back(it->first);
       op.name = it->second;

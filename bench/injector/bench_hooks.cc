@@ -186,7 +186,7 @@ int WriterOps(long long n) {
       c.comm_rank = 3;
       c.comm_nranks = 8;
       c.seq = done;
-      c.op = "allreduce";
+      c.op = Collective::kAllReduce;
       c.datatype = "float32";
       c.count = 1 << 20;
       c.bytes = 4 << 20;

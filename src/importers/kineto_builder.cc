@@ -247,7 +247,7 @@ void TraceBuilder::AddActivity(const RawEvent& ev, Cat cat) {
     } else if (peer) {
       op.source = CommSource::kKernelName;
       op.rule = CommRule::kPeerCopy;
-      op.op = "p2p_copy";
+      op.op = Collective::kPeerCopy;
       op.bytes = a.bytes;
       op.communicator = "unknown";
     } else {
@@ -256,7 +256,7 @@ void TraceBuilder::AddActivity(const RawEvent& ev, Cat cat) {
       op.op = CollectiveFromKernelName(name);
       op.communicator = "unknown";
       // NCCL runs all-to-all and send/recv as one SendRecv kernel: its host op names it (Finish).
-      if (op.op == "sendrecv") unnamed_p2p_.emplace_back(t_.comm_ops.size(), IdFromToken(ev.external_id));
+      if (op.op == Collective::kSendRecv) unnamed_p2p_.emplace_back(t_.comm_ops.size(), IdFromToken(ev.external_id));
     }
     a.comm_op = static_cast<uint32_t>(t_.comm_ops.size());
     t_.comm_ops.push_back(std::move(op));
@@ -281,7 +281,7 @@ void TraceBuilder::ClassifyByHostOp() {
       // (rule 2 before rule 3); the kernel's own collective is kept when it names one.
       CommOp& op = t_.comm_ops[a.comm_op];
       op.rule = CommRule::kHostOp;
-      if (op.op == "unknown") op.op = CollectiveFromHostOp(host_op);
+      if (op.op == Collective::kUnknown) op.op = CollectiveFromHostOp(host_op);
       continue;
     }
     a.category = Category::kComm;
@@ -369,8 +369,9 @@ bool TraceBuilder::HostOpNames(const RawEvent& h, CommOp& op) {
     while (!n.empty() && n.back() == '_') n.remove_suffix(1);
     op.op = NormalizeCollectiveName(n);
   }
-  static constexpr std::string_view kOps[] = {"alltoall",      "send",      "recv",  "allreduce", "allgather",
-                                              "reducescatter", "broadcast", "reduce"};
+  static constexpr Collective kOps[] = {Collective::kAllToAll,      Collective::kSend,      Collective::kRecv,
+                                        Collective::kAllReduce,     Collective::kAllGather, Collective::kReduceScatter,
+                                        Collective::kBroadcast,     Collective::kReduce};
   return std::find(std::begin(kOps), std::end(kOps), op.op) != std::end(kOps);
 }
 
@@ -430,7 +431,7 @@ void TraceBuilder::NameFromHostOps() {
       if (h->len[HostCommOp::kPgRanks] != 0) pg_ranks_[idx] = Text(Raw(*h).pg_ranks);
       if (h->src_rank != kUnknown || h->dst_rank != kUnknown) p2p_ranks_[idx] = {h->src_rank, h->dst_rank};
     } else {
-      op.op = std::move(named.op);
+      op.op = named.op;
       op.rule = CommRule::kHostOp;
     }
   }
@@ -547,7 +548,7 @@ Status TraceBuilder::Finish() {
   // is this rank's own comm_rank then).
   for (const auto& [idx, sd] : p2p_ranks_) {
     CommOp& op = t_.comm_ops[idx];
-    const int64_t peer = op.op == "send" ? sd.second : op.op == "recv" ? sd.first : kUnknown;
+    const int64_t peer = op.op == Collective::kSend ? sd.second : op.op == Collective::kRecv ? sd.first : kUnknown;
     if (peer == kUnknown) continue;
     auto pr = pg_ranks_.find(idx);
     if (pr != pg_ranks_.end()) {

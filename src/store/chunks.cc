@@ -276,7 +276,7 @@ std::string EncodeCommOps(const CommOp* c, size_t n) {
                      (x.launch_id != kUnknown || x.stream_handle != kUnknown ? kCommExtension : 0);
     PutVarint(out, flags);
     out.push_back(static_cast<char>(x.source));
-    const std::string_view strs[4] = {x.communicator, x.op, x.datatype, x.pg_desc};
+    const std::string_view strs[4] = {x.communicator, CollectiveName(x.op), x.datatype, x.pg_desc};
     for (int k = 0; k < 4; ++k) {
       if (strs[k] == prev_str[k]) {
         PutVarint(out, 0);
@@ -341,7 +341,7 @@ Status DecodeCommOps(std::string_view blob, size_t count, const ChunkLimits& lim
     CommOp& x = out->emplace_back();
     x.source = static_cast<CommSource>(source);
     x.communicator.assign(strs[0]);
-    x.op.assign(strs[1]);
+    x.op = ParseCollective(strs[1]);
     x.datatype.assign(strs[2]);
     x.pg_desc.assign(strs[3]);
     x.rule = DeriveCommRule(x);

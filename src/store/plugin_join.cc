@@ -16,16 +16,18 @@ namespace {
 
 struct Call {
   int64_t id, seq, count, root_peer, rank, nranks, bytes;
-  std::string communicator, op;
+  std::string communicator;
+  Collective op = Collective::kUnknown;
 };
 struct PluginRow {
   int64_t id, hash, rank, nranks, nccl_seq, count, root_peer, flags, host_start, bytes;
-  std::string communicator, op;
+  std::string communicator;
+  Collective op = Collective::kUnknown;
   bool gpu_times = false;  // GPU times on the trace clock (not a copy-engine op)
   int64_t match = -1;
 };
 
-bool IsP2p(const std::string& op) { return op == "send" || op == "recv"; }
+bool IsP2p(Collective op) { return op == Collective::kSend || op == Collective::kRecv; }
 
 // The call's size agrees with the plugin's: in bytes where both know them, since NCCL reports
 // its non-reducing collectives (broadcast, all-gather) as ncclInt8 with the count in bytes
@@ -65,7 +67,7 @@ StatusOr<NcclPluginJoin> JoinNcclProfilerOps(const std::string& path) {
       if (!row) break;
       rows.push_back({q.Int(0), q.Int(2), q.OptionalInt(3), q.OptionalInt(4), q.OptionalInt(6), q.OptionalInt(7),
                       q.OptionalInt(8), q.Int(9), q.OptionalInt(10), q.OptionalInt(12), std::string(q.Text(1)),
-                      std::string(q.Text(5)), q.Int(11) != 0});
+                      ParseCollective(q.Text(5)), q.Int(11) != 0});
     }
   }
   if (rows.empty()) return out;
@@ -78,7 +80,7 @@ StatusOr<NcclPluginJoin> JoinNcclProfilerOps(const std::string& path) {
       OVERLAPPROF_ASSIGN_OR_RETURN(bool row, q.Step("select comm_op"));
       if (!row) break;
       calls.push_back({q.Int(0), q.OptionalInt(2), q.OptionalInt(4), q.OptionalInt(5), q.OptionalInt(6),
-                       q.OptionalInt(7), q.OptionalInt(8), std::string(q.Text(1)), std::string(q.Text(3))});
+                       q.OptionalInt(7), q.OptionalInt(8), std::string(q.Text(1)), ParseCollective(q.Text(3))});
     }
   }
   // Communicators the plugin did not name: the one of the same rank and size no other
@@ -99,8 +101,8 @@ StatusOr<NcclPluginJoin> JoinNcclProfilerOps(const std::string& path) {
     if (r.communicator.empty()) r.communicator = by_hash[r.hash];
 
   // Calls per (communicator, op) in sequence order, and per (communicator, op, peer) for p2p.
-  std::map<std::pair<std::string, std::string>, std::vector<size_t>> colls;
-  std::map<std::tuple<std::string, std::string, int64_t>, std::vector<size_t>> p2p;
+  std::map<std::pair<std::string, Collective>, std::vector<size_t>> colls;
+  std::map<std::tuple<std::string, Collective, int64_t>, std::vector<size_t>> p2p;
   std::vector<size_t> order(calls.size());
   for (size_t i = 0; i < calls.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
@@ -118,7 +120,7 @@ StatusOr<NcclPluginJoin> JoinNcclProfilerOps(const std::string& path) {
   for (size_t i = 0; i < rows.size(); ++i) porder[i] = i;
   std::stable_sort(porder.begin(), porder.end(),
                    [&](size_t a, size_t b) { return std::tie(rows[a].host_start, rows[a].id) < std::tie(rows[b].host_start, rows[b].id); });
-  std::map<std::tuple<std::string, std::string, int64_t>, size_t> p2p_next;
+  std::map<std::tuple<std::string, Collective, int64_t>, size_t> p2p_next;
   std::vector<bool> used(calls.size(), false);
   for (size_t k : porder) {
     PluginRow& r = rows[k];

@@ -194,7 +194,7 @@ class Reader {
       c.comm_rank = s.OptionalInt(2);
       c.comm_nranks = s.OptionalInt(3);
       c.seq = s.OptionalInt(4);
-      c.op = std::string(s.Text(5));
+      c.op = ParseCollective(s.Text(5));
       c.datatype = std::string(s.Text(6));
       c.count = s.OptionalInt(7);
       c.bytes = s.OptionalInt(8);
@@ -419,7 +419,7 @@ class Reader {
       o.nccl_comm_hash = s.OptionalInt(1);
       o.comm_rank = s.OptionalInt(2);
       o.comm_nranks = s.OptionalInt(3);
-      o.op = std::string(s.Text(4));
+      o.op = ParseCollective(s.Text(4));
       o.nccl_seq = s.OptionalInt(5);
       o.datatype = std::string(s.Text(6));
       o.count = s.OptionalInt(7);

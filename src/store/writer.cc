@@ -151,7 +151,7 @@ Status InsertCommOp(Stmt& q, int64_t id, const CommOp& c) {
   q.BindOptional(3, c.comm_rank);
   q.BindOptional(4, c.comm_nranks);
   q.BindOptional(5, c.seq);
-  q.Bind(6, c.op);
+  q.Bind(6, CollectiveName(c.op));
   q.Bind(7, c.datatype);
   q.BindOptional(8, c.count);
   q.BindOptional(9, c.bytes);
@@ -221,7 +221,7 @@ Status StoreWriter::AppendNcclPluginOps(const RankTrace& t) {
     q.Bind(3, o.nccl_comm_hash);
     q.BindOptional(4, o.comm_rank);
     q.BindOptional(5, o.comm_nranks);
-    q.Bind(6, std::string_view(o.op));
+    q.Bind(6, CollectiveName(o.op));
     q.BindOptional(7, o.nccl_seq);
     opt_text(8, o.datatype);
     q.BindOptional(9, o.count);

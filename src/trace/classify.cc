@@ -62,7 +62,7 @@ bool IsCommHostOpName(std::string_view op) {
   return false;
 }
 
-std::string CollectiveFromHostOp(std::string_view op) {
+Collective CollectiveFromHostOp(std::string_view op) {
   std::string lower = Lower(op);
   // The last "::" or ":" separated word, with trailing '_' (in-place ops) removed.
   size_t colon = lower.rfind(':');
@@ -70,16 +70,19 @@ std::string CollectiveFromHostOp(std::string_view op) {
   while (!word.empty() && word.back() == '_') word.pop_back();
   // Fused async-TP ops ("fused_all_gather_matmul", "fused_matmul_reduce_scatter") and
   // symmetric-memory variants ("multimem_all_reduce", "one_shot_all_reduce"): the collective.
-  static constexpr std::pair<std::string_view, std::string_view> kOps[] = {
-      {"all_reduce", "allreduce"},       {"allreduce", "allreduce"},   {"all_gather", "allgather"},
-      {"allgather", "allgather"},        {"reduce_scatter", "reducescatter"}, {"reducescatter", "reducescatter"},
-      {"all_to_all", "alltoall"},        {"alltoall", "alltoall"},     {"broadcast", "broadcast"},
-      {"barrier", "barrier"},            {"send", "send"},             {"recv", "recv"},
-      {"dispatch", "dispatch"},          {"combine", "combine"},       {"reduce", "reduce"},
+  static constexpr std::pair<std::string_view, Collective> kOps[] = {
+      {"all_reduce", Collective::kAllReduce},         {"allreduce", Collective::kAllReduce},
+      {"all_gather", Collective::kAllGather},         {"allgather", Collective::kAllGather},
+      {"reduce_scatter", Collective::kReduceScatter}, {"reducescatter", Collective::kReduceScatter},
+      {"all_to_all", Collective::kAllToAll},          {"alltoall", Collective::kAllToAll},
+      {"broadcast", Collective::kBroadcast},          {"barrier", Collective::kBarrier},
+      {"send", Collective::kSend},                    {"recv", Collective::kRecv},
+      {"dispatch", Collective::kDispatch},            {"combine", Collective::kCombine},
+      {"reduce", Collective::kReduce},
   };
-  for (const auto& [needle, name] : kOps)
-    if (word.find(needle) != std::string::npos) return std::string(name);
-  return "unknown";
+  for (const auto& [needle, c] : kOps)
+    if (word.find(needle) != std::string::npos) return c;
+  return Collective::kUnknown;
 }
 
 bool LooksLikeCommKernelName(std::string_view name) {
@@ -109,7 +112,7 @@ bool IsPeerCopy(uint8_t copy_kind, int64_t src_device, int64_t dst_device) {
   return copy_kind == 8 /* DtoD */ && src_device != kUnknown && dst_device != kUnknown && src_device != dst_device;
 }
 
-std::string NormalizeCollectiveName(std::string_view name) {
+Collective NormalizeCollectiveName(std::string_view name) {
   std::string s = Lower(name);
   while (!s.empty() && s.front() == '_') s.erase(s.begin());
   // Strip wrapper suffixes repeatedly: "reduce_scatter_tensor_coalesced" -> "reduce_scatter".
@@ -124,12 +127,12 @@ std::string NormalizeCollectiveName(std::string_view name) {
   }
   std::erase(s, '_');
   if (s.rfind("nccl", 0) == 0) s.erase(0, 4);  // "ncclAllReduce" -> "allreduce"
-  if (s == "bcast") s = "broadcast";
-  if (s == "alltoallv" || s == "alltoall") s = "alltoall";
-  return s;
+  if (s == "bcast") return Collective::kBroadcast;
+  if (s == "alltoallv") return Collective::kAllToAll;
+  return ParseCollective(s);
 }
 
-std::string CollectiveFromKernelName(std::string_view name) {
+Collective CollectiveFromKernelName(std::string_view name) {
   std::string lower = Lower(name);
   for (std::string_view prefix : {"nccldevkernel_", "ncclkernel_", "rcclkernel_"}) {
     size_t pos = lower.find(prefix);
@@ -137,13 +140,11 @@ std::string CollectiveFromKernelName(std::string_view name) {
     size_t begin = pos + prefix.size();
     size_t end = begin;
     while (end < lower.size() && std::isalnum(static_cast<unsigned char>(lower[end]))) ++end;
-    std::string op = lower.substr(begin, end - begin);
-    if (op.empty() || op == "generic") return "unknown";
-    return op;
+    // The word after the prefix ("allgather", "sendrecv"); "generic" names none.
+    return ParseCollective(std::string_view(lower).substr(begin, end - begin));
   }
   int f = CommKernelFamilyOf(name);
-  if (f >= 0 && !kCommKernelFamilies[f].op.empty()) return std::string(kCommKernelFamilies[f].op);
-  return "unknown";
+  return f >= 0 ? kCommKernelFamilies[f].op : Collective::kUnknown;
 }
 
 int64_t DtypeSize(std::string_view dtype) {

@@ -7,7 +7,7 @@
 //  2. host op: a kernel or memcpy launched by a host op of kCommHostOpPrefixes (Kineto
 //     "External id" of the innermost op) is communication.
 //  3. kernel name: a kernel whose name matches one of kCommKernelFamilies is communication.
-//  4. peer copy: a peer-to-peer memcpy (CUPTI copy kind PtoP) is communication, op "p2p_copy".
+//  4. peer copy: a peer-to-peer memcpy (CUPTI copy kind PtoP) is communication, op kPeerCopy.
 // User patterns (CommPatterns: --comm-kernel / --not-comm) then add or veto kernels by name;
 // every other kernel is compute, memcpy and memset are memory, sync is other.
 #include <cstdint>
@@ -24,12 +24,12 @@ namespace overlapprof {
 
 // A family of communication kernels recognised by name: the kernel is one of it when its
 // name contains, case-insensitively, every non-empty needle (needles are lower-case).
-// `op` is the collective the family runs ("" : read it from the NCCL-style name, or unknown).
+// `op` is the collective the family runs (kUnknown: read it from the NCCL-style name, or unknown).
 struct CommKernelFamily {
   std::string_view family;
   std::string_view needle;
   std::string_view needle2;  // "" = no second condition
-  std::string_view op;
+  Collective op = Collective::kUnknown;
 };
 
 // The one table of kernel-name families (rule 3). First match wins. Tested one by one in
@@ -37,42 +37,42 @@ struct CommKernelFamily {
 inline constexpr CommKernelFamily kCommKernelFamilies[] = {
     // Collective libraries: NVIDIA NCCL (ncclKernel_*, ncclDevKernel_*), AMD RCCL,
     // Microsoft MSCCL / MSCCL++, Huawei HCCL, Intel oneCCL.
-    {"nccl", "nccl", "", ""},
+    {"nccl", "nccl", "", Collective::kUnknown},
     // NCCL's kernel for a reduction on a 1-rank communicator (onerank.cu: oneRankReduce<...>,
     // "oneRankReduce" as Nsight Systems' short name), launched by the collective in place of a
     // ncclDevKernel_*: seen on an H100 with NCCL 2.28 (tests/data/nsys/h100_gemm1.sqlite).
-    {"nccl", "onerankreduce", "", ""},
-    {"rccl", "rccl", "", ""},
-    {"msccl", "msccl", "", ""},
-    {"hccl", "hccl", "", ""},
-    {"oneccl", "oneccl", "", ""},
+    {"nccl", "onerankreduce", "", Collective::kUnknown},
+    {"rccl", "rccl", "", Collective::kUnknown},
+    {"msccl", "msccl", "", Collective::kUnknown},
+    {"hccl", "hccl", "", Collective::kUnknown},
+    {"oneccl", "oneccl", "", Collective::kUnknown},
     // PyTorch symmetric memory (CUDASymmetricMemoryOps.cu): multimem (NVLink SHARP),
     // one-shot / two-shot all-reduce, all-gather, reduce-scatter.
-    {"symm_mem", "multimem_all_reduce", "", "allreduce"},
-    {"symm_mem", "multimem_one_shot_all_reduce", "", "allreduce"},
-    {"symm_mem", "multimem_all_gather", "", "allgather"},
-    {"symm_mem", "multimem_reduce_scatter", "", "reducescatter"},
-    {"symm_mem", "one_shot_all_reduce", "", "allreduce"},
-    {"symm_mem", "two_shot_all_reduce", "", "allreduce"},
-    {"symm_mem", "symmetric_memory::", "", ""},  // c10d::symmetric_memory:: barrier, put/wait_signal, ...
+    {"symm_mem", "multimem_all_reduce", "", Collective::kAllReduce},
+    {"symm_mem", "multimem_one_shot_all_reduce", "", Collective::kAllReduce},
+    {"symm_mem", "multimem_all_gather", "", Collective::kAllGather},
+    {"symm_mem", "multimem_reduce_scatter", "", Collective::kReduceScatter},
+    {"symm_mem", "one_shot_all_reduce", "", Collective::kAllReduce},
+    {"symm_mem", "two_shot_all_reduce", "", Collective::kAllReduce},
+    {"symm_mem", "symmetric_memory::", "", Collective::kUnknown},  // c10d::symmetric_memory:: barrier, put/wait_signal, ...
     // DeepEP (MoE expert parallelism over NVLink / NVSHMEM): intranode, internode and
     // low-latency (internode_ll) dispatch, combine, notify_dispatch.
-    {"deepep", "deep_ep::", "notify_dispatch", "notify_dispatch"},
-    {"deepep", "deep_ep::", "dispatch", "dispatch"},
-    {"deepep", "deep_ep::", "combine", "combine"},
-    {"deepep", "ep::internode", "", ""},
-    {"deepep", "ep::intranode", "", ""},
-    {"deepep", "deep_ep::", "", ""},
+    {"deepep", "deep_ep::", "notify_dispatch", Collective::kNotifyDispatch},
+    {"deepep", "deep_ep::", "dispatch", Collective::kDispatch},
+    {"deepep", "deep_ep::", "combine", Collective::kCombine},
+    {"deepep", "ep::internode", "", Collective::kUnknown},
+    {"deepep", "ep::intranode", "", Collective::kUnknown},
+    {"deepep", "deep_ep::", "", Collective::kUnknown},
     // NVSHMEM device kernels and collectives (nvshmemi_*, nvshmemx_*).
-    {"nvshmem", "nvshmem", "", ""},
+    {"nvshmem", "nvshmem", "", Collective::kUnknown},
     // vLLM custom all-reduce (csrc/custom_all_reduce.cuh): cross_device_reduce_1stage/2stage.
-    {"vllm_custom_ar", "cross_device_reduce", "", "allreduce"},
+    {"vllm_custom_ar", "cross_device_reduce", "", Collective::kAllReduce},
     // TensorRT-LLM all-reduce kernels (oneShotAllReduceKernel, twoShotAllReduceKernel,
     // allreduce_fusion_kernel_*, lamport variants).
-    {"trtllm_allreduce", "tensorrt_llm", "allreduce", "allreduce"},
-    {"trtllm_allreduce", "oneshotallreduce", "", "allreduce"},
-    {"trtllm_allreduce", "twoshotallreduce", "", "allreduce"},
-    {"trtllm_allreduce", "allreduce_fusion_kernel", "", "allreduce"},
+    {"trtllm_allreduce", "tensorrt_llm", "allreduce", Collective::kAllReduce},
+    {"trtllm_allreduce", "oneshotallreduce", "", Collective::kAllReduce},
+    {"trtllm_allreduce", "twoshotallreduce", "", Collective::kAllReduce},
+    {"trtllm_allreduce", "allreduce_fusion_kernel", "", Collective::kAllReduce},
 };
 
 // Index into kCommKernelFamilies of the first family `kernel_name` belongs to, or -1.
@@ -94,9 +94,9 @@ inline constexpr std::string_view kCommHostOpPrefixes[] = {
     "nvshmem",
 };
 bool IsCommHostOpName(std::string_view host_op);
-// The collective a communication host op runs ("symm_mem::multimem_all_reduce_" -> "allreduce",
-// "c10d::_allgather_base_" -> "allgather"); "unknown" when it cannot tell.
-std::string CollectiveFromHostOp(std::string_view host_op);
+// The collective a communication host op runs ("symm_mem::multimem_all_reduce_" -> kAllReduce,
+// "c10d::_allgather_base_" -> kAllGather); kUnknown when it cannot tell.
+Collective CollectiveFromHostOp(std::string_view host_op);
 
 // A kernel name that looks like communication ("allreduce", "all_gather", "reduce_scatter",
 // "alltoall", "sendrecv", "nvshmem", "dispatch"/"combine" of an MoE, ...): when such a kernel
@@ -113,14 +113,17 @@ inline constexpr uint8_t kCopyKindPeer = 10;
 // copy whose source and destination devices are known and differ (kUnknown: not known).
 bool IsPeerCopy(uint8_t copy_kind, int64_t src_device = kUnknown, int64_t dst_device = kUnknown);
 
-// "AllReduce", "all_reduce", "_allgather_base", "reduce_scatter_tensor_coalesced" ->
-// "allreduce", "allgather", "reducescatter". Unknown names are lower-cased as they are.
-std::string NormalizeCollectiveName(std::string_view name);
+// A source's name of a collective: "AllReduce", "all_reduce", "_allgather_base",
+// "reduce_scatter_tensor_coalesced", "ncclBcast" -> kAllReduce, kAllGather, kReduceScatter,
+// kBroadcast. Lower-cased, leading '_', wrapper suffixes (_coalesced, _base, _tensor, ...),
+// '_' and an "nccl" prefix removed, then ParseCollective; kUnknown for a name not in
+// src/trace/collective.def.
+Collective NormalizeCollectiveName(std::string_view name);
 
 // The collective from a communication kernel name ("ncclDevKernel_AllGather_RING_LL" ->
-// "allgather", "ncclKernel_SendRecv_..." -> "sendrecv", "multimem_all_reduce_kernel" ->
-// "allreduce"); "unknown" when it cannot tell.
-std::string CollectiveFromKernelName(std::string_view kernel_name);
+// kAllGather, "ncclKernel_SendRecv_..." -> kSendRecv, "multimem_all_reduce_kernel" ->
+// kAllReduce); kUnknown when it cannot tell.
+Collective CollectiveFromKernelName(std::string_view kernel_name);
 
 // Size in bytes of a PyTorch ("Float", "BFloat16") or NCCL ("ncclFloat32") dtype name,
 // or 0 when unknown.

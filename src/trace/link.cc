@@ -29,7 +29,7 @@ void NameGroupedAllToAll(RankTrace& t) {
     }
     for (size_t k = b; all && k < e; ++k) {
       const CommOp& c = t.comm_ops[by_launch[k].second];
-      const bool send = c.op == "send", recv = c.op == "recv";
+      const bool send = c.op == Collective::kSend, recv = c.op == Collective::kRecv;
       if ((!send && !recv) || c.communicator != first.communicator || c.comm_rank != first.comm_rank ||
           c.root_peer < 0 || c.root_peer >= n) {
         all = false;
@@ -43,7 +43,7 @@ void NameGroupedAllToAll(RankTrace& t) {
     for (int64_t p = 0; all && p < n; ++p)
       if (p != first.comm_rank && !(to[static_cast<size_t>(p)] && from[static_cast<size_t>(p)])) all = false;
     if (all) {
-      for (size_t k = b; k < e; ++k) t.comm_ops[by_launch[k].second].op = "alltoall";
+      for (size_t k = b; k < e; ++k) t.comm_ops[by_launch[k].second].op = Collective::kAllToAll;
       // The group's first op carries its kernel (LinkInjectorRecords): the bytes it sends in all.
       t.comm_ops[by_launch[b].second].bytes = bytes_known ? bytes : kUnknown;
     }
@@ -109,7 +109,7 @@ void LinkInjectorRecords(RankTrace& t) {
     CommOp op;
     op.source = CommSource::kKernelName;
     op.rule = CommRule::kPeerCopy;
-    op.op = "p2p_copy";
+    op.op = Collective::kPeerCopy;
     op.bytes = a.bytes;
     op.communicator = "unknown";
     op.stream = a.stream;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "src/common/stats.h"
+#include "src/trace/collective.h"
 
 namespace overlapprof {
 
@@ -39,7 +40,7 @@ enum class CommRule : uint8_t {
   kIdentity = 1,     // an NCCL record (injector) or `Collective name` metadata
   kHostOp = 2,       // the host op that launched it (External id): nccl:*, c10d::*, symm_mem::*, ...
   kKernelName = 3,   // a kernel-name family (src/trace/classify.h kCommKernelFamilies)
-  kPeerCopy = 4,     // a peer-to-peer memcpy (op "p2p_copy")
+  kPeerCopy = 4,     // a peer-to-peer memcpy (op Collective::kPeerCopy)
   kUserPattern = 5,  // --comm-kernel REGEX
 };
 
@@ -107,7 +108,7 @@ struct CommOp {
   int64_t comm_rank = kUnknown;
   int64_t comm_nranks = kUnknown;
   int64_t seq = kUnknown;  // per-communicator sequence number
-  std::string op;          // normalized: allreduce, allgather, reducescatter, broadcast, ...
+  Collective op = Collective::kUnknown;  // the store's `op` column holds its name
   std::string datatype;
   int64_t count = kUnknown;  // elements (NCCL's count argument)
   int64_t bytes = kUnknown;  // count * sizeof(datatype)
@@ -137,7 +138,7 @@ struct NcclPluginOp {
   int64_t nccl_comm_hash = kUnknown;  // NCCL's commHash (bit pattern as a signed integer)
   int64_t comm_rank = kUnknown;
   int64_t comm_nranks = kUnknown;
-  std::string op;                  // normalized as CommOp::op; "sendrecv", "other"
+  Collective op = Collective::kUnknown;  // as CommOp::op; also kSendRecv, kOther
   int64_t nccl_seq = kUnknown;     // NCCL's per-function sequence number (collectives)
   std::string datatype;
   int64_t count = kUnknown;
@@ -168,10 +169,10 @@ struct NcclPluginOp {
 };
 
 // The rule of an op read back from a store, which does not keep it: identity for ops with
-// NCCL metadata (hook or Kineto args), peer copy for "p2p_copy", else kernel name.
+// NCCL metadata (hook or Kineto args), peer copy for Collective::kPeerCopy, else kernel name.
 inline CommRule DeriveCommRule(const CommOp& c) {
   if (c.source != CommSource::kKernelName) return CommRule::kIdentity;
-  return c.op == "p2p_copy" ? CommRule::kPeerCopy : CommRule::kKernelName;
+  return c.op == Collective::kPeerCopy ? CommRule::kPeerCopy : CommRule::kKernelName;
 }
 
 // A host API call (CUDA runtime/driver) that launched GPU work.

@@ -34,7 +34,7 @@ void RankTraceBuilder::AddKernel(RankTrace& t, Activity& a) {
 
 void RankTraceBuilder::AddPeerCopy(RankTrace& t, Activity& a) {
   CommOp& op = NewCommOp(t, a, CommRule::kPeerCopy);
-  op.op = "p2p_copy";
+  op.op = Collective::kPeerCopy;
   op.bytes = a.bytes;
 }
 

@@ -29,7 +29,7 @@ inline std::string DumpTrace(const RankTrace& t) {
         a.name_id, a.stream, a.comm_op, static_cast<int>(a.kind), static_cast<int>(a.category), a.copy_kind);
   for (const CommOp& c : t.comm_ops)
     add("comm {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", c.communicator, c.comm_rank, c.comm_nranks, c.seq,
-        c.op, c.datatype, c.count, c.bytes, c.root_peer, c.stream, c.host_enter_ns, c.host_exit_ns, c.host_tid,
+        CollectiveName(c.op), c.datatype, c.count, c.bytes, c.root_peer, c.stream, c.host_enter_ns, c.host_exit_ns, c.host_tid,
         c.pg_desc, static_cast<int>(c.source), static_cast<int>(c.rule));
   for (const HostCall& h : t.host_calls)
     add("call {} {} {} {} {}", h.start_ns, h.end_ns, h.correlation_id, h.tid, h.name_id);

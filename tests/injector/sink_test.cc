@@ -45,7 +45,7 @@ class SinkTest : public ::testing::Test {
   static HookRecord Op(uint64_t comm, uint64_t seq, uint64_t count, int8_t dtype = 7 /* float32 */) {
     HookRecord r;
     r.kind = RecKind::kCommOp;
-    r.op = static_cast<uint8_t>(CommOpCode::kAllReduce);
+    r.op = static_cast<uint8_t>(Collective::kAllReduce);
     r.datatype = dtype;
     r.comm_id = comm;
     r.comm_rank = 2;
@@ -88,7 +88,7 @@ TEST_F(SinkTest, OpsBecomeCommOpsAndBatchIdsContinueAcrossCommits) {
   ASSERT_EQ(sink.Pending(), 3u);
   const CommOp& op = sink.trace().comm_ops[1];
   EXPECT_EQ(op.communicator, "0000000000abcdef");
-  EXPECT_EQ(op.op, "allreduce");
+  EXPECT_EQ(op.op, Collective::kAllReduce);
   EXPECT_EQ(op.datatype, "float32");
   EXPECT_EQ(op.count, 101);
   EXPECT_EQ(op.bytes, 404);
@@ -237,7 +237,7 @@ TEST_F(SinkTest, PluginOpsBecomeRowsOnTheTraceClock) {
   auto op = [&](uint64_t seq, int64_t start, int64_t sample) {
     HookRecord r;
     r.kind = RecKind::kPluginOp;
-    r.op = static_cast<uint8_t>(CommOpCode::kAllGather);
+    r.op = static_cast<uint8_t>(Collective::kAllGather);
     r.datatype = 9;  // bfloat16
     r.count = 256;
     r.seq = seq;

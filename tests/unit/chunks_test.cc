@@ -133,7 +133,8 @@ namespace {
 
 std::vector<CommOp> RandomCommOps(size_t n, uint32_t seed) {
   std::mt19937_64 rng(seed);
-  const char* ops[] = {"allreduce", "allgather", "reducescatter", "broadcast", "sendrecv"};
+  const Collective ops[] = {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
+                           Collective::kBroadcast, Collective::kSendRecv};
   const char* types[] = {"Float", "BFloat16", "Int", ""};
   std::vector<CommOp> v;
   for (size_t i = 0; i < n; ++i) {

@@ -55,22 +55,22 @@ TEST(ClassifyFamilies, PyTorchSymmetricMemory) {
   const char* k = "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, "
                   "unsigned long, unsigned int**, unsigned long, unsigned long)";
   EXPECT_EQ(FamilyOf(k), "symm_mem");
-  EXPECT_EQ(CollectiveFromKernelName(k), "allreduce");
+  EXPECT_EQ(CollectiveFromKernelName(k), Collective::kAllReduce);
   EXPECT_EQ(FamilyOf("void c10d::symmetric_memory::one_shot_all_reduce_kernel<float, 16, 8>(...)"), "symm_mem");
   EXPECT_EQ(CollectiveFromKernelName("void c10d::symmetric_memory::two_shot_all_reduce_kernel<float, 16, 8>(...)"),
-            "allreduce");
-  EXPECT_EQ(CollectiveFromKernelName("multimem_all_gather_kernel<16>"), "allgather");
+            Collective::kAllReduce);
+  EXPECT_EQ(CollectiveFromKernelName("multimem_all_gather_kernel<16>"), Collective::kAllGather);
   EXPECT_EQ(FamilyOf("void c10d::symmetric_memory::barrier_kernel(unsigned int**, int, int, int)"), "symm_mem");
 }
 
 TEST(ClassifyFamilies, DeepEpDispatchCombine) {
   EXPECT_EQ(FamilyOf("void deep_ep::internode::dispatch<true, 8, 2, 16>(int4*, float*, ...)"), "deepep");
-  EXPECT_EQ(CollectiveFromKernelName("void deep_ep::internode::dispatch<true, 8, 2, 16>(int4*)"), "dispatch");
-  EXPECT_EQ(CollectiveFromKernelName("void deep_ep::intranode::combine<__nv_bfloat16, 8, 768>(...)"), "combine");
+  EXPECT_EQ(CollectiveFromKernelName("void deep_ep::internode::dispatch<true, 8, 2, 16>(int4*)"), Collective::kDispatch);
+  EXPECT_EQ(CollectiveFromKernelName("void deep_ep::intranode::combine<__nv_bfloat16, 8, 768>(...)"), Collective::kCombine);
   EXPECT_EQ(CollectiveFromKernelName("void deep_ep::intranode::notify_dispatch<8>(int const*, int*)"),
-            "notify_dispatch");
-  EXPECT_EQ(CollectiveFromKernelName("void deep_ep::internode_ll::dispatch<false, 3, 7168>(void*)"), "dispatch");
-  EXPECT_EQ(CollectiveFromKernelName("void deep_ep::internode_ll::combine<3, 7168, 128>(void*)"), "combine");
+            Collective::kNotifyDispatch);
+  EXPECT_EQ(CollectiveFromKernelName("void deep_ep::internode_ll::dispatch<false, 3, 7168>(void*)"), Collective::kDispatch);
+  EXPECT_EQ(CollectiveFromKernelName("void deep_ep::internode_ll::combine<3, 7168, 128>(void*)"), Collective::kCombine);
   EXPECT_EQ(FamilyOf("void ep::internode::cached_notify(int, int)"), "deepep");
 }
 
@@ -83,7 +83,7 @@ TEST(ClassifyFamilies, VllmCustomAllReduce) {
   const char* k = "void vllm::cross_device_reduce_1stage<c10::BFloat16, 8>(vllm::RankData*, vllm::RankSignals, "
                   "vllm::Signal*, c10::BFloat16*, int, int)";
   EXPECT_EQ(FamilyOf(k), "vllm_custom_ar");
-  EXPECT_EQ(CollectiveFromKernelName(k), "allreduce");
+  EXPECT_EQ(CollectiveFromKernelName(k), Collective::kAllReduce);
   EXPECT_EQ(FamilyOf("void vllm::cross_device_reduce_2stage<float, 8>(...)"), "vllm_custom_ar");
 }
 
@@ -94,7 +94,7 @@ TEST(ClassifyFamilies, TensorRtLlmAllReduce) {
             "trtllm_allreduce");
   EXPECT_EQ(FamilyOf("void tensorrt_llm::kernels::ar_fusion::allreduce_fusion_kernel_oneshot_lamport<...>()"),
             "trtllm_allreduce");
-  EXPECT_EQ(CollectiveFromKernelName("void tensorrt_llm::kernels::oneShotAllReduceKernel<half, 8>()"), "allreduce");
+  EXPECT_EQ(CollectiveFromKernelName("void tensorrt_llm::kernels::oneShotAllReduceKernel<half, 8>()"), Collective::kAllReduce);
 }
 
 TEST(ClassifyFamilies, ComputeKernelsStayCompute) {
@@ -115,13 +115,13 @@ TEST(ClassifyHostOps, CommunicationHostOps) {
     EXPECT_TRUE(IsCommHostOpName(op)) << op;
   for (const char* op : {"aten::mm", "vllm::moe_forward", "vllm::unified_attention_with_output", "aten::copy_"})
     EXPECT_FALSE(IsCommHostOpName(op)) << op;
-  EXPECT_EQ(CollectiveFromHostOp("symm_mem::multimem_all_reduce_"), "allreduce");
-  EXPECT_EQ(CollectiveFromHostOp("c10d::_allgather_base_"), "allgather");
-  EXPECT_EQ(CollectiveFromHostOp("_c10d_functional::reduce_scatter_tensor"), "reducescatter");
-  EXPECT_EQ(CollectiveFromHostOp("symm_mem::fused_matmul_reduce_scatter"), "reducescatter");
-  EXPECT_EQ(CollectiveFromHostOp("c10d::alltoall_base_"), "alltoall");
-  EXPECT_EQ(CollectiveFromHostOp("nccl:all_reduce"), "allreduce");
-  EXPECT_EQ(CollectiveFromHostOp("vllm::something"), "unknown");
+  EXPECT_EQ(CollectiveFromHostOp("symm_mem::multimem_all_reduce_"), Collective::kAllReduce);
+  EXPECT_EQ(CollectiveFromHostOp("c10d::_allgather_base_"), Collective::kAllGather);
+  EXPECT_EQ(CollectiveFromHostOp("_c10d_functional::reduce_scatter_tensor"), Collective::kReduceScatter);
+  EXPECT_EQ(CollectiveFromHostOp("symm_mem::fused_matmul_reduce_scatter"), Collective::kReduceScatter);
+  EXPECT_EQ(CollectiveFromHostOp("c10d::alltoall_base_"), Collective::kAllToAll);
+  EXPECT_EQ(CollectiveFromHostOp("nccl:all_reduce"), Collective::kAllReduce);
+  EXPECT_EQ(CollectiveFromHostOp("vllm::something"), Collective::kUnknown);
 }
 
 TEST(ClassifyPeerCopies, PtoPOrDeviceToDeviceAcrossDevices) {
@@ -182,17 +182,17 @@ TEST(ClassifyUserPatterns, AddAndVeto) {
 }
 
 TEST(Classify, CollectiveNames) {
-  EXPECT_EQ(NormalizeCollectiveName("allreduce"), "allreduce");
-  EXPECT_EQ(NormalizeCollectiveName("all_reduce"), "allreduce");
-  EXPECT_EQ(NormalizeCollectiveName("_allgather_base"), "allgather");
-  EXPECT_EQ(NormalizeCollectiveName("reduce_scatter_tensor_coalesced"), "reducescatter");
-  EXPECT_EQ(NormalizeCollectiveName("all_gather_into_tensor"), "allgather");
-  EXPECT_EQ(NormalizeCollectiveName("ncclAllReduce"), "allreduce");
-  EXPECT_EQ(NormalizeCollectiveName("Bcast"), "broadcast");
-  EXPECT_EQ(CollectiveFromKernelName("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*)"), "sendrecv");
-  EXPECT_EQ(CollectiveFromKernelName("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL"), "reducescatter");
-  EXPECT_EQ(CollectiveFromKernelName("ncclDevKernel_Generic_1"), "unknown");
-  EXPECT_EQ(CollectiveFromKernelName("gemm"), "unknown");
+  EXPECT_EQ(NormalizeCollectiveName("allreduce"), Collective::kAllReduce);
+  EXPECT_EQ(NormalizeCollectiveName("all_reduce"), Collective::kAllReduce);
+  EXPECT_EQ(NormalizeCollectiveName("_allgather_base"), Collective::kAllGather);
+  EXPECT_EQ(NormalizeCollectiveName("reduce_scatter_tensor_coalesced"), Collective::kReduceScatter);
+  EXPECT_EQ(NormalizeCollectiveName("all_gather_into_tensor"), Collective::kAllGather);
+  EXPECT_EQ(NormalizeCollectiveName("ncclAllReduce"), Collective::kAllReduce);
+  EXPECT_EQ(NormalizeCollectiveName("Bcast"), Collective::kBroadcast);
+  EXPECT_EQ(CollectiveFromKernelName("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*)"), Collective::kSendRecv);
+  EXPECT_EQ(CollectiveFromKernelName("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL"), Collective::kReduceScatter);
+  EXPECT_EQ(CollectiveFromKernelName("ncclDevKernel_Generic_1"), Collective::kUnknown);
+  EXPECT_EQ(CollectiveFromKernelName("gemm"), Collective::kUnknown);
 }
 
 TEST(Classify, DtypeSizes) {

@@ -79,8 +79,8 @@ TEST(GoldenRealTraces, CommOpsCarryNcclMetadataWhereTheTraceHasIt) {
     EXPECT_EQ(op.comm_nranks, 2);
     EXPECT_EQ(op.comm_rank, 0);
     EXPECT_GT(op.host_enter_ns, 0);  // the launching runtime call was found by correlation
-    allreduce += op.op == "allreduce";
-    broadcast += op.op == "broadcast";
+    allreduce += op.op == Collective::kAllReduce;
+    broadcast += op.op == Collective::kBroadcast;
   }
   EXPECT_EQ(allreduce, 15);
   EXPECT_EQ(broadcast, 6);
@@ -93,10 +93,10 @@ TEST(GoldenRealTraces, CommOpsCarryNcclMetadataWhereTheTraceHasIt) {
   StatusOr<RankTrace> u = ImportFile(testing::DataFile("kineto/a100_16rank_rank0.json.gz"), {});
   ASSERT_TRUE(u.ok());
   ASSERT_EQ(u->comm_ops.size(), 80u);
-  EXPECT_EQ(u->comm_ops[0].op, "reducescatter");
+  EXPECT_EQ(u->comm_ops[0].op, Collective::kReduceScatter);
   EXPECT_EQ(u->comm_ops[0].source, CommSource::kKernelName);
   std::map<std::string, int> ops;
-  for (const CommOp& op : u->comm_ops) ++ops[op.op];
+  for (const CommOp& op : u->comm_ops) ++ops[std::string(CollectiveName(op.op))];
   EXPECT_EQ(ops, (std::map<std::string, int>{{"allgather", 10}, {"allreduce", 10}, {"alltoall", 45},
                                               {"reducescatter", 10}, {"sendrecv", 5}}));
 }

@@ -25,7 +25,7 @@ struct Timeline {
     o.start_ns = start;
     o.end_ns = start + dur;
     o.busy_ns = dur;
-    o.op_name = name;
+    o.collective = ParseCollective(name);
     o.bytes = bytes;
     ops.push_back(o);
     work.push_back({start, start + dur});

@@ -88,7 +88,7 @@ TEST(KinetoBuilder, KernelWithNcclArgsIsACommOpLinkedToItsLaunch) {
   ASSERT_EQ(t.activities.size(), 2u);
   ASSERT_EQ(t.comm_ops.size(), 1u);
   const CommOp& op = t.comm_ops[0];
-  EXPECT_EQ(op.op, "allreduce");
+  EXPECT_EQ(op.op, Collective::kAllReduce);
   EXPECT_EQ(op.bytes, 4096);
   EXPECT_EQ(op.comm_nranks, 4);
   EXPECT_EQ(op.seq, 9);
@@ -187,7 +187,7 @@ TEST(KinetoBuilder, ExpectMoreReservesRoomAndChangesNothing) {
 TEST(KinetoBuilder, CommKernelByNameOnly) {
   RankTrace t = Build({X("kernel", "ncclKernel_AllGather_RING_LL_Sum_int8_t", "1", "1")});
   ASSERT_EQ(t.comm_ops.size(), 1u);
-  EXPECT_EQ(t.comm_ops[0].op, "allgather");
+  EXPECT_EQ(t.comm_ops[0].op, Collective::kAllGather);
   EXPECT_EQ(t.comm_ops[0].communicator, "unknown");
   EXPECT_EQ(t.comm_ops[0].source, CommSource::kKernelName);
 }
@@ -331,18 +331,18 @@ TEST(KinetoBuilder, SendRecvKernelsAreNamedFromTheirHostOps) {
                        launch("400.000", 4), sendrecv("410.000", 4, "77")},
                       /*rank=*/2);
   ASSERT_EQ(t.comm_ops.size(), 4u);
-  EXPECT_EQ(t.comm_ops[0].op, "alltoall");
+  EXPECT_EQ(t.comm_ops[0].op, Collective::kAllToAll);
   EXPECT_EQ(t.comm_ops[0].bytes, 2000);
   EXPECT_EQ(t.comm_ops[0].seq, 3);
   EXPECT_EQ(t.comm_ops[0].communicator, "0");
   EXPECT_EQ(t.comm_ops[0].host_enter_ns, 100000);  // the kernel's own launch kept
   EXPECT_EQ(t.comm_ops[0].stream, t.activities[0].stream);
-  EXPECT_EQ(t.comm_ops[1].op, "allreduce");
+  EXPECT_EQ(t.comm_ops[1].op, Collective::kAllReduce);
   EXPECT_EQ(t.comm_ops[1].source, CommSource::kKernelName);
-  EXPECT_EQ(t.comm_ops[2].op, "send");
+  EXPECT_EQ(t.comm_ops[2].op, Collective::kSend);
   EXPECT_EQ(t.comm_ops[2].comm_rank, 1);
   EXPECT_EQ(t.comm_ops[2].root_peer, 0);
-  EXPECT_EQ(t.comm_ops[3].op, "sendrecv");
+  EXPECT_EQ(t.comm_ops[3].op, Collective::kSendRecv);
 }
 
 }  // namespace

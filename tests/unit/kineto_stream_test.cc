@@ -73,7 +73,7 @@ TEST(KinetoStream, BatchEdgesAnywhereGiveTheSameTrace) {
   EXPECT_EQ(ref->devices.size(), 1u);
   EXPECT_EQ(ref->activities[0].start_ns, 1700000000000010500);  // baseTimeNanoseconds came last
   EXPECT_EQ(ref->stats.Get(Stat::json_duplicate_keys), 1);
-  EXPECT_EQ(ref->comm_ops[ref->activities[1].comm_op].op, "alltoall");  // named by its host op at Finish
+  EXPECT_EQ(ref->comm_ops[ref->activities[1].comm_op].op, Collective::kAllToAll);  // named by its host op at Finish
   // Windows from the minimum up to one that holds everything, every read size pattern, and the
   // text shifted by 0..63 bytes of leading whitespace: batch and read edges fall on every byte.
   const std::string text = kTricky;

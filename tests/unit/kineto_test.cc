@@ -76,7 +76,7 @@ TEST(KinetoImport, FieldOrderDoesNotMatter) {
   EXPECT_EQ(t->streams[t->activities[0].stream].device, 1);
   EXPECT_EQ(t->streams[t->activities[0].stream].native_id, 9);
   ASSERT_EQ(t->comm_ops.size(), 1u);
-  EXPECT_EQ(t->comm_ops[0].op, "broadcast");
+  EXPECT_EQ(t->comm_ops[0].op, Collective::kBroadcast);
   EXPECT_EQ(t->comm_ops[0].source, CommSource::kKernelName);
 }
 
@@ -99,11 +99,11 @@ TEST(KinetoImport, HostOpAndPeerCopyRules) {
   EXPECT_EQ(t->activities[0].category, Category::kComm);
   ASSERT_NE(t->activities[0].comm_op, kNoIndex);
   EXPECT_EQ(t->comm_ops[t->activities[0].comm_op].rule, CommRule::kHostOp);
-  EXPECT_EQ(t->comm_ops[t->activities[0].comm_op].op, "reducescatter");
+  EXPECT_EQ(t->comm_ops[t->activities[0].comm_op].op, Collective::kReduceScatter);
   EXPECT_EQ(t->activities[1].category, Category::kCompute);
   EXPECT_EQ(t->activities[2].category, Category::kComm);
   EXPECT_EQ(t->comm_ops[t->activities[2].comm_op].rule, CommRule::kPeerCopy);
-  EXPECT_EQ(t->comm_ops[t->activities[2].comm_op].op, "p2p_copy");
+  EXPECT_EQ(t->comm_ops[t->activities[2].comm_op].op, Collective::kPeerCopy);
   EXPECT_EQ(t->comm_ops[t->activities[2].comm_op].bytes, 4096);
   EXPECT_EQ(t->activities[3].category, Category::kMemory);  // DtoD on one device
   ASSERT_EQ(t->ranges.size(), 1u);
@@ -126,7 +126,7 @@ TEST(KinetoImport, DeviceToDeviceAcrossDevicesIsAPeerCopy) {
   EXPECT_EQ(peer.copy_kind, kCopyKindPeer);
   EXPECT_EQ(peer.category, Category::kComm);
   ASSERT_NE(peer.comm_op, kNoIndex);
-  EXPECT_EQ(t->comm_ops[peer.comm_op].op, "p2p_copy");
+  EXPECT_EQ(t->comm_ops[peer.comm_op].op, Collective::kPeerCopy);
   EXPECT_EQ(t->comm_ops[peer.comm_op].rule, CommRule::kPeerCopy);
   EXPECT_EQ(t->streams[peer.stream].device, 1);
   EXPECT_EQ(t->activities[1].category, Category::kMemory);

@@ -26,7 +26,7 @@ HostCall Call(int64_t start, int64_t correlation) {
 
 CommOp Op(int64_t launch_id, uint32_t stream = kNoIndex) {
   CommOp c;
-  c.op = "allreduce";
+  c.op = Collective::kAllReduce;
   c.launch_id = launch_id;
   c.stream = stream;
   return c;
@@ -154,7 +154,7 @@ TEST(Link, OutOfRangeCommOpIndexIsIgnored) {
 TEST(Link, GroupOfSendsAndRecvsToEveryPeerIsAnAllToAll) {
   auto p2p = [](std::string op, int64_t launch, int64_t peer, int64_t bytes = 100) {
     CommOp c;
-    c.op = std::move(op);
+    c.op = ParseCollective(op);
     c.launch_id = launch;
     c.communicator = "w";
     c.comm_rank = 1;
@@ -172,13 +172,13 @@ TEST(Link, GroupOfSendsAndRecvsToEveryPeerIsAnAllToAll) {
   t.comm_ops.push_back(p2p("send", 4, 2));
   t.comm_ops.push_back(p2p("recv", 4, 2));  // an all-to-all with a send of unknown size
   NameGroupedAllToAll(t);
-  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(t.comm_ops[i].op, "alltoall") << i;
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(t.comm_ops[i].op, Collective::kAllToAll) << i;
   EXPECT_EQ(t.comm_ops[0].bytes, 150);
-  EXPECT_EQ(t.comm_ops[4].op, "send");
-  EXPECT_EQ(t.comm_ops[5].op, "recv");
-  EXPECT_EQ(t.comm_ops[6].op, "send");
-  EXPECT_EQ(t.comm_ops[8].op, "send");
-  EXPECT_EQ(t.comm_ops[9].op, "alltoall");
+  EXPECT_EQ(t.comm_ops[4].op, Collective::kSend);
+  EXPECT_EQ(t.comm_ops[5].op, Collective::kRecv);
+  EXPECT_EQ(t.comm_ops[6].op, Collective::kSend);
+  EXPECT_EQ(t.comm_ops[8].op, Collective::kSend);
+  EXPECT_EQ(t.comm_ops[9].op, Collective::kAllToAll);
   EXPECT_EQ(t.comm_ops[9].bytes, kUnknown);
 }
 

@@ -126,7 +126,7 @@ std::string Fingerprint(const RankTrace& t) {
                        t.names.Get(a.name_id), a.stream, static_cast<int>(a.kind), static_cast<int>(a.category),
                        a.copy_kind);
   for (const CommOp& o : t.comm_ops)
-    out += fmt::format("o {} {} {} {} {}\n", o.op, o.bytes, o.host_enter_ns, o.host_exit_ns, o.host_tid);
+    out += fmt::format("o {} {} {} {} {}\n", CollectiveName(o.op), o.bytes, o.host_enter_ns, o.host_exit_ns, o.host_tid);
   for (const HostCall& h : t.host_calls)
     out += fmt::format("h {} {} {} {} {}\n", h.start_ns, h.end_ns, h.correlation_id, h.tid, t.names.Get(h.name_id));
   for (size_t i = 0; i < static_cast<size_t>(Stat::kCount); ++i) out += fmt::format("{} ", t.stats.Get(static_cast<Stat>(i)));
@@ -362,7 +362,7 @@ TEST(NsysImporter, ActivitiesLaunchesRangesAndCounters) {
   const Activity& comm = t->activities[2];
   EXPECT_EQ(comm.category, Category::kComm);
   ASSERT_NE(comm.comm_op, kNoIndex);
-  EXPECT_EQ(t->comm_ops[comm.comm_op].op, "allreduce");
+  EXPECT_EQ(t->comm_ops[comm.comm_op].op, Collective::kAllReduce);
   EXPECT_EQ(t->comm_ops[comm.comm_op].source, CommSource::kKernelName);
   EXPECT_EQ(t->comm_ops[comm.comm_op].host_enter_ns, Utc(1700));
   const Activity& p2p = t->activities[3];
@@ -373,7 +373,7 @@ TEST(NsysImporter, ActivitiesLaunchesRangesAndCounters) {
   EXPECT_EQ(t->names.Get(p2p.name_id), "Memcpy PtoP");
   ASSERT_NE(p2p.comm_op, kNoIndex);
   EXPECT_EQ(t->comm_ops[p2p.comm_op].rule, CommRule::kPeerCopy);
-  EXPECT_EQ(t->comm_ops[p2p.comm_op].op, "p2p_copy");
+  EXPECT_EQ(t->comm_ops[p2p.comm_op].op, Collective::kPeerCopy);
   EXPECT_EQ(t->comm_ops[p2p.comm_op].bytes, 4096);
   EXPECT_EQ(t->activities[4].kind, ActivityKind::kMemset);
   EXPECT_EQ(t->activities[4].bytes, 64);
@@ -444,7 +444,7 @@ TEST(NsysImporter, OpsNamedFromNcclsOwnRanges) {
   ASSERT_EQ(t->comm_ops.size(), 6u);
   std::vector<std::string> ops;
   for (const Activity& a : t->activities)  // in time order after Finalize
-    if (a.comm_op != kNoIndex) ops.push_back(t->comm_ops[a.comm_op].op);
+    if (a.comm_op != kNoIndex) ops.push_back(std::string(CollectiveName(t->comm_ops[a.comm_op].op)));
   EXPECT_EQ(ops, (std::vector<std::string>{"sendrecv", "send", "recv", "allreduce", "sendrecv", "allreduce"}));
   EXPECT_EQ(t->stats.Get(Stat::nsys_ops_named_from_nccl_ranges), 4);
   // Every send, receive and collective range of NCCL's domain (9; not group markers, not the
@@ -536,17 +536,17 @@ TEST(NsysImporter, NcclPayloadsGiveBytesCommunicatorAndRank) {
   for (const Activity& a : t->activities)
     if (a.comm_op != kNoIndex) ops.push_back(&t->comm_ops[a.comm_op]);
   ASSERT_EQ(ops.size(), 5u);
-  EXPECT_EQ(ops[0]->op, "allreduce");
+  EXPECT_EQ(ops[0]->op, Collective::kAllReduce);
   EXPECT_EQ(ops[0]->bytes, 1 << 20);
   EXPECT_EQ(ops[0]->communicator, "0000000000000abc");
   EXPECT_EQ(ops[0]->comm_rank, 2);  // from that communicator's ncclCommInitRankConfig
   EXPECT_EQ(ops[0]->comm_nranks, 4);
   EXPECT_EQ(ops[1]->bytes, 8192);  // the group's two calls, one kernel
   EXPECT_EQ(ops[1]->communicator, "0000000000000abc");
-  EXPECT_EQ(ops[2]->op, "allreduce");  // named, but two communicators: nothing more taken
+  EXPECT_EQ(ops[2]->op, Collective::kAllReduce);  // named, but two communicators: nothing more taken
   EXPECT_EQ(ops[2]->bytes, kUnknown);
   EXPECT_EQ(ops[2]->communicator, "unknown");
-  EXPECT_EQ(ops[3]->op, "send");
+  EXPECT_EQ(ops[3]->op, Collective::kSend);
   EXPECT_EQ(ops[3]->bytes, 512);
   EXPECT_EQ(ops[3]->root_peer, 0);
   EXPECT_EQ(ops[3]->communicator, "0000000000000def");
@@ -611,7 +611,7 @@ INSERT INTO NVTX_EVENTS VALUES
   ASSERT_TRUE(t.ok()) << t.status().message();
   std::vector<std::string> ops;
   for (const Activity& a : t->activities)
-    if (a.comm_op != kNoIndex) ops.push_back(t->comm_ops[a.comm_op].op);
+    if (a.comm_op != kNoIndex) ops.push_back(std::string(CollectiveName(t->comm_ops[a.comm_op].op)));
   EXPECT_EQ(ops, (std::vector<std::string>{"sendrecv", "send", "sendrecv"}));
   EXPECT_EQ(t->stats.Get(Stat::nsys_ops_named_from_nccl_ranges), 2);
 }

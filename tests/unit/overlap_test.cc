@@ -134,7 +134,7 @@ TEST(OverlapEngine, CommIdentityFromNcclArgsClassifiesAnyKernelName) {
   ASSERT_TRUE(t.ok()) << t.status().message();
   ASSERT_EQ(t->comm_ops.size(), 1u);
   const CommOp& op = t->comm_ops[0];
-  EXPECT_EQ(op.op, "allgather");
+  EXPECT_EQ(op.op, Collective::kAllGather);
   EXPECT_EQ(op.datatype, "BFloat16");
   EXPECT_EQ(op.count, 1024);
   EXPECT_EQ(op.bytes, 2048);
@@ -260,7 +260,7 @@ RankTrace FusedTrace() {
   for (int i = 0; i < 2; ++i) {
     CommOp c;
     c.communicator = "c";
-    c.op = "allreduce";
+    c.op = Collective::kAllReduce;
     c.seq = i;
     c.launch_id = 7;
     c.source = CommSource::kNcclHook;
@@ -268,7 +268,7 @@ RankTrace FusedTrace() {
   }
   for (auto [a, b, op] : {std::tuple{110, 200, 0u}, std::tuple{250, 390, 1u}}) {
     NcclPluginOp p;
-    p.op = "allreduce";
+    p.op = Collective::kAllReduce;
     p.start_ns = a;
     p.end_ns = b;
     p.comm_op = op;
@@ -321,7 +321,7 @@ TEST(PluginTiming, ALaunchWithAnOpTheCallLacksStaysOnItsKernel) {
 
 TEST(PluginTiming, AGroupedAllToAllStaysOneSpan) {
   RankTrace t = FusedTrace();
-  for (CommOp& c : t.comm_ops) c.op = "alltoall";  // as NameGroupedAllToAll names grouped sends/recvs
+  for (CommOp& c : t.comm_ops) c.op = Collective::kAllToAll;  // as NameGroupedAllToAll names grouped sends/recvs
   t.nccl_plugin_ops[1].start_ns = 150;  // concurrent with the first
   TimelineSets sets = BuildTimelineSets(t);
   std::vector<OpSpan> spans = CommOpSpans(t, sets.compute, sets.timing);

@@ -54,7 +54,7 @@ TEST(RankTraceBuilder, ACommunicationKernelGetsItsOwnOpNamedFromTheKernel) {
   EXPECT_EQ(t.activities[0].comm_op, 0u);
   EXPECT_EQ(t.activities[2].comm_op, 1u);
   for (const CommOp& op : t.comm_ops) {
-    EXPECT_EQ(op.op, "allgather");
+    EXPECT_EQ(op.op, Collective::kAllGather);
     EXPECT_EQ(op.rule, CommRule::kKernelName);
     EXPECT_EQ(op.source, CommSource::kKernelName);
     EXPECT_EQ(op.communicator, "unknown");
@@ -71,7 +71,7 @@ TEST(RankTraceBuilder, NamesInternedAfterTheFirstKernelAreClassifiedToo) {
   AddKernel(b, t, "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t");
   AddKernel(b, t, "gemm");
   ASSERT_EQ(t.comm_ops.size(), 1u);
-  EXPECT_EQ(t.comm_ops[0].op, "sendrecv");
+  EXPECT_EQ(t.comm_ops[0].op, Collective::kSendRecv);
   EXPECT_EQ(t.activities[1].category, Category::kComm);
   EXPECT_EQ(t.activities[2].category, Category::kCompute);
 }
@@ -85,7 +85,7 @@ TEST(RankTraceBuilder, APeerCopyIsCommunicationWithAP2pCopyOpOfItsBytes) {
   EXPECT_EQ(a.category, Category::kComm);
   ASSERT_EQ(a.comm_op, 0u);
   const CommOp& op = t.comm_ops[0];
-  EXPECT_EQ(op.op, "p2p_copy");
+  EXPECT_EQ(op.op, Collective::kPeerCopy);
   EXPECT_EQ(op.bytes, 4096);
   EXPECT_EQ(op.rule, CommRule::kPeerCopy);
   EXPECT_EQ(op.stream, 2u);
@@ -98,11 +98,11 @@ TEST(RankTraceBuilder, NewCommOpMakesTheActivityCommunication) {
   Activity a = Gpu(0, 1, ActivityKind::kMemcpy);
   a.stream = 5;
   CommOp& op = RankTraceBuilder::NewCommOp(t, a, CommRule::kHostOp);
-  op.op = "allreduce";
+  op.op = Collective::kAllReduce;
   EXPECT_EQ(a.category, Category::kComm);
   EXPECT_EQ(a.comm_op, 2u);
   ASSERT_EQ(t.comm_ops.size(), 3u);
-  EXPECT_EQ(t.comm_ops[2].op, "allreduce");
+  EXPECT_EQ(t.comm_ops[2].op, Collective::kAllReduce);
   EXPECT_EQ(t.comm_ops[2].rule, CommRule::kHostOp);
   EXPECT_EQ(t.comm_ops[2].stream, 5u);
   EXPECT_EQ(t.comm_ops[2].communicator, "unknown");

@@ -116,7 +116,7 @@ TEST(RocprofImport, ReadsKernelsCopiesHostCallsRangesAndTheRank) {
   ASSERT_NE(rccl, nullptr);
   ASSERT_NE(rccl->comm_op, kNoIndex);
   const CommOp& ar = t->comm_ops[rccl->comm_op];
-  EXPECT_EQ(ar.op, "allreduce");
+  EXPECT_EQ(ar.op, Collective::kAllReduce);
   EXPECT_EQ(ar.rule, CommRule::kKernelName);
   EXPECT_EQ(ar.host_enter_ns, 2400);  // the ncclAllReduce call, not the HIP launch inside it
   EXPECT_EQ(ar.host_exit_ns, 2600);
@@ -125,7 +125,7 @@ TEST(RocprofImport, ReadsKernelsCopiesHostCallsRangesAndTheRank) {
   const Activity* p2p = FindActivity(*t, "Memcpy PtoP (device 0 -> device 1)");
   ASSERT_NE(p2p, nullptr);
   EXPECT_EQ(p2p->category, Category::kComm);
-  EXPECT_EQ(t->comm_ops[p2p->comm_op].op, "p2p_copy");
+  EXPECT_EQ(t->comm_ops[p2p->comm_op].op, Collective::kPeerCopy);
   EXPECT_EQ(t->comm_ops[p2p->comm_op].bytes, 1024);
 
   ASSERT_EQ(t->devices.size(), 2u);
@@ -173,7 +173,7 @@ TEST(RocprofImport, NamesGroupsAndCountsKernelsLaunchedByRcclCalls) {
   EXPECT_EQ(t->meta.rank, 5);
   EXPECT_EQ(t->stats.Get(Stat::rocprof_rank_from_command_line), 1);
   std::map<std::pair<std::string, CommRule>, int> ops;
-  for (const CommOp& op : t->comm_ops) ++ops[{op.op, op.rule}];
+  for (const CommOp& op : t->comm_ops) ++ops[{std::string(CollectiveName(op.op)), op.rule}];
   EXPECT_EQ(ops, (std::map<std::pair<std::string, CommRule>, int>{{{"sendrecv", CommRule::kKernelName}, 1},
                                                                   {{"allgather", CommRule::kKernelName}, 1},
                                                                   {{"allgather", CommRule::kHostOp}, 1}}));

@@ -43,7 +43,7 @@ TEST(Store, NcclProfilerOpsReadBackAndOlderStoresReadWithout) {
   ASSERT_FALSE(in.comm_ops.empty());
   NcclPluginOp p;
   p.communicator = in.comm_ops[0].communicator;
-  p.op = "allreduce";
+  p.op = Collective::kAllReduce;
   p.nccl_seq = 0;
   p.count = 1024;
   p.gpu_start_raw = 5;
@@ -512,7 +512,7 @@ TEST(Store, LiveChunksOnlyInjectorStoreIsLinkedOnRead) {
   t.host_calls = {{900, 950, 1, 11, launch}, {1900, 1950, 2, 11, launch}, {5900, 5950, 3, 11, launch}};
   CommOp op;
   op.communicator = "c";
-  op.op = "allreduce";
+  op.op = Collective::kAllReduce;
   op.source = CommSource::kNcclHook;
   op.launch_id = 100;
   op.stream_handle = 0x5100;

@@ -13,8 +13,10 @@ namespace overlapprof::nsys {
 // (ncclCommCount, communicator calls such as ncclCommInitRank*) are kOther.
 NcclRange NcclApiOf(std::string_view name) {
   NcclRange r{};
-  static constexpr std::string_view kCollectives[] = {"allreduce", "broadcast", "reduce", "allgather",
-                                                      "reducescatter", "alltoall", "gather", "scatter"};
+  static constexpr Collective kCollectives[] = {Collective::kAllReduce,  Collective::kBroadcast,
+                                                Collective::kReduce,     Collective::kAllGather,
+                                                Collective::kReduceScatter, Collective::kAllToAll,
+                                                Collective::kGather,     Collective::kScatter};
   if (name == "ncclGroupEnd") {
     r.api = NcclApi::kGroupEnd;
   } else if (name == "ncclGroupStart") {
@@ -24,10 +26,10 @@ NcclRange NcclApiOf(std::string_view name) {
   } else if (name == "ncclRecv") {
     r.api = NcclApi::kRecv;
   } else {
-    std::string op = NormalizeCollectiveName(name);
+    const Collective op = NormalizeCollectiveName(name);
     if (std::find(std::begin(kCollectives), std::end(kCollectives), op) != std::end(kCollectives)) {
       r.api = NcclApi::kCollective;
-      r.op = std::move(op);
+      r.op = op;
     }
   }
   return r;
@@ -133,7 +135,7 @@ void NameOpsFromNcclRanges(std::vector<NcclRange>& ranges, RankTrace& trace) {
       }
     }
     if (inner == last) continue;
-    std::string name;
+    Collective name = Collective::kUnknown;
     auto calls_begin = inner, calls_end = std::next(inner);  // the calls behind the op
     if (inner->api == NcclApi::kGroupEnd) {
       // The group's calls: since its ncclGroupStart (groups nest: the launch is in the
@@ -147,31 +149,31 @@ void NameOpsFromNcclRanges(std::vector<NcclRange>& ranges, RankTrace& trace) {
         while (begin != first && std::prev(begin)->api != NcclApi::kGroupEnd) --begin;
       }
       bool sends = false, recvs = false, other = false;
-      std::string coll;
+      Collective coll = Collective::kUnknown;
       for (auto it = begin; it != inner; ++it) {
         if (it->api == NcclApi::kSend) sends = true;
         else if (it->api == NcclApi::kRecv) recvs = true;
         else if (it->api == NcclApi::kCollective) {
-          if (coll.empty()) coll = it->op;
+          if (coll == Collective::kUnknown) coll = it->op;
           else if (coll != it->op) other = true;
         }
       }
-      if (other || (!coll.empty() && (sends || recvs))) continue;  // a mixed group: the kernel's name stays
+      if (other || (coll != Collective::kUnknown && (sends || recvs))) continue;  // a mixed group: the kernel's name stays
       calls_begin = begin;
       calls_end = inner;
-      if (!coll.empty()) name = coll;
-      else if (sends && recvs) name = "sendrecv";
-      else if (sends) name = "send";
-      else if (recvs) name = "recv";
+      if (coll != Collective::kUnknown) name = coll;
+      else if (sends && recvs) name = Collective::kSendRecv;
+      else if (sends) name = Collective::kSend;
+      else if (recvs) name = Collective::kRecv;
     } else if (inner->api == NcclApi::kSend) {
-      name = "send";
+      name = Collective::kSend;
     } else if (inner->api == NcclApi::kRecv) {
-      name = "recv";
+      name = Collective::kRecv;
     } else if (inner->api == NcclApi::kCollective) {
       name = inner->op;
     }
-    if (name.empty()) continue;
-    op.op = std::move(name);
+    if (name == Collective::kUnknown) continue;
+    op.op = name;
     trace.stats.Add(Stat::nsys_ops_named_from_nccl_ranges);
     ApplyPayloads(op, calls_begin, calls_end, members);
   }

@@ -9,6 +9,7 @@
 #include "src/common/status.h"
 #include "src/importers/nsys/nsys_schema.h"
 #include "src/importers/nvtx_payload.h"
+#include "src/trace/collective.h"
 #include "src/trace/model.h"
 
 namespace overlapprof::nsys {
@@ -19,7 +20,7 @@ struct NcclRange {
   int64_t tid;
   int64_t start_ns, end_ns;
   NcclApi api;
-  std::string op;  // kCollective: the normalized collective (NormalizeCollectiveName)
+  Collective op = Collective::kUnknown;  // kCollective: the collective (NormalizeCollectiveName)
   std::optional<NcclPayload> payload;  // NCCL's NVTX payload, when the export holds it (nvtx_payload.h)
 };
 

@@ -834,7 +834,7 @@ class Builder {
     op.rule = rule;
     op.communicator = "unknown";
     if (a.kind == ActivityKind::kMemcpy && a.copy_kind == kCopyKindPeer) {
-      op.op = "p2p_copy";
+      op.op = Collective::kPeerCopy;
       op.bytes = a.bytes;
     } else {
       op.op = CollectiveFromKernelName(t_.names.Get(a.name_id));
@@ -971,15 +971,16 @@ class Builder {
       if (r < 0) continue;
       const std::string_view rname = t_.names.Get(t_.host_calls[static_cast<size_t>(r)].name_id);
       if (!LaunchesWork(rname)) continue;
-      std::string op = rname == "ncclGroupEnd" ? GroupOp(rccl_by_tid, static_cast<uint32_t>(r)) : NormalizeCollectiveName(rname);
+      const Collective op =
+          rname == "ncclGroupEnd" ? GroupOp(rccl_by_tid, static_cast<uint32_t>(r)) : NormalizeCollectiveName(rname);
       if (a.comm_op == kNoIndex) {
-        if (op.empty()) continue;  // a group of mixed calls: no evidence of which, left as it is
+        if (op == Collective::kUnknown) continue;  // a group of mixed calls: no evidence of which, left as it is
         if (a.kind == ActivityKind::kMemset) continue;
         AddOp(a, CommRule::kHostOp);
       }
       CommOp& c = t_.comm_ops[a.comm_op];
       if (c.rule == CommRule::kPeerCopy) continue;
-      if (!op.empty()) c.op = std::move(op);
+      if (op != Collective::kUnknown) c.op = op;
       const HostCall& rc = t_.host_calls[static_cast<size_t>(r)];
       c.host_enter_ns = rc.start_ns;
       c.host_exit_ns = rc.end_ns;
@@ -1005,15 +1006,15 @@ class Builder {
   }
 
   // The collective of the group ncclGroupEnd `end` closes: the calls on its thread since the
-  // matching ncclGroupStart, when they are all one collective ("sendrecv" for sends and
-  // receives); "" when they differ or none is found.
-  std::string GroupOp(const std::map<int64_t, std::vector<uint32_t>>& by_tid, uint32_t end) const {
+  // matching ncclGroupStart, when they are all one collective (kSendRecv for sends and
+  // receives); kUnknown when they differ or none is found.
+  Collective GroupOp(const std::map<int64_t, std::vector<uint32_t>>& by_tid, uint32_t end) const {
     const HostCall& e = t_.host_calls[end];
     auto t = by_tid.find(e.tid);
-    if (t == by_tid.end()) return {};
+    if (t == by_tid.end()) return Collective::kUnknown;
     const std::vector<uint32_t>& v = t->second;
     auto pos = std::find(v.begin(), v.end(), end);
-    std::set<std::string> ops;
+    std::set<Collective> ops;
     int depth = 0;
     while (pos != v.begin()) {
       --pos;
@@ -1022,10 +1023,10 @@ class Builder {
       else if (n == "ncclGroupStart" && depth-- == 0) break;
       else if (LaunchesWork(n)) ops.insert(NormalizeCollectiveName(n));
     }
-    if (ops.empty()) return {};
+    if (ops.empty()) return Collective::kUnknown;
     if (ops.size() == 1) return *ops.begin();
-    if (ops == std::set<std::string>{"recv", "send"}) return "sendrecv";
-    return {};
+    if (ops == std::set<Collective>{Collective::kRecv, Collective::kSend}) return Collective::kSendRecv;
+    return Collective::kUnknown;
   }
 
   Document& d_;
