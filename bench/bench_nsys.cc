@@ -143,13 +143,16 @@ int main(int argc, char** argv) {
   using namespace overlapprof;
   auto t0 = Clock::now();
   const double cpu0 = CpuSeconds();
-  StatusOr<std::vector<TraceInput>> inputs = ExpandInputs({path});
+  ImportObserver observer;
+  ImportOptions list_options;
+  list_options.observer = &observer;
+  StatusOr<std::vector<TraceInput>> inputs = ExpandInputs({path}, "", TraceNeeds{}, list_options);
   if (!inputs.ok()) {
     std::fprintf(stderr, "bench_nsys: %s\n", inputs.status().message().c_str());
     return 1;
   }
   const double list_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  const size_t built = NsysRanksBuiltWhileListing();
+  const size_t built = observer.ranks_built_while_listing;
   size_t rows = 0;
   double import_s = 0;
   for (const TraceInput& in : *inputs) {
@@ -168,7 +171,7 @@ int main(int argc, char** argv) {
     std::printf("  %s: %zu kernels, %zu comm ops, %.3f s\n", in.name.c_str(), t->activities.size(), t->comm_ops.size(), s);
   }
   const double cpu = CpuSeconds() - cpu0;
-  // The listing builds the ranks when they fit its budget (src/importers/nsys.cc, Builders):
+  // The listing builds the ranks when they fit its budget (src/importers/nsys/, Builders):
   // then it holds the reading and the imports only finish the ranks, so only the sum compares.
   std::printf("list ranks (%zu, %zu built while listing): %.3f s; import: %.3f s; %zu kernel rows in %.3f s = %.2f M "
               "rows/s (wall); CPU %.3f s = %.2f M rows/s per core; peak RSS %.0f MB\n",

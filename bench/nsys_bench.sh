@@ -7,8 +7,8 @@
 # Generates (once, in $BENCH_NSYS_DIR, default /tmp) exports of MILLION_KERNELS kernels spread
 # over 1, 2 and 8 processes (bench_nsys' layout: nsys' real 40-column kernel table, one runtime
 # launch per kernel), then reads each, pinned to one core, four ways:
-#   sql       OVERLAPPROF_NSYS_SQL=1: SQL, one filtered query per rank (the importer before
-#             issue 13's direct read)
+#   sql       OVERLAPPROF_NSYS_SQL=1: SQL, one filtered query per rank (the reference the
+#             direct read is tested against)
 #   per-rank  OVERLAPPROF_NSYS_PARTITION=0: the direct B-tree read, a listing scan, then one
 #             scan per rank
 #   spilled   OVERLAPPROF_NSYS_BUILD=0: a listing scan, then the direct read once per export

@@ -60,7 +60,7 @@ void AddIterationsOption(CLI::App& app, std::string& iterations) {
 
 StatusOr<ImportOptions> ImportOptionsOf(const ImportFlags& flags) {
   ImportOptions io;
-  OVERLAPPROF_ASSIGN_OR_RETURN(io.kineto_time_exp, ParseTsUnit(flags.ts_unit));
+  OVERLAPPROF_ASSIGN_OR_RETURN(io.kineto.time_exp, ParseTsUnit(flags.ts_unit));
   io.store_quick_check = !flags.no_verify;
   io.kernel_timing_only = flags.comm_timing == "kernels";
   return io;
@@ -69,7 +69,7 @@ StatusOr<ImportOptions> ImportOptionsOf(const ImportFlags& flags) {
 Status CompleteImportOptions(const ImportFlags& flags, const std::vector<TraceInput>& files, ImportOptions& io) {
   OVERLAPPROF_ASSIGN_OR_RETURN(io.comm_patterns, MakeCommPatterns(flags.comm_kernel, flags.not_comm));
   if (flags.rank_by_gpu) {
-    OVERLAPPROF_ASSIGN_OR_RETURN(io.rank_by_gpu_world, CheckRanksByGpu(files));
+    OVERLAPPROF_ASSIGN_OR_RETURN(io.nsys.rank_by_gpu_world, CheckRanksByGpu(files));
   }
   return OkStatus();
 }

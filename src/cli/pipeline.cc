@@ -20,7 +20,9 @@
 #include "analyzers/cross_rank_windows.h"
 #include "analyzers/overlap.h"
 #include "src/common/progress.h"
+#include "src/cli/nsys_export.h"
 #include "src/cli/registry.h"
+#include "src/importers/nsys/nsys.h"
 
 namespace overlapprof {
 
@@ -92,8 +94,8 @@ TraceInput::TraceInput(std::string file, std::string key, std::shared_ptr<Import
 
 std::ostream& operator<<(std::ostream& os, const TraceInput& input) { return os << input.name; }
 
-StatusOr<std::vector<TraceInput>> ExpandInputs(const std::vector<std::string>& args,
-                                               const std::string& nsys_cache_dir, const TraceNeeds& needs) {
+StatusOr<std::vector<TraceInput>> ExpandInputs(const std::vector<std::string>& args, const std::string& nsys_cache_dir,
+                                               const TraceNeeds& needs, const ImportOptions& options) {
   std::vector<std::string> out;
   for (const std::string& a : args) {
     std::error_code ec;
@@ -121,7 +123,7 @@ StatusOr<std::vector<TraceInput>> ExpandInputs(const std::vector<std::string>& a
   }
   // Files holding several ranks (ImportSession::Units) become one input per rank. Files no
   // importer claims are kept: importing them reports why.
-  ImportOptions open_options;
+  ImportOptions open_options = options;
   open_options.store_needs = needs;
   std::vector<TraceInput> units;
   for (const std::string& path : out) {
@@ -135,6 +137,7 @@ StatusOr<std::vector<TraceInput>> ExpandInputs(const std::vector<std::string>& a
     std::shared_ptr<ImportSession> session = std::move(*opened);
     StatusOr<std::vector<std::string>> keys = session->Units();
     if (!keys.ok()) return keys.status().WithPrefix(path);
+    open_options.read_ahead_budget_bytes -= std::min(open_options.read_ahead_budget_bytes, session->ReadAheadBytes());
     if (keys->empty()) units.emplace_back(path, "", session);
     for (std::string& k : *keys) units.emplace_back(path, std::move(k), session);
   }
@@ -164,10 +167,10 @@ StatusOr<RankTrace> ImportFile(const TraceInput& input, const ImportOptions& opt
     t->nccl_plugin_ops.clear();
     t->nccl_plugin_ops.shrink_to_fit();
   }
-  if (options.rank_by_gpu_world > 0 && t->meta.source_format == "nsys" && t->meta.rank == kUnknown &&
+  if (options.nsys.rank_by_gpu_world > 0 && t->meta.source_format == "nsys" && t->meta.rank == kUnknown &&
       !t->devices.empty() && t->devices[0].id >= 0) {
     t->meta.rank = t->meta.local_rank = t->devices[0].id;
-    t->meta.world_size = options.rank_by_gpu_world;
+    t->meta.world_size = options.nsys.rank_by_gpu_world;
     t->stats.Set(Stat::rank_unknown, 0);
     t->stats.Set(Stat::nsys_rank_from_gpu, 1);
   }

@@ -41,9 +41,12 @@ std::ostream& operator<<(std::ostream& os, const TraceInput& input);  // its nam
 // An Nsight Systems report (.nsys-rep) becomes its SQLite export, made by `nsys export` into
 // `nsys_cache_dir` (empty: $TMPDIR/overlapprof-nsys-UID) and reused while the report is unchanged.
 // `needs`: what the imports will ask for (Importer::Open; a hint for reading ahead).
+// `options`: the sessions' options but for their store_needs (`needs` instead); the files are
+// given their read-ahead budget in turn (ImportOptions::read_ahead_budget_bytes).
 StatusOr<std::vector<TraceInput>> ExpandInputs(const std::vector<std::string>& args,
                                                const std::string& nsys_cache_dir = "",
-                                               const TraceNeeds& needs = TraceNeeds{});
+                                               const TraceNeeds& needs = TraceNeeds{},
+                                               const ImportOptions& options = ImportOptions{});
 
 // True for names the directory scan picks up (.json, .json.gz, .db, .sqlite, .sqlite3), except
 // overlapprof's reports (*.summary.json, *.perfetto.json).

@@ -5,6 +5,8 @@
 // into a RankTrace (ImportSession::Import). What an importer learns about a file (its ranks,
 // rows read ahead) lives in the session, never in process-wide state.
 // To add one: a file in src/importers/ with a factory, and one line in src/cli/registry.inc.
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,41 +30,76 @@ struct ImportScratch {
   std::shared_ptr<void> json_parser;  // simdjson::ondemand::parser, made by the Kineto importer
 };
 
-struct ImportOptions {
+// How an Nsight Systems export's tables are read (src/importers/nsys/nsys_file_session.h): the
+// ways give the same ranks; the default is the fastest, the others are what it is tested and
+// measured against.
+enum class NsysReadMode : uint8_t {
+  kAuto,         // ranks built while listing (within read_ahead_budget_bytes), else as kSpill
+  kSpill,        // one pass over each table, rows spilled by rank to a temporary file
+  kScanPerRank,  // each rank scans the tables' pages itself
+  kSql,          // each rank reads through SQL queries
+};
+
+struct NsysImportOptions {
+  NsysReadMode read_mode = NsysReadMode::kAuto;
+  // --rank-by-gpu: a rank of an export that does not say its rank gets its CUDA device as rank
+  // and local rank, and this world size (ImportFile; the inputs were checked by
+  // CheckRanksByGpu). 0: off.
+  int64_t rank_by_gpu_world = 0;
+};
+
+// What tests and benchmarks watch of imports beyond their traces (ImportOptions::observer);
+// production passes none. Counted from any thread.
+struct ImportObserver {
+  // Ranks that sessions read whole while listing their files (ImportSession::Units).
+  std::atomic<uint64_t> ranks_built_while_listing{0};
+  // Of them, ranks imported from what the listing read (ImportSession::Import).
+  std::atomic<uint64_t> ranks_imported_from_listing{0};
+};
+
+// The Kineto (PyTorch-profiler JSON) importer's options (src/importers/kineto.cc).
+struct KinetoImportOptions {
   // Chrome-trace "ts"/"dur" unit as a power of ten of ns: 3 = µs (the format's unit,
   // default), 0 = ns (for writers that put integer ns in "ts").
-  int kineto_time_exp = 3;
-  // Bytes of JSON text the Kineto importer holds at once (its window; grown for one event larger
-  // than it, up to 256 MiB). 0: the default, 16 MiB. Tests set a few bytes to move batch edges.
-  size_t kineto_window_bytes = 0;
+  int time_exp = 3;
+  // Bytes of JSON text the importer holds at once (its window; grown for one event larger than
+  // it, up to 256 MiB). 0: the default, 16 MiB. Tests set a few bytes to move batch edges.
+  size_t window_bytes = 0;
   // The largest element of traceEvents accepted (the window's most); 0: the default, 256 MiB.
   // A top-level value other than traceEvents may be up to the smaller of this and 64 MiB.
-  size_t kineto_max_event_bytes = 0;
+  size_t max_event_bytes = 0;
   // Read every event with simdjson On-Demand, not with the walker that reads nearly all of them
   // faster (src/importers/kineto.cc): the reference the walker is tested against.
-  bool kineto_on_demand_only = false;
-  // The Kineto builder on a thread of its own, fed by the walker: -1 for large inputs (a gzip
-  // stream, inflated on a thread; a file of 32 MiB or more), 0 never, 1 always (tests).
-  int kineto_build_thread = -1;
+  bool on_demand_only = false;
+  // The builder on a thread of its own, fed by the walker: -1 for large inputs (a gzip stream,
+  // inflated on a thread; a file of 32 MiB or more), 0 never, 1 always (tests).
+  int build_thread = -1;
   // The walker over simdjson's structural index of each region of the window (stage 1, the
   // fast path: src/importers/kineto.cc, IndexWalker) before the walker over the bytes: -1 where
   // simdjson has a SIMD implementation for this CPU, 0 never, 1 always (tests).
-  int kineto_index_walk = -1;
+  int index_walk = -1;
+};
+
+struct ImportOptions {
+  KinetoImportOptions kineto;
+  NsysImportOptions nsys;
+  // PRAGMA quick_check of the SQLite inputs (stores; Nsight Systems exports: the tables read
+  // through SQL): --no-verify turns it off.
   bool store_quick_check = true;
-  // What to read from stores beyond activities, comm ops and step ranges. Analysis asks
+  // What to read beyond activities, comm ops and step ranges (every format). Analysis asks
   // only for what its analyzers need (Analyzer::needs); `import` keeps everything.
   TraceNeeds store_needs = TraceNeeds::All();
   ImportScratch* scratch = nullptr;  // optional; never shared between threads
+  // Bytes that sessions may hold read ahead of their imports (ranks built while listing), all
+  // the files of one ExpandInputs together: each file is given what the ones before it left.
+  uint64_t read_ahead_budget_bytes = uint64_t{1} << 30;
+  ImportObserver* observer = nullptr;  // optional, for tests; shared between threads
   // --comm-kernel / --not-comm (src/trace/classify.h), applied after import by ImportFile
   // (src/cli/pipeline.h), to every format; null: none. Shared, read-only.
   std::shared_ptr<const CommPatterns> comm_patterns;
   // --comm-timing kernels: drop NCCL profiler plugin ops after import (ImportFile), so that
   // communication is timed by its kernels as without the plugin (docs/nccl-profiler.md).
   bool kernel_timing_only = false;
-  // --rank-by-gpu: a rank of an Nsight Systems export that does not say its rank gets its CUDA
-  // device as rank and local rank, and this world size (ImportFile; the inputs were checked by
-  // CheckRanksByGpu). 0: off.
-  int64_t rank_by_gpu_world = 0;
 };
 
 // One input file opened by its importer, for as long as the pipeline reads it (the pipeline
@@ -78,6 +115,8 @@ class ImportSession {
   virtual StatusOr<std::vector<std::string>> Units() { return std::vector<std::string>{}; }
   // One rank: `unit` one of Units(), or "" for the whole file (an error when it holds several).
   virtual StatusOr<RankTrace> Import(const std::string& unit, const ImportOptions& options) = 0;
+  // Bytes held now, read ahead of the imports (ImportOptions::read_ahead_budget_bytes).
+  virtual uint64_t ReadAheadBytes() const { return 0; }
 };
 
 class Importer {
@@ -104,19 +143,6 @@ class OneRankImporter : public Importer {
   StatusOr<std::unique_ptr<ImportSession>> Open(const std::string& path, const ImportOptions& options) const final;
 };
 
-// An Nsight Systems report (.nsys-rep) -> the path of its SQLite export: runs `nsys export`
-// when nsys is on PATH (into a per-user cache in $TMPDIR, reused while the report is
-// unchanged); otherwise an error saying the command to run. (src/importers/nsys.cc)
-StatusOr<std::string> ExportNsysReport(const std::string& path, const std::string& cache_dir = "");
-
-// Ranks of Nsight Systems exports built while they were listed (ImportSession::Units) and not yet
-// imported: how the tests and the bench see which way an export was read (src/importers/nsys.cc).
-size_t NsysRanksBuiltWhileListing();
-
-// The CUDA device of an Nsight Systems rank key (ImportSession::Units: "pid<PID>.gpu<DEVICE>"), or
-// nullopt when `key` is not one.
-std::optional<int64_t> NsysUnitDevice(std::string_view key);
-
 // Kineto parsing of a JSON document held in memory (also used by the fuzzer and the
 // benchmark): streamed from the buffer, as a file is (ParseKinetoStream). `capacity` is unused
 // (the buffer needs no padding any more); kept for callers.
@@ -129,7 +155,7 @@ StatusOr<RankTrace> ParseKinetoJson(const char* buffer, size_t size, size_t capa
 StatusOr<RankTrace> ParseKinetoStream(ByteStream& in, const ImportOptions& options, bool skip_bom = true);
 
 // Events of traceEvents that the Kineto importer's index walker (ImportOptions::
-// kineto_index_walk) has read in this process, all threads: for tests that it is used.
+// kineto.index_walk) has read in this process, all threads: for tests that it is used.
 uint64_t KinetoIndexWalkedEvents();
 
 }  // namespace overlapprof

@@ -13,7 +13,7 @@
 //  byte 1: the most bytes one read of the stream returns: 1 + (b % 61), or unlimited for b >= 244;
 //          its bit 0 also picks the walker of the streaming parse: set, the index walker
 //          (simdjson's stage 1 of each region of the window) before the walker over the bytes;
-//          clear, the walker over the bytes alone (ImportOptions::kineto_index_walk 1 / 0).
+//          clear, the walker over the bytes alone (ImportOptions::kineto.index_walk 1 / 0).
 // Checks: (1) a trace that parses satisfies trace_checks.h and the analyzers run on it;
 // (2) differential: a 1 MiB window (inputs are smaller, inflated ones nearly always: one batch,
 // the whole traceEvents array parsed by simdjson as one document) gives the same result: both
@@ -47,10 +47,10 @@ using overlapprof::StatusOr;
 StatusOr<RankTrace> Parse(std::string_view doc, size_t window, size_t max_event, size_t max_read, bool lend,
                           bool on_demand_only = false, bool zlib_only = false, int index_walk = -1) {
   ImportOptions o;
-  o.kineto_window_bytes = window;
-  o.kineto_max_event_bytes = max_event;
-  o.kineto_on_demand_only = on_demand_only;
-  o.kineto_index_walk = index_walk;
+  o.kineto.window_bytes = window;
+  o.kineto.max_event_bytes = max_event;
+  o.kineto.on_demand_only = on_demand_only;
+  o.kineto.index_walk = index_walk;
   std::unique_ptr<overlapprof::ByteStream> in =
       overlapprof::MemoryStream(doc, lend && max_read == SIZE_MAX ? 4096 : max_read, /*gunzip=*/true, UINT64_MAX,
                                 zlib_only, lend ? window : 0);

@@ -26,17 +26,17 @@ std::string Dump(const RankTrace& t) { return testing::DumpTrace(t); }
 // Parses `text` streamed `max_read` bytes at a time through a window of `window` bytes.
 // lend_front > 0: the stream lends its bytes in blocks of max_read bytes with that much room before
 // them, and the window is in those blocks (as with the threaded gzip stream), not of `window` bytes.
-// build_thread: ImportOptions::kineto_build_thread (-1: for large inputs, and lent blocks).
-// index_walk: ImportOptions::kineto_index_walk (-1: where simdjson has SIMD, as by default).
+// build_thread: ImportOptions::kineto.build_thread (-1: for large inputs, and lent blocks).
+// index_walk: ImportOptions::kineto.index_walk (-1: where simdjson has SIMD, as by default).
 StatusOr<RankTrace> Stream(const std::string& text, size_t window, size_t max_read = SIZE_MAX,
                            size_t max_event = 0, bool gunzip = false, bool on_demand_only = false,
                            size_t lend_front = 0, int build_thread = -1, int index_walk = -1) {
   ImportOptions o;
-  o.kineto_window_bytes = window;
-  o.kineto_max_event_bytes = max_event;
-  o.kineto_on_demand_only = on_demand_only;
-  o.kineto_build_thread = build_thread;
-  o.kineto_index_walk = index_walk;
+  o.kineto.window_bytes = window;
+  o.kineto.max_event_bytes = max_event;
+  o.kineto.on_demand_only = on_demand_only;
+  o.kineto.build_thread = build_thread;
+  o.kineto.index_walk = index_walk;
   std::unique_ptr<ByteStream> in = MemoryStream(text, max_read, gunzip, UINT64_MAX, false, lend_front);
   return ParseKinetoStream(*in, o);
 }

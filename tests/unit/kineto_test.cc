@@ -185,7 +185,7 @@ TEST(KinetoImport, HostCallsOnlyForReadersThatAskForThem) {
 
 TEST(KinetoImport, NanosecondUnitOption) {
   ImportOptions o;
-  o.kineto_time_exp = 0;
+  o.kineto.time_exp = 0;
   StatusOr<RankTrace> t = ParseJsonText(KinetoJson({{"kernel", "gemm", "1712195495505582988", "4928"}}), o);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->activities[0].start_ns, 1712195495505582988);

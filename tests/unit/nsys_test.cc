@@ -1,4 +1,4 @@
-// The Nsight Systems importer (src/importers/nsys.cc):
+// The Nsight Systems importer (src/importers/nsys/):
 //  1. Small synthetic exports built here with known intervals: exact figures per (process,
 //     GPU) rank, overlapping streams, launch times through the runtime table of the right
 //     process, steps from NVTX, peer-to-peer copies, columns found by name in any order.
@@ -22,6 +22,7 @@
 #include "src/cli/pipeline.h"
 #include "src/cli/registry.h"
 #include "src/importers/importer.h"
+#include "src/importers/nsys/nsys.h"
 #include "src/store/writer.h"
 #include "golden_util.h"
 #include "test_util.h"
@@ -132,29 +133,33 @@ std::string Fingerprint(const RankTrace& t) {
   return out;
 }
 
-// The ways an export can be read: its ranks built while it is listed (the default), one pass
-// with rows spilled by rank (a multi-rank export over the build budget, or a reader that wants
-// host calls), one direct scan per rank, SQL. Each way lists the file anew.
+// The ways an export can be read (NsysReadMode): its ranks built while it is listed (the
+// default), one pass with rows spilled by rank (a multi-rank export over the build budget, or a
+// reader that wants host calls), one direct scan per rank, SQL. Each way lists the file anew.
 struct ReadWay {
   const char* name;
-  const char* var;    // environment variable that selects it (none: the default)
-  const char* value;
+  NsysReadMode mode;
 };
-constexpr ReadWay kReadWays[] = {{"built while listing", nullptr, nullptr},
-                                 {"one pass, spilled", "OVERLAPPROF_NSYS_BUILD", "0"},
-                                 {"a scan per rank", "OVERLAPPROF_NSYS_PARTITION", "0"},
-                                 {"SQL", "OVERLAPPROF_NSYS_SQL", "1"}};
+constexpr ReadWay kReadWays[] = {{"built while listing", NsysReadMode::kAuto},
+                                 {"one pass, spilled", NsysReadMode::kSpill},
+                                 {"a scan per rank", NsysReadMode::kScanPerRank},
+                                 {"SQL", NsysReadMode::kSql}};
 
 // Lists `path` for imports wanting `list_needs` and imports each rank the way `w` says, with
-// `needs`; the fingerprints, and in *built how many ranks the listing built.
+// `needs` and at most `budget` bytes read ahead; the fingerprints, and in *built how many ranks
+// the listing built.
 std::vector<std::string> ReadEveryRank(const std::string& path, const ReadWay& w, const TraceNeeds& needs,
-                                       size_t* built, const TraceNeeds& list_needs) {
-  if (w.var) ::setenv(w.var, w.value, 1);
+                                       size_t* built, const TraceNeeds& list_needs,
+                                       uint64_t budget = ImportOptions{}.read_ahead_budget_bytes) {
   std::vector<std::string> out;
-  StatusOr<std::vector<TraceInput>> inputs = ExpandInputs({path}, "", list_needs);
-  EXPECT_TRUE(inputs.ok()) << inputs.status().message();
-  *built = NsysRanksBuiltWhileListing();
+  ImportObserver observer;
   ImportOptions o;
+  o.nsys.read_mode = w.mode;
+  o.read_ahead_budget_bytes = budget;
+  o.observer = &observer;
+  StatusOr<std::vector<TraceInput>> inputs = ExpandInputs({path}, "", list_needs, o);
+  EXPECT_TRUE(inputs.ok()) << inputs.status().message();
+  *built = observer.ranks_built_while_listing;
   o.store_needs = needs;
   for (const TraceInput& in : inputs.ok() ? *inputs : std::vector<TraceInput>{}) {
     StatusOr<RankTrace> t = ImportFile(in, o);
@@ -163,8 +168,9 @@ std::vector<std::string> ReadEveryRank(const std::string& path, const ReadWay& w
     EXPECT_GT(t->activities.size(), 0u) << in;
     out.push_back(Fingerprint(*t));
   }
-  if (w.var) ::unsetenv(w.var);
-  EXPECT_EQ(NsysRanksBuiltWhileListing(), 0u) << w.name << ": every built rank was taken by its import";
+  // A rank built while listing is imported from what was built, unless the import wants host
+  // calls (it is read again then).
+  EXPECT_EQ(observer.ranks_imported_from_listing.load(), needs.host_calls ? 0u : *built) << w.name;
   return out;
 }
 
@@ -183,7 +189,7 @@ TEST(NsysImporter, EveryWayOfReadingGivesTheSameRanks) {
         size_t built = 0;
         std::vector<std::string> ranks = ReadEveryRank(path, w, needs, &built, needs);
         ASSERT_GE(ranks.size(), 2u) << path << ", " << w.name;
-        EXPECT_EQ(built, w.var || needs.host_calls ? 0u : ranks.size()) << path << ", " << w.name;
+        EXPECT_EQ(built, w.mode != NsysReadMode::kAuto || needs.host_calls ? 0u : ranks.size()) << path << ", " << w.name;
         if (first.empty()) first = ranks;
         else EXPECT_EQ(ranks, first) << path << ", host calls " << needs.host_calls << ": " << w.name << " vs "
                                      << kReadWays[0].name;
@@ -278,13 +284,42 @@ TEST(NsysImporter, ABuildOverItsBudgetStopsAndTheRanksAreReadAsBefore) {
     for (size_t at = rank.find("\na "); at != std::string::npos; at = rank.find("\na ", at + 1)) ++activities;
     EXPECT_EQ(activities, 40000u);
   }
-  for (const char* mb : {"1", "0"}) {
-    ::setenv("OVERLAPPROF_NSYS_BUILD_BUDGET_MB", mb, 1);
-    std::vector<std::string> over = ReadEveryRank(path, kReadWays[0], lean, &built, lean);
-    ::unsetenv("OVERLAPPROF_NSYS_BUILD_BUDGET_MB");
+  for (uint64_t mb : {1, 0}) {
+    std::vector<std::string> over = ReadEveryRank(path, kReadWays[0], lean, &built, lean, mb << 20);
     EXPECT_EQ(built, 0u) << mb << " MB";
     EXPECT_EQ(over, whole) << mb << " MB";
   }
+}
+
+// The read-ahead budget is one for all the files of a pass: each file listed gets what the
+// files before it left, so a second export whose ranks would not fit in that is listed only
+// (and read as before, its ranks spilled), and the session holds nothing once its ranks are
+// imported.
+TEST(NsysImporter, TheFilesOfAPassShareOneReadAheadBudget) {
+  const std::string a = LargerExport("budget_a.sqlite"), b = LargerExport("budget_b.sqlite");
+  StatusOr<std::vector<TraceInput>> alone = ExpandInputs({a});
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  ASSERT_EQ(alone->size(), 2u);
+  const uint64_t one_file = (*alone)[0].session->ReadAheadBytes();
+  ASSERT_GT(one_file, 0u);
+  ImportObserver observer;
+  ImportOptions o;
+  o.observer = &observer;
+  o.read_ahead_budget_bytes = one_file + one_file / 2;
+  StatusOr<std::vector<TraceInput>> both = ExpandInputs({a, b}, "", TraceNeeds{}, o);
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  ASSERT_EQ(both->size(), 4u);
+  EXPECT_EQ(observer.ranks_built_while_listing.load(), 2u);
+  EXPECT_EQ((*both)[0].session, (*both)[1].session);  // one session per file, shared by its ranks
+  EXPECT_EQ((*both)[0].session->ReadAheadBytes(), one_file);
+  EXPECT_EQ((*both)[2].session->ReadAheadBytes(), 0u);
+  StatusOr<Summary> s = AnalyzeFiles(*both, o, {});
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(observer.ranks_imported_from_listing.load(), 2u);
+  EXPECT_EQ((*both)[0].session->ReadAheadBytes(), 0u);
+  ASSERT_EQ(s->ranks.size(), 4u);
+  EXPECT_EQ(s->ranks[0].whole.comm_ns, s->ranks[2].whole.comm_ns);
+  EXPECT_EQ(s->ranks[1].whole.comm_ns, s->ranks[3].whole.comm_ns);
 }
 
 TEST(NsysImporter, ExactFiguresWithOverlappingStreams) {

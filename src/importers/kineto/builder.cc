@@ -46,7 +46,7 @@ bool TraceBuilder::Times(const RawEvent& ev, int64_t* start, int64_t* end) {
     t_.stats.Add(Stat::events_malformed);
     return false;
   }
-  if (!ParseJsonNumber(ev.ts, opts_.kineto_time_exp, &ts) || !ParseJsonNumber(ev.dur, opts_.kineto_time_exp, &dur)) {
+  if (!ParseJsonNumber(ev.ts, opts_.kineto.time_exp, &ts) || !ParseJsonNumber(ev.dur, opts_.kineto.time_exp, &dur)) {
     // A number that does not fit int64 ns is out of range; anything else is malformed, the
     // NaN and (-)Infinity literals and numbers JSON does not allow ("0005", ".5") included
     // (docs/schema.md).
@@ -355,8 +355,8 @@ void TraceBuilder::NameFromHostOps() {
   std::erase_if(host_comm_ops_, [&](HostCommOp& h) {
     int64_t ts, dur;
     const RawEvent raw = Raw(h);
-    return !ParseJsonNumber(raw.ts, opts_.kineto_time_exp, &ts) ||
-           !ParseJsonNumber(raw.dur, opts_.kineto_time_exp, &dur) || dur < 0 ||
+    return !ParseJsonNumber(raw.ts, opts_.kineto.time_exp, &ts) ||
+           !ParseJsonNumber(raw.dur, opts_.kineto.time_exp, &dur) || dur < 0 ||
            __builtin_add_overflow(ts, base_ns_, &h.start_ns) || __builtin_add_overflow(h.start_ns, dur, &h.end_ns);
   });
   // By External id (one with "Collective name" first).

@@ -46,7 +46,7 @@ struct IxTokens {
 // simdjson's stage 1 over regions of text, made once per reader and used again.
 class StructuralIndexer {
  public:
-  // mode: ImportOptions::kineto_index_walk (-1: where simdjson has a kernel for this CPU other
+  // mode: ImportOptions::kineto.index_walk (-1: where simdjson has a kernel for this CPU other
   // than its portable fallback, 0 never, 1 always). Null where it is off or simdjson could not
   // make one.
   static std::unique_ptr<StructuralIndexer> Make(int mode);

@@ -139,11 +139,11 @@ class KinetoReader {
         parser_(parser),
         builder_(o),
         skip_bom_(skip_bom),
-        max_event_(std::max(o.kineto_max_event_bytes ? o.kineto_max_event_bytes : kMaxEventBytes, kMinWindowBytes)),
+        max_event_(std::max(o.kineto.max_event_bytes ? o.kineto.max_event_bytes : kMaxEventBytes, kMinWindowBytes)),
         max_top_(std::min(max_event_, kMaxTopLevelValueBytes)),
-        walk_(!o.kineto_on_demand_only),
-        ix_mode_(o.kineto_index_walk) {
-    size_t window = std::min(std::max(o.kineto_window_bytes ? o.kineto_window_bytes : kDefaultWindowBytes, kMinWindowBytes),
+        walk_(!o.kineto.on_demand_only),
+        ix_mode_(o.kineto.index_walk) {
+    size_t window = std::min(std::max(o.kineto.window_bytes ? o.kineto.window_bytes : kDefaultWindowBytes, kMinWindowBytes),
                              max_event_);
     // No larger than the whole text when its length is known (a small plain file or buffer: the
     // default 16 MiB would be allocated, and its parser index sized, for nothing).
@@ -151,8 +151,8 @@ class KinetoReader {
     window_ = window;
     // The builder on a thread of its own for large inputs: a stream inflated on a thread (which
     // lends its blocks), or a file of 32 MiB or more.
-    const bool build_thread = o.kineto_build_thread > 0 ||
-                              (o.kineto_build_thread < 0 && (front_ > 0 || in.size_hint() >= (uint64_t{32} << 20)));
+    const bool build_thread = o.kineto.build_thread > 0 ||
+                              (o.kineto.build_thread < 0 && (front_ > 0 || in.size_hint() >= (uint64_t{32} << 20)));
     if (build_thread && walk_) {
       build_ = std::make_unique<BuildThread>(builder_);
       if (!build_->Start()) build_.reset();
@@ -831,7 +831,7 @@ class KinetoReader {
   static constexpr size_t kIxRegion = size_t{256} << 10;
 
   // The index walker's stage 1, made on first use; null where it is off (ImportOptions::
-  // kineto_index_walk) or simdjson could not make one. Its capacity (the longest region) follows
+  // kineto.index_walk) or simdjson could not make one. Its capacity (the longest region) follows
   // the window's, up to kIxRegion (a small window does not need 1 MiB of index).
   kineto::StructuralIndexer* IndexWalker() {
     if (!ix_tried_) {
@@ -1233,7 +1233,7 @@ class KinetoReader {
   uint64_t cur_offset_ = 0;
   std::string sanitized_;  // a batch with invalid UTF-8 replaced, while it is parsed
   const bool walk_;        // events by the walker (WalkEventsDocument), On-Demand where it bails
-  const int ix_mode_;      // ImportOptions::kineto_index_walk
+  const int ix_mode_;      // ImportOptions::kineto.index_walk
   uint64_t next_estimate_ = uint64_t{64} << 20;  // ExpectMore's next checkpoint (bytes read)
   bool ix_tried_ = false;  // IndexWalker() made ix_ (or found it off)
   std::unique_ptr<kineto::StructuralIndexer> ix_;  // stage 1 of the index walker
