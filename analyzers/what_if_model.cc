@@ -10,6 +10,18 @@ namespace {
 
 constexpr int64_t kNever = std::numeric_limits<int64_t>::min();
 
+// Saturating: times and clock offsets come from the data, which may be hostile.
+int64_t SatAdd(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? std::numeric_limits<int64_t>::max() : kNever + 1;
+  return r;
+}
+int64_t SatSub(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r)) return b < 0 ? std::numeric_limits<int64_t>::max() : kNever + 1;
+  return r;
+}
+
 // Host calls that return only once the GPU got somewhere (docs/what-if.md, rule S).
 bool IsSynchronizing(std::string_view name) {
   return name.find("Synchronize") != std::string_view::npos || name == "cudaMemcpy" || name == "cudaMemcpy2D" ||
@@ -354,18 +366,18 @@ RunGraph::RunGraph(std::vector<RankModel> ranks, const std::vector<int64_t>& off
     if (members.size() < 2) continue;
     const uint32_t arrival = events_++;
     int64_t last = kNever;
-    for (const auto& [s, t] : members) last = std::max(last, ranks_[s].tasks[t].start_ns - off(s));
+    for (const auto& [s, t] : members) last = std::max(last, SatSub(ranks_[s].tasks[t].start_ns, off(s)));
     measured_.push_back(last);
     for (const auto& [s, t] : members) {
       matched[s][t] = true;
       Edge in;
       in.src = base_[s] + StartEv(t);
       in.dst = arrival;
-      in.lat = -off(s);
+      in.lat = SatSub(0, off(s));
       in.kind = EdgeKind::kArrive;
       edges_.push_back(in);
       edge_slot_.push_back(s);
-      int64_t transfer = ranks_[s].tasks[t].end_ns - off(s) - last;
+      int64_t transfer = SatSub(SatSub(ranks_[s].tasks[t].end_ns, off(s)), last);
       if (transfer < 0) {
         ++negative_transfers_;
         transfer = 0;
@@ -373,7 +385,7 @@ RunGraph::RunGraph(std::vector<RankModel> ranks, const std::vector<int64_t>& off
       Edge outv;
       outv.src = arrival;
       outv.dst = base_[s] + EndEv(t);
-      outv.lat = off(s) + transfer;
+      outv.lat = SatAdd(off(s), transfer);
       outv.aux = transfer;
       outv.kind = EdgeKind::kTransfer;
       edges_.push_back(outv);
@@ -434,7 +446,7 @@ std::vector<std::vector<int64_t>> RunGraph::Replay(const Change& change) const {
       case EdgeKind::kComm:
         return static_cast<int64_t>(static_cast<double>(e.lat) * change.comm_factor + 0.5);
       case EdgeKind::kTransfer:
-        return (e.lat - e.aux) + static_cast<int64_t>(static_cast<double>(e.aux) * change.comm_factor + 0.5);
+        return SatAdd(SatSub(e.lat, e.aux), static_cast<int64_t>(static_cast<double>(e.aux) * change.comm_factor + 0.5));
       default:
         return e.lat;
     }
@@ -457,7 +469,7 @@ std::vector<std::vector<int64_t>> RunGraph::Replay(const Change& change) const {
     ready.pop_back();
     for (uint32_t i = first_out[u]; i < first_out[u + 1]; ++i) {
       const uint32_t v = edges_[i].dst;
-      time[v] = std::max(time[v], time[u] + latency(i));
+      time[v] = std::max(time[v], SatAdd(time[u], latency(i)));
       if (--indeg[v] == 0) ready.push_back(v);
     }
   }
@@ -473,7 +485,7 @@ std::vector<std::vector<int64_t>> RunGraph::Replay(const Change& change) const {
       for (uint32_t t = m.window_first[w]; t < m.window_first[w + 1]; ++t) f = std::min(f, time[base_[s] + 2 * t]);
       first.push_back(f);
     }
-    for (size_t k = 0; k + 1 < first.size(); ++k) steps[s].push_back(first[k + 1] - first[k]);
+    for (size_t k = 0; k + 1 < first.size(); ++k) steps[s].push_back(SatSub(first[k + 1], first[k]));
   }
   return steps;
 }

@@ -7,6 +7,7 @@
 
 #include "analyzers/overlap.h"
 #include "reports/report.h"
+#include "reports/what_if_report.h"
 #include "src/common/utf8.h"
 
 namespace overlapprof {
@@ -88,6 +89,7 @@ class TerminalReport : public ReportWriter {
       }
       if (b.ranks.size() > 1) line("run", all_iters ? run_iters : 0, b.run);
     }
+    WriteWhatIfTable(s, out);
     // By op type, summed over ranks (the op_types analyzer's rows).
     if (s.op_types && !s.op_types->empty()) {
       struct Row { int64_t count = 0, time = 0, exposed = 0, bytes = 0; bool bytes_known = true; };
