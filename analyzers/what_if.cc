@@ -93,7 +93,8 @@ class WhatIfAnalyzer : public PreparingAnalyzer {
     models_.clear();
     const whatif::RunGraph graph(std::move(slots), offsets);
     auto result = std::make_shared<WhatIfResult>();
-    const std::vector<std::vector<int64_t>> base = graph.Replay({});
+    std::vector<std::vector<whatif::PathSplit>> paths;
+    const std::vector<std::vector<int64_t>> base = graph.Replay({}, &paths);
     std::string why_none;
     int64_t measured_run = 0, replayed_run = 0;
     bool any = false;
@@ -115,6 +116,20 @@ class WhatIfAnalyzer : public PreparingAnalyzer {
         row.max_error_pct = Round2(err.empty() ? 0 : *std::max_element(err.begin(), err.end()));
         row.measured_step_ns = Mean(m.measured_steps);
         row.replayed_step_ns = Mean(base[s]);
+        for (size_t k = 0; k < paths[s].size(); ++k) {
+          const whatif::PathSplit& p = paths[s][k];
+          WhatIfPathRow path;
+          path.rank = row.rank;
+          path.iteration = static_cast<int64_t>(k);
+          path.length_ns = p.length_ns;
+          int64_t total = 0;
+          for (int64_t ns : p.part_ns) total += ns;
+          for (int i = 0; i < whatif::kPathParts && total > 0; ++i)
+            path.shares[i] = std::round(10000.0 * static_cast<double>(p.part_ns[i]) / static_cast<double>(total)) / 10000.0;
+          if (p.waited_slot >= 0 && path.shares[whatif::kPathWaiting] > 0)
+            path.waiting_for = summary.ranks[static_cast<size_t>(p.waited_slot)].rank;
+          result->critical_path.push_back(path);
+        }
         measured_run = std::max(measured_run, row.measured_step_ns);
         replayed_run = std::max(replayed_run, row.replayed_step_ns);
         any = true;

@@ -362,9 +362,11 @@ RunGraph::RunGraph(std::vector<RankModel> ranks, const std::vector<int64_t>& off
   }
   std::vector<std::vector<bool>> matched(ranks_.size());
   for (size_t s = 0; s < ranks_.size(); ++s) matched[s].assign(ranks_[s].tasks.size(), false);
+  first_arrival_ = events_;
   for (const auto& [key, members] : groups) {
     if (members.size() < 2) continue;
     const uint32_t arrival = events_++;
+    arrivals_.emplace_back();
     int64_t last = kNever;
     for (const auto& [s, t] : members) last = std::max(last, SatSub(ranks_[s].tasks[t].start_ns, off(s)));
     measured_.push_back(last);
@@ -375,6 +377,7 @@ RunGraph::RunGraph(std::vector<RankModel> ranks, const std::vector<int64_t>& off
       in.dst = arrival;
       in.lat = SatSub(0, off(s));
       in.kind = EdgeKind::kArrive;
+      arrivals_.back().push_back({s, in.src, in.lat});
       edges_.push_back(in);
       edge_slot_.push_back(s);
       int64_t transfer = SatSub(SatSub(ranks_[s].tasks[t].end_ns, off(s)), last);
@@ -425,7 +428,8 @@ std::vector<int64_t> RunGraph::ComputeTime() const {
   return out;
 }
 
-std::vector<std::vector<int64_t>> RunGraph::Replay(const Change& change) const {
+std::vector<std::vector<int64_t>> RunGraph::Replay(const Change& change,
+                                                   std::vector<std::vector<PathSplit>>* paths) const {
   auto scaled = [&](size_t i) -> int64_t {
     const uint32_t s = edge_slot_[i];
     if (s < change.compute_factor.size() && change.compute_factor[s] != 1.0 && edges_[i].lat > 0)
@@ -458,6 +462,7 @@ std::vector<std::vector<int64_t>> RunGraph::Replay(const Change& change) const {
   }
   for (uint32_t v = 0; v < events_; ++v) first_out[v + 1] += first_out[v];
   std::vector<int64_t> time(events_, kNever);
+  std::vector<uint32_t> via(events_, kNoIndex);  // the binding in-edge of each event
   std::vector<uint32_t> ready;
   for (uint32_t v = 0; v < events_; ++v)
     if (indeg[v] == 0) {
@@ -469,23 +474,96 @@ std::vector<std::vector<int64_t>> RunGraph::Replay(const Change& change) const {
     ready.pop_back();
     for (uint32_t i = first_out[u]; i < first_out[u + 1]; ++i) {
       const uint32_t v = edges_[i].dst;
-      time[v] = std::max(time[v], SatAdd(time[u], latency(i)));
+      const int64_t t = SatAdd(time[u], latency(i));
+      if (t > time[v] || via[v] == kNoIndex) {
+        time[v] = std::max(time[v], t);
+        via[v] = i;
+      }
       if (--indeg[v] == 0) ready.push_back(v);
     }
   }
   for (uint32_t v = 0; v < events_; ++v)
-    if (indeg[v] != 0) time[v] = measured_[v];  // on a cycle (contradicting data): as measured
+    if (indeg[v] != 0) {
+      time[v] = measured_[v];  // on a cycle (contradicting data): as measured
+      via[v] = kNoIndex;
+    }
   std::vector<std::vector<int64_t>> steps(ranks_.size());
+  if (paths) paths->assign(ranks_.size(), {});
   for (size_t s = 0; s < ranks_.size(); ++s) {
     const RankModel& m = ranks_[s];
     if (!m.why_not.empty()) continue;
     std::vector<int64_t> first;
+    std::vector<uint32_t> first_event;
     for (size_t w = 0; w + 1 < m.window_first.size(); ++w) {
       int64_t f = std::numeric_limits<int64_t>::max();
-      for (uint32_t t = m.window_first[w]; t < m.window_first[w + 1]; ++t) f = std::min(f, time[base_[s] + 2 * t]);
+      uint32_t fe = 0;
+      for (uint32_t t = m.window_first[w]; t < m.window_first[w + 1]; ++t)
+        if (time[base_[s] + 2 * t] < f) {
+          f = time[base_[s] + 2 * t];
+          fe = base_[s] + 2 * t;
+        }
       first.push_back(f);
+      first_event.push_back(fe);
     }
     for (size_t k = 0; k + 1 < first.size(); ++k) steps[s].push_back(SatSub(first[k + 1], first[k]));
+    if (!paths) continue;
+    const uint32_t lo = base_[s], hi = base_[s] + static_cast<uint32_t>(2 * m.tasks.size());
+    for (size_t k = 0; k + 1 < first.size(); ++k) {
+      PathSplit p;
+      p.length_ns = steps[s][k];
+      std::map<uint32_t, int64_t> waited;  // slot -> ns
+      uint32_t v = first_event[k + 1];
+      for (uint32_t guard = 0; guard <= events_ && time[v] > first[k]; ++guard) {
+        const uint32_t i = via[v];
+        if (i == kNoIndex) {
+          p.part_ns[kPathOther] += SatSub(time[v], first[k]);
+          break;
+        }
+        uint32_t u = edges_[i].src;
+        if (edges_[i].kind == EdgeKind::kArrive && edge_slot_[i] != s && v >= first_arrival_) {
+          // The last member was another rank: this rank waited for it from its own arrival on, and
+          // the path goes on through its own work.
+          const Arrival* mine = nullptr;
+          for (const Arrival& a : arrivals_[v - first_arrival_])
+            if (a.slot == s) mine = &a;
+          if (mine) {
+            const int64_t own_at = SatAdd(time[mine->start], mine->lat);
+            const int64_t ns = std::max<int64_t>(0, SatSub(time[v], std::max(own_at, first[k])));
+            p.part_ns[kPathWaiting] += ns;
+            waited[edge_slot_[i]] += ns;
+            v = mine->start;
+            continue;
+          }
+        }
+        const int64_t ns = std::max<int64_t>(0, SatSub(time[v], std::max(time[u], first[k])));
+        const bool own = edge_slot_[i] == s && (edges_[i].kind == EdgeKind::kTransfer || (v >= lo && v < hi));
+        int part = kPathOther;
+        if (!own) {
+          part = kPathWaiting;
+          waited[edge_slot_[i]] += ns;
+        } else {
+          switch (edges_[i].kind) {
+            case EdgeKind::kCompute: part = kPathCompute; break;
+            case EdgeKind::kComm:
+            case EdgeKind::kTransfer: part = kPathComm; break;
+            case EdgeKind::kHostWork:
+            case EdgeKind::kHostGap: part = kPathHost; break;
+            case EdgeKind::kLaunch: part = kPathLaunch; break;
+            case EdgeKind::kMemory: part = kPathMemory; break;
+            default: part = kPathOther; break;
+          }
+        }
+        p.part_ns[part] += ns;
+        v = u;
+      }
+      int64_t most = 0;
+      for (const auto& [slot, ns] : waited)
+        if (ns > most) {
+          most = ns;
+          p.waited_slot = slot;
+        }
+      (*paths)[s].push_back(p);
+    }
   }
   return steps;
 }

@@ -94,13 +94,25 @@ struct Change {
   std::vector<double> compute_factor;
 };
 
+// The critical path of one replayed step: the chain of binding edges from the next window's first GPU
+// task back to this window's first, its time split by what the edges model (ns; docs/what-if.md).
+enum PathPart : uint8_t { kPathCompute, kPathComm, kPathWaiting, kPathHost, kPathLaunch, kPathMemory, kPathOther };
+inline constexpr int kPathParts = 7;
+struct PathSplit {
+  int64_t length_ns = 0;        // the replayed step
+  int64_t part_ns[kPathParts] = {};  // sums to the path's time (negative latencies count 0)
+  int64_t waited_slot = -1;     // the slot whose work the path waited on longest (waiting), -1 none
+};
+
 // The run's graph: every rank's model joined by its collectives.
 class RunGraph {
  public:
   // `offsets[slot]`: the slot's clock offset (domain minus reference; 0 when not applied).
   RunGraph(std::vector<RankModel> ranks, const std::vector<int64_t>& offsets);
   // Replays with `change`; returns per slot the replayed steps (empty for unmodeled slots).
-  std::vector<std::vector<int64_t>> Replay(const Change& change) const;
+  // With `paths`: also each replayed step's critical path, per slot.
+  std::vector<std::vector<int64_t>> Replay(const Change& change,
+                                           std::vector<std::vector<PathSplit>>* paths = nullptr) const;
   const std::vector<RankModel>& ranks() const { return ranks_; }
   int64_t matched_collectives() const { return matched_; }
   int64_t negative_transfers() const { return negative_transfers_; }
@@ -113,6 +125,13 @@ class RunGraph {
   std::vector<uint32_t> edge_slot_;  // per edge: the slot it belongs to
   std::vector<Edge> edges_;          // run numbering
   std::vector<int64_t> measured_;    // per event: measured time (anchors)
+  // Per collective arrival event (event - first_arrival_): its members' (slot, start event, -offset).
+  struct Arrival {
+    uint32_t slot, start;
+    int64_t lat;
+  };
+  std::vector<std::vector<Arrival>> arrivals_;
+  uint32_t first_arrival_ = 0;
   uint32_t events_ = 0;
   int64_t matched_ = 0, negative_transfers_ = 0;
 };

@@ -30,11 +30,23 @@ struct WhatIfScenario {
   std::string assumptions;        // one line
 };
 
+// One modeled iteration's critical path (its replayed step), split into shares of the path's time.
+struct WhatIfPathRow {
+  int64_t rank = -1;
+  int64_t iteration = 0;  // 0-based among the rank's modeled iterations
+  int64_t length_ns = 0;
+  // compute, communication, waiting (for another rank), host, launch, memory, other; sum to 1 (0s
+  // when the path has no time)
+  double shares[7] = {};
+  int64_t waiting_for = -1;  // the rank waited on longest; -1 none (or unknown)
+};
+
 struct WhatIfResult {
   std::vector<WhatIfReplayRank> replay;  // in Summary::ranks order
   int64_t measured_step_ns = 0;          // the run's: the slowest modeled rank's mean measured step
   int64_t replayed_step_ns = 0;          // the same, replayed
   std::vector<WhatIfScenario> scenarios;
+  std::vector<WhatIfPathRow> critical_path;  // per modeled rank and iteration, in replay order
 };
 
 }  // namespace overlapprof

@@ -36,11 +36,23 @@ Json WhatIfJson(const WhatIfResult& w) {
     j["assumptions"] = sc.assumptions;
     scenarios.push_back(std::move(j));
   }
+  Json paths = Json::array();
+  static const char* const kParts[] = {"compute", "communication", "waiting", "host", "launch", "memory", "other"};
+  for (const WhatIfPathRow& p : w.critical_path) {
+    Json j = Json::object();
+    j["rank"] = p.rank >= 0 ? Json(p.rank) : Json(nullptr);
+    j["iteration"] = p.iteration;
+    j["length_ns"] = p.length_ns;
+    for (int i = 0; i < 7; ++i) j[kParts[i]] = p.shares[i];
+    j["waiting_for"] = p.waiting_for >= 0 ? Json(p.waiting_for) : Json(nullptr);
+    paths.push_back(std::move(j));
+  }
   Json out = Json::object();
   out["replay"] = std::move(replay);
   out["measured_step_ns"] = w.measured_step_ns;
   out["replayed_step_ns"] = w.replayed_step_ns;
   out["scenarios"] = std::move(scenarios);
+  out["critical_path"] = std::move(paths);
   return out;
 }
 

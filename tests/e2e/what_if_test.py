@@ -59,6 +59,18 @@ def main():
             for s in w["scenarios"]:
                 assert s["predictable"] and s["why_not"] is None and s["assumptions"], s
                 assert s["saving_ns"] == w["replayed_step_ns"] - s["predicted_step_ns"], s
+            parts = ("compute", "communication", "waiting", "host", "launch", "memory", "other")
+            paths = w["critical_path"]
+            assert len(paths) == sum(r["iterations"] for r in w["replay"]), paths
+            for p in paths:
+                assert abs(sum(p[k] for k in parts) - 1) <= 0.0005, p
+                assert p["length_ns"] > 0, p
+            if sc == "ddp":  # the others wait for the straggler; its own path is compute
+                for p in paths:
+                    if p["rank"] == 2:
+                        assert p["compute"] > 0.9 and p["waiting_for"] is None, p
+                    else:
+                        assert p["waiting"] > 0.1 and p["waiting_for"] == 2, p
             cases[sc] = w
             reruns = {
                 "communication 2x faster": ["--latency-us", "10", "--bandwidth-gbps", "100"],

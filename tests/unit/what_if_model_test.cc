@@ -235,6 +235,31 @@ TEST(WhatIfModel, RanksTogetherMatchesTheRerunWithoutStraggler) {
   EXPECT_GT(RunStep(b.measured) - RunStep(truth.measured), 100000);  // the straggler costs something
 }
 
+TEST(WhatIfModel, CriticalPathWaitsForTheStragglerAndAddsUpToTheStep) {
+  GenConfig c;
+  c.straggler = 1;
+  c.straggler_factor = 1.2;
+  Built b = Build(c);
+  std::vector<std::vector<whatif::PathSplit>> paths;
+  const auto steps = b.graph->Replay({}, &paths);
+  for (size_t r = 0; r < paths.size(); ++r) {
+    ASSERT_EQ(paths[r].size(), steps[r].size());
+    for (size_t k = 0; k < paths[r].size(); ++k) {
+      const whatif::PathSplit& p = paths[r][k];
+      int64_t sum = 0;
+      for (int64_t ns : p.part_ns) sum += ns;
+      EXPECT_EQ(sum, steps[r][k]) << "rank " << r;  // a chain of non-negative edges back to the step's start
+      if (r == 1) {
+        EXPECT_EQ(p.part_ns[whatif::kPathWaiting], 0);
+        EXPECT_GT(p.part_ns[whatif::kPathCompute], steps[r][k] / 2);
+      } else {
+        EXPECT_EQ(p.waited_slot, 1);
+        EXPECT_GT(p.part_ns[whatif::kPathWaiting], 0);
+      }
+    }
+  }
+}
+
 TEST(WhatIfModel, HostOverheadGoneMatchesTheRerunWithoutHostWork) {
   GenConfig c;
   c.kernels = 40;
