@@ -44,6 +44,7 @@ struct Spread {
 };
 
 struct RankDerived;  // analyzers/overlap.h
+struct WhatIfResult;  // analyzers/what_if_result.h
 
 struct RankResult {
   int64_t rank = kUnknown;
@@ -186,6 +187,7 @@ struct Summary {
   std::vector<Finding> findings;                   // section "findings" once there is one
   std::optional<CrossRankResult> cross_rank;       // set by the cross_rank analyzer's Finish
   std::optional<StepBreakdown> step_breakdown;     // set by the step_breakdown analyzer's Finish
+  std::shared_ptr<const WhatIfResult> what_if;     // set by the what_if analyzer's Finish
 
   // Purely presentational sections (rendered into the JSON summary as they are, read by no
   // analyzer or report), keyed by section name. Write them through Section().

@@ -7,6 +7,7 @@
 
 #include "analyzers/overlap.h"
 #include "reports/report.h"
+#include "reports/what_if_report.h"
 #include "src/common/utf8.h"
 
 namespace overlapprof {
@@ -278,6 +279,7 @@ class TerminalReport : public ReportWriter {
     WriteRanks(page);
     WriteTimingSources(page);
     WriteStepSplit(page);
+    WriteWhatIfTable(s, out);
     WriteOpTypes(page);
     WriteCrossRank(page);
     WritePointToPoint(page);

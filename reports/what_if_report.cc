@@ -1,0 +1,90 @@
+#include "reports/what_if_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "analyzers/overlap.h"
+
+namespace overlapprof {
+
+using Json = nlohmann::ordered_json;
+
+Json WhatIfJson(const WhatIfResult& w) {
+  Json replay = Json::array();
+  for (const WhatIfReplayRank& r : w.replay) {
+    Json j = Json::object();
+    j["rank"] = r.rank >= 0 ? Json(r.rank) : Json(nullptr);
+    j["iterations"] = r.iterations;
+    j["median_error_pct"] = r.iterations > 0 ? Json(r.median_error_pct) : Json(nullptr);
+    j["max_error_pct"] = r.iterations > 0 ? Json(r.max_error_pct) : Json(nullptr);
+    j["measured_step_ns"] = r.iterations > 0 ? Json(r.measured_step_ns) : Json(nullptr);
+    j["replayed_step_ns"] = r.iterations > 0 ? Json(r.replayed_step_ns) : Json(nullptr);
+    j["dependencies_inferred"] = r.dependencies_inferred;
+    j["why_not"] = r.why_not.empty() ? Json(nullptr) : Json(r.why_not);
+    replay.push_back(std::move(j));
+  }
+  Json scenarios = Json::array();
+  for (const WhatIfScenario& sc : w.scenarios) {
+    Json j = Json::object();
+    j["name"] = sc.name;
+    j["predicted_step_ns"] = sc.predictable ? Json(sc.predicted_step_ns) : Json(nullptr);
+    j["saving_ns"] = sc.predictable ? Json(sc.saving_ns) : Json(nullptr);
+    j["saving_pct"] = sc.predictable ? Json(sc.saving_pct) : Json(nullptr);
+    j["predictable"] = sc.predictable;
+    j["why_not"] = sc.predictable ? Json(nullptr) : Json(sc.why_not);
+    j["assumptions"] = sc.assumptions;
+    scenarios.push_back(std::move(j));
+  }
+  Json paths = Json::array();
+  static const char* const kParts[] = {"compute", "communication", "waiting", "host", "launch", "memory", "other"};
+  for (const WhatIfPathRow& p : w.critical_path) {
+    Json j = Json::object();
+    j["rank"] = p.rank >= 0 ? Json(p.rank) : Json(nullptr);
+    j["iteration"] = p.iteration;
+    j["length_ns"] = p.length_ns;
+    for (int i = 0; i < 7; ++i) j[kParts[i]] = p.shares[i];
+    j["waiting_for"] = p.waiting_for >= 0 ? Json(p.waiting_for) : Json(nullptr);
+    paths.push_back(std::move(j));
+  }
+  Json out = Json::object();
+  out["replay"] = std::move(replay);
+  out["measured_step_ns"] = w.measured_step_ns;
+  out["replayed_step_ns"] = w.replayed_step_ns;
+  out["scenarios"] = std::move(scenarios);
+  out["critical_path"] = std::move(paths);
+  return out;
+}
+
+void WriteWhatIfTable(const Summary& s, std::ostream& out) {
+  if (!s.what_if) return;
+  const WhatIfResult& w = *s.what_if;
+  int64_t iterations = 0, ranks = 0;
+  double median = 0, max = 0;  // the largest over the ranks
+  for (const WhatIfReplayRank& r : w.replay) {
+    if (r.iterations == 0) continue;
+    iterations = std::max(iterations, r.iterations);
+    ++ranks;
+    median = std::max(median, r.median_error_pct);
+    max = std::max(max, r.max_error_pct);
+  }
+  if (iterations == 0) {
+    const WhatIfScenario* first = w.scenarios.empty() ? nullptr : &w.scenarios.front();
+    out << "\nwhat would help: not predictable: " << (first ? first->why_not : std::string("no model")) << "\n";
+    return;
+  }
+  out << fmt::format(
+      "\nwhat would help (model of up to {} steady iteration(s) on {} rank(s): step {}, replay error median {:.2f}%, "
+      "max {:.2f}%):\n",
+      iterations, ranks, FormatDuration(w.replayed_step_ns), median, max);
+  out << fmt::format("{:>24}  {:>10}  {:>10}  {:>7}\n", "scenario", "step", "saving", "saving%");
+  for (const WhatIfScenario& sc : w.scenarios) {
+    if (sc.predictable)
+      out << fmt::format("{:>24}  {:>10}  {:>10}  {:>6.1f}%\n", sc.name, FormatDuration(sc.predicted_step_ns),
+                         FormatDuration(sc.saving_ns), sc.saving_pct);
+    else
+      out << fmt::format("{:>24}  not predictable: {}\n", sc.name, sc.why_not);
+  }
+}
+
+}  // namespace overlapprof
