@@ -28,8 +28,8 @@ bool IsSynchronizing(std::string_view name) {
          name == "cudaMemset" || name == "hipMemcpy" || name == "cuMemcpyDtoH_v2" || name == "cuMemcpyHtoD_v2";
 }
 
-bool IsPointToPoint(const std::string& op) {
-  return op == "send" || op == "recv" || op == "sendrecv" || op == "p2p_copy";
+bool IsPointToPoint(Collective op) {
+  return op == Collective::kSend || op == Collective::kRecv || op == Collective::kSendRecv || op == Collective::kPeerCopy;
 }
 
 EdgeKind DurationKind(Category c) {

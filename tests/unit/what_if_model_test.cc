@@ -100,7 +100,7 @@ std::vector<RankTrace> Generate(const GenConfig& c, std::vector<std::vector<Iter
       CommOp op;
       op.communicator = "pg0";
       op.seq = it + 1;
-      op.op = "allreduce";
+      op.op = Collective::kAllReduce;
       op.stream = g.trace.activities[g.coll_act].stream;
       g.trace.comm_ops.push_back(op);
       g.trace.activities[g.coll_act].comm_op = static_cast<uint32_t>(g.trace.comm_ops.size() - 1);
