@@ -28,6 +28,10 @@ struct AnalysisOptions {
   // Windows planned across ranks (analyzers/cross_rank_windows.h), by input index: such a rank
   // takes these instead of finding its own. Set by the pipeline for its second pass.
   std::shared_ptr<const std::map<size_t, IterationInfo>> carried_windows;
+  // --what-if: the causal model of the step, its replay and scenarios (analyzers/what_if.h,
+  // docs/what-if.md). Off by default: it needs every host call, which costs the Nsight Systems
+  // reader its read-while-listing path.
+  bool what_if = false;
 };
 
 struct RankDerived;  // analyzers/overlap.h
@@ -53,7 +57,7 @@ class Analyzer {
   virtual std::string_view name() const = 0;
   // What of a RankTrace beyond activities, comm ops and step ranges AnalyzeRank reads;
   // stores skip decoding the rest.
-  virtual TraceNeeds needs() const { return {}; }
+  virtual TraceNeeds needs(const AnalysisOptions&) const { return {}; }
   // `rank_index` is the index of this rank's RankResult in summary.ranks (the first
   // analyzer, "overlap", creates it).
   virtual Status AnalyzeRank(const RankTrace& trace, size_t rank_index, const AnalysisOptions& options,

@@ -1,6 +1,8 @@
 // One set of iteration windows for the ranks of one job (see the header).
 #include "analyzers/cross_rank_windows.h"
 
+#include "src/common/file_key_map.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -49,8 +51,8 @@ std::vector<uint64_t> BoundaryKeys(const RankWindowRecord& r) {
 }
 
 // The ops of `r` inside its windowed span (first window's start to last window's end), by key.
-std::unordered_set<uint64_t> KeysInSpan(const RankWindowRecord& r) {
-  std::unordered_set<uint64_t> keys;
+FileKeySet<uint64_t> KeysInSpan(const RankWindowRecord& r) {
+  FileKeySet<uint64_t> keys;
   if (r.windows.empty()) return keys;
   const int64_t lo = r.windows.front().start_ns, hi = r.windows.back().end_ns;
   for (const auto& o : r.ops)
@@ -65,9 +67,9 @@ std::unordered_set<uint64_t> KeysInSpan(const RankWindowRecord& r) {
 int64_t Disagreeing(const RankWindowRecord& a, const RankWindowRecord& b) {
   if (a.windows.empty() || b.windows.empty()) return 0;
   if (a.evidence == WindowEvidence::kMarkers && b.evidence == WindowEvidence::kMarkers) return 0;
-  const std::unordered_set<uint64_t> in_a = KeysInSpan(a), in_b = KeysInSpan(b);
+  const FileKeySet<uint64_t> in_a = KeysInSpan(a), in_b = KeysInSpan(b);
   auto common = [&](uint64_t k) { return in_a.count(k) > 0 && in_b.count(k) > 0; };
-  std::unordered_set<uint64_t> ba, bb;
+  FileKeySet<uint64_t> ba, bb;
   for (uint64_t k : BoundaryKeys(a))
     if (common(k)) ba.insert(k);
   for (uint64_t k : BoundaryKeys(b))
@@ -81,8 +83,7 @@ int64_t Disagreeing(const RankWindowRecord& a, const RankWindowRecord& b) {
 // The reference's windows on rank `t` through the ops both hold (see the header). Windows whose
 // first op `t` lacks are left out.
 std::vector<IterationWindow> MapWindows(const RankWindowRecord& ref, const RankWindowRecord& t) {
-  std::unordered_map<uint64_t, size_t> index;
-  index.reserve(t.ops.size());
+  FileKeyMap<uint64_t, size_t> index;
   for (size_t i = 0; i < t.ops.size(); ++i) index.emplace(t.ops[i].key, i);  // the first of a key
   // The latest end of the ops before each op of t.
   std::vector<int64_t> prev_end(t.ops.size(), std::numeric_limits<int64_t>::min());

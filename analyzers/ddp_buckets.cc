@@ -138,7 +138,7 @@ class DdpBucketsAnalyzer : public PreparingAnalyzer {
 
  public:
   std::string_view name() const override { return "ddp_buckets"; }
-  TraceNeeds needs() const override { return {.host_calls = false, .annotations = true}; }
+  TraceNeeds needs(const AnalysisOptions&) const override { return {.host_calls = false, .annotations = true}; }
 
   // The buckets grouped, and backward's compute (a pass over every activity).
   std::unique_ptr<RankWork> PrepareRank(RankPrep& rank, const AnalysisOptions&) const override {

@@ -120,7 +120,7 @@ class ShardedAnalyzer : public PreparingAnalyzer {
 
  public:
   std::string_view name() const override { return "sharded"; }
-  TraceNeeds needs() const override { return {.host_calls = false, .annotations = true}; }
+  TraceNeeds needs(const AnalysisOptions&) const override { return {.host_calls = false, .annotations = true}; }
 
   // The streams that run compute (a pass over every activity) and the phase ranges.
   std::unique_ptr<RankWork> PrepareRank(RankPrep& rank, const AnalysisOptions&) const override {

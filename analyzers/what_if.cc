@@ -41,10 +41,10 @@ int64_t Mean(const std::vector<int64_t>& v) {
 class WhatIfAnalyzer : public PreparingAnalyzer {
  public:
   std::string_view name() const override { return "what_if"; }
-  TraceNeeds needs() const override { return {.host_calls = true}; }
+  TraceNeeds needs(const AnalysisOptions& options) const override { return {.host_calls = options.what_if}; }
 
-  std::unique_ptr<RankWork> PrepareRank(RankPrep& rank, const AnalysisOptions&) const override {
-    if (!rank.derived) return nullptr;
+  std::unique_ptr<RankWork> PrepareRank(RankPrep& rank, const AnalysisOptions& options) const override {
+    if (!rank.derived || !options.what_if) return nullptr;
     auto p = std::make_unique<PreparedModel>();
     p->model = whatif::BuildRankModel(rank.trace, rank.derived->iterations.windows);
     return p;
@@ -53,6 +53,7 @@ class WhatIfAnalyzer : public PreparingAnalyzer {
   using PreparingAnalyzer::AnalyzeRank;
   Status AnalyzeRank(const RankTrace& trace, size_t rank_index, const AnalysisOptions& options,
                      std::unique_ptr<RankWork> prepared, Summary& summary) override {
+    if (!options.what_if) return OkStatus();
     if (rank_index >= summary.ranks.size())
       return MakeError(StatusCode::kInternal, "what_if: unknown rank {}", rank_index);
     if (!prepared) {
@@ -72,8 +73,8 @@ class WhatIfAnalyzer : public PreparingAnalyzer {
     return OkStatus();
   }
 
-  Status Finish(const AnalysisOptions&, Summary& summary) override {
-    if (summary.ranks.empty()) return OkStatus();
+  Status Finish(const AnalysisOptions& options, Summary& summary) override {
+    if (!options.what_if || summary.ranks.empty()) return OkStatus();
     // Slots in Summary::ranks order; clock offsets of the domains the cross-rank analyzer applied.
     std::map<int64_t, int64_t> offset_of;
     if (summary.cross_rank)
@@ -157,11 +158,28 @@ class WhatIfAnalyzer : public PreparingAnalyzer {
 
   static void AddScenarios(const whatif::RunGraph& graph, bool any, const std::string& why_none, int64_t replayed,
                            WhatIfResult& out) {
+    // A rank whose GPU tasks wait, for a share of its steps, on something the model does not see
+    // makes every prediction rest on that unknown: none is given.
+    std::string unexplained;
+    for (size_t s = 0; s < graph.ranks().size() && unexplained.empty(); ++s) {
+      const whatif::RankModel& m = graph.ranks()[s];
+      if (!m.why_not.empty() || m.Iterations() == 0) continue;
+      int64_t measured = 0;
+      for (int64_t x : m.measured_steps) measured += x;
+      if (measured > 0 && static_cast<double>(m.unexplained_ns) > whatif::kMaxUnexplainedShare * static_cast<double>(measured))
+        unexplained = fmt::format(
+            "rank {}: its GPU tasks start {} per step (summed over streams; step {}) later than their stream, launch "
+            "and known dependencies allow, waiting for something the trace does not record (docs/what-if.md)",
+            m.rank == kUnknown ? std::string("?") : std::to_string(m.rank),
+            FormatDuration(m.unexplained_ns / static_cast<int64_t>(m.Iterations())),
+            FormatDuration(measured / static_cast<int64_t>(m.Iterations())));
+    }
     auto add = [&](std::string name, std::string assumptions, std::string why_not, const whatif::Change* change) {
       WhatIfScenario sc;
       sc.name = std::move(name);
       sc.assumptions = std::move(assumptions);
       if (!any) why_not = "no rank could be modeled: " + why_none;
+      else if (why_not.empty() && !unexplained.empty()) why_not = unexplained;
       if (why_not.empty() && change) {
         sc.predictable = true;
         sc.predicted_step_ns = RunStep(graph, *change);

@@ -299,7 +299,10 @@ RankModel BuildRankModel(const RankTrace& trace, const std::vector<IterationWind
     if (prev != kNoIndex) {
       const int64_t slack = t.start_ns - m.tasks[prev].end_ns;
       add(EndEv(prev), StartEv(g), stream_binds ? slack : std::min<int64_t>(0, slack), EdgeKind::kStream);
+      if (stream_binds && slack > kUnexplainedDelayNs) m.unexplained_ns += slack;
     }
+    if (launch_binds && t.start_ns - l_at - typical_launch > kUnexplainedDelayNs)
+      m.unexplained_ns += t.start_ns - l_at - typical_launch;
     if (launch[g] != kNoIndex) {
       const int64_t slack = t.start_ns - l_at;
       add(StartEv(launch[g]), StartEv(g), launch_binds ? slack : std::min(typical_launch, slack), EdgeKind::kLaunch);

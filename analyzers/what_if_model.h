@@ -27,6 +27,15 @@ inline constexpr size_t kMaxModelIterations = 8;
 // than its own stream and launch allow, waits for that task (an inferred event edge).
 inline constexpr int64_t kEventToleranceNs = 5000;
 
+// A GPU task that starts more than this long after its stream and its launch call allowed (past
+// the rank's typical launch latency), with no recorded or inferred dependency to explain it, waits
+// for something the model does not see: its delay is counted as unexplained (RankModel).
+inline constexpr int64_t kUnexplainedDelayNs = 50000;
+// Scenarios are not predicted when a modeled rank's unexplained delays exceed this share of its
+// measured steps: the replay would keep (or, without host overhead, drop) delays whose cause it
+// does not know.
+inline constexpr double kMaxUnexplainedShare = 0.05;
+
 // What an edge models; scenarios change latencies by kind.
 enum class EdgeKind : uint8_t {
   kHostWork,      // host call start -> its end (its measured duration)
@@ -79,6 +88,9 @@ struct RankModel {
   // Measured step k: start of window k + 1's first task - start of window k's first task.
   std::vector<int64_t> measured_steps;
   int64_t dependencies_inferred = 0;
+  // Sum over the modeled GPU tasks of their start delay beyond what their stream, launch and
+  // inferred dependencies explain, where it exceeds kUnexplainedDelayNs (ns).
+  int64_t unexplained_ns = 0;
   size_t Iterations() const { return measured_steps.size(); }
 };
 

@@ -29,6 +29,7 @@ struct AnalyzeArgs {
   std::string color = "auto";
   int jobs = 0;  // -j: ranks imported at once; 0: DefaultJobs() (src/cli/pipeline.h)
   std::string step_range;
+  bool what_if = false;  // --what-if
   std::string iterations = "auto";  // --iterations: auto, markers or pattern (IterationModeNamed)
   ImportFlags import;
   // `run`: also write the reports into this directory (overlap.summary.json,
@@ -69,12 +70,14 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
                        "('overlapprof compare {} NEW') or gate a new run on it ('overlapprof check TRACE --baseline {}')",
                        t, t, t);
   // `run`'s reports include a Chrome trace, which draws host calls.
-  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> files,
-                               ExpandInputs(a.traces, a.import.cache_dir, a.report_dir.empty() ? TraceNeeds{} : TraceNeeds::All()));
+  TraceNeeds listing = a.report_dir.empty() ? TraceNeeds{} : TraceNeeds::All();
+  listing.host_calls = listing.host_calls || a.what_if;  // the model reads every host call
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> files, ExpandInputs(a.traces, a.import.cache_dir, listing));
   OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(a.import, files, io));
   AnalysisOptions ao;
   ao.step_range = a.step_range;
   ao.iterations = IterationModeNamed(a.iterations);
+  ao.what_if = a.what_if;
   // `run`: the HTML page and the Chrome trace take their data from this same pass.
   std::unique_ptr<ReportWriter> html = a.report_dir.empty() ? nullptr : MakeReportWriter("html");
   std::unique_ptr<ReportWriter> chrome = a.report_dir.empty() ? nullptr : MakeReportWriter("chrome-trace");
@@ -125,6 +128,7 @@ class AnalyzeCommand : public Subcommand {
     AddCommPatternOptions(app, a_.import.comm_kernel, a_.import.not_comm);
     AddCommTimingOption(app, a_.import);
     AddIterationsOption(app, a_.iterations);
+    AddWhatIfOption(app, a_.what_if);
     AddRankByGpuOption(app, a_.import);
   }
   CommandResult Run(const std::vector<std::string>&) override { return RunAnalyze(a_); }

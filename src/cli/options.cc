@@ -50,6 +50,12 @@ void AddStepRangeOption(CLI::App& app, std::string& step_range, const char* help
   app.add_option("--step-range", step_range, help);
 }
 
+void AddWhatIfOption(CLI::App& app, bool& what_if) {
+  app.add_flag("--what-if", what_if,
+               "model the step's dependencies across ranks, replay it, and predict what each change would gain "
+               "(docs/what-if.md; reads every host call)");
+}
+
 void AddIterationsOption(CLI::App& app, std::string& iterations) {
   app.add_option("--iterations", iterations,
                  "where iteration windows come from: auto (ProfilerStep/--step-range markers, else detected from the "

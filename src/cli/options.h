@@ -45,6 +45,9 @@ void AddStepRangeOption(CLI::App& app, std::string& step_range, const char* help
 // --iterations (docs/analyzers.md, "Iterations"): auto, markers or pattern (IterationModeNamed).
 void AddIterationsOption(CLI::App& app, std::string& iterations);
 
+// --what-if (docs/what-if.md): the causal model of the step, replayed, and its scenarios.
+void AddWhatIfOption(CLI::App& app, bool& what_if);
+
 // The import options `flags` ask for, in two steps, the order in which every subcommand checks
 // its inputs: ImportOptionsOf before the inputs are expanded (an invalid --ts-unit is a usage
 // error), CompleteImportOptions once they are (the comm patterns compiled, an invalid regex is a

@@ -241,7 +241,7 @@ StatusOr<Pass> RunPass(const std::vector<TraceInput>& files, const ImportOptions
   ImportOptions io = import_options;
   ImportScratch scratch;  // reused across files when one thread imports them all
   io.store_needs = TraceNeeds{};
-  for (const auto& a : analyzers) io.store_needs |= a->needs();
+  for (const auto& a : analyzers) io.store_needs |= a->needs(analysis_options);
   for (ReportWriter* w : consumers) io.store_needs |= w->needs();
   if (!analysis_options.step_range.empty()) io.store_needs.annotations = true;  // steps are annotations
   ImportOptions with_scratch = io;

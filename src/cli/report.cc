@@ -25,6 +25,7 @@ struct ReportArgs {
   std::string step_range;
   std::string trace_iterations;  // Chrome trace: --trace-iterations
   double trace_budget_mb = 0;    // Chrome trace: --trace-budget (0: the default)
+  bool what_if = false;  // --what-if
   std::string iterations = "auto";  // --iterations (IterationModeNamed)
   ImportFlags import;
 };
@@ -36,11 +37,13 @@ CommandResult RunReport(const ReportArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(a.import));
   OVERLAPPROF_ASSIGN_OR_RETURN(
       std::vector<TraceInput> files,
-      ExpandInputs(a.traces, a.import.cache_dir, a.chrome_trace.empty() ? TraceNeeds{} : TraceNeeds::All()));  // host calls drawn
+      ExpandInputs(a.traces, a.import.cache_dir,
+                   a.chrome_trace.empty() ? TraceNeeds{.host_calls = a.what_if} : TraceNeeds::All()));  // host calls drawn
   OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(a.import, files, io));
   AnalysisOptions ao;
   ao.step_range = a.step_range;
   ao.iterations = IterationModeNamed(a.iterations);
+  ao.what_if = a.what_if;
   ReportOptions ro;
   ro.trace_iterations = a.trace_iterations;
   ro.trace_budget_bytes = static_cast<int64_t>(a.trace_budget_mb * 1e6);
@@ -132,6 +135,7 @@ class ReportCommand : public Subcommand {
     AddCommPatternOptions(app, a_.import.comm_kernel, a_.import.not_comm);
     AddCommTimingOption(app, a_.import);
     AddIterationsOption(app, a_.iterations);
+    AddWhatIfOption(app, a_.what_if);
     AddRankByGpuOption(app, a_.import);
   }
   CommandResult Run(const std::vector<std::string>&) override { return RunReport(a_); }

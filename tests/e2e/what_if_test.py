@@ -23,7 +23,7 @@ def synth(out, *args):
 
 
 def analyze(exe, trace_dir):
-    r = subprocess.run([exe, "analyze", trace_dir, "--json", "-"], check=True, capture_output=True, text=True)
+    r = subprocess.run([exe, "analyze", trace_dir, "--json", "-", "--what-if"], check=True, capture_output=True, text=True)
     return json.loads(r.stdout)["what_if"]
 
 
@@ -89,12 +89,19 @@ def main():
         # One rank alone: the cross-rank scenario says what is missing.
         one = os.path.join(tmp, "one")
         synth(one, "--scenario", "ddp")
-        r = subprocess.run([exe, "analyze", os.path.join(one, "rank0.json"), "--json", "-"], check=True,
+        r = subprocess.run([exe, "analyze", os.path.join(one, "rank0.json"), "--json", "-", "--what-if"], check=True,
                            capture_output=True, text=True)
         s = scenario(json.loads(r.stdout)["what_if"], "ranks arrive together")
         assert not s["predictable"] and s["predicted_step_ns"] is None and s["why_not"] == "fewer than two modeled ranks", s
         # The terminal's table, after the step split.
+        # Off by default: no model, no section, no table.
+        r = subprocess.run([exe, "analyze", os.path.join(tmp, "ddp"), "--json", "-"], check=True, capture_output=True,
+                           text=True)
+        assert "what_if" not in json.loads(r.stdout), "what_if without --what-if"
         r = subprocess.run([exe, "analyze", os.path.join(tmp, "ddp")], check=True, capture_output=True, text=True)
+        assert "what would help" not in r.stdout, r.stdout
+        r = subprocess.run([exe, "analyze", os.path.join(tmp, "ddp"), "--what-if"], check=True, capture_output=True,
+                           text=True)
         out = r.stdout
         assert "what would help (model of up to 6 steady iteration(s) on 4 rank(s): step" in out, out
         assert "replay error median 0.00%, max 0.00%" in out, out

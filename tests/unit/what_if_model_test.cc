@@ -32,6 +32,7 @@ struct GenConfig {
   double straggler_factor = 1.0;
   bool host_free = false;      // launch calls, host work between launches and launch latency take 0
   double host_ratio = 0.85;    // host time per compute launch, as a fraction of the kernel's
+  int64_t hidden_wait_ns = 0;  // the optimizer also waits this long after the all-reduce, for nothing the trace records
 };
 
 constexpr int64_t kApiNs = 3000, kLaunchLatNs = 4000, kSyncReturnNs = 4000, kGapNs = 150000;
@@ -114,7 +115,7 @@ std::vector<RankTrace> Generate(const GenConfig& c, std::vector<std::vector<Iter
       coll.end_ns = last + transfer;
       g.stream_free[20] = coll.end_ns;
       Launch(g, c, 5000);
-      Kernel(g, c, 7, 50000, coll.end_ns, Category::kCompute, "adam");
+      Kernel(g, c, 7, 50000, coll.end_ns + c.hidden_wait_ns, Category::kCompute, "adam");
       int64_t gpu_done = 0;
       for (const auto& [s, t] : g.stream_free) gpu_done = std::max(gpu_done, t);
       HostCall sync;
@@ -272,6 +273,25 @@ TEST(WhatIfModel, HostOverheadGoneMatchesTheRerunWithoutHostWork) {
   Built truth = Build(truth_cfg);
   ExpectWithinOnePercent(RunStep(b.graph->Replay(ch)), RunStep(truth.measured));
   EXPECT_LT(RunStep(truth.measured), RunStep(b.measured) * 8 / 10);  // the host overhead costs something
+}
+
+// A wait the trace does not record (an event on a stream nothing else shows) is not explained by
+// the stream, the launch or an inferred edge: it is counted, so that no scenario rests on it.
+TEST(WhatIfModel, DelaysNothingExplainsAreCounted) {
+  GenConfig c;
+  Built clean = Build(c);
+  for (const RankModel& m : clean.graph->ranks()) EXPECT_EQ(m.unexplained_ns, 0) << "rank " << m.rank;
+  c.hidden_wait_ns = 1000000;
+  Built hidden = Build(c);
+  for (const RankModel& m : hidden.graph->ranks()) {
+    EXPECT_GE(m.unexplained_ns, static_cast<int64_t>(m.Iterations()) * c.hidden_wait_ns) << "rank " << m.rank;
+    int64_t measured = 0;
+    for (int64_t x : m.measured_steps) measured += x;
+    EXPECT_GT(static_cast<double>(m.unexplained_ns), whatif::kMaxUnexplainedShare * static_cast<double>(measured));
+  }
+  c.hidden_wait_ns = whatif::kEventToleranceNs / 2;  // within the event tolerance: an inferred edge explains it
+  Built small = Build(c);
+  for (const RankModel& m : small.graph->ranks()) EXPECT_EQ(m.unexplained_ns, 0) << "rank " << m.rank;
 }
 
 TEST(WhatIfModel, TooFewSteadyIterationsIsNotModeled) {
