@@ -12,7 +12,7 @@ files = (sorted(glob.glob(f'{root}/kineto/*.gz')) + sorted(glob.glob(f'{root}/ns
 print("| trace | ranks modeled | iterations | median error | max error | inferred edges | comm free | comm 2x | host gone |")
 print("|---|---|---|---|---|---|---|---|---|")
 for f in files:
-    r = subprocess.run([exe, 'analyze', f, '--json', '-'], capture_output=True, text=True)
+    r = subprocess.run([exe, 'analyze', f, '--json', '-', '--what-if'], capture_output=True, text=True)
     w = json.loads(r.stdout)['what_if']
     mod = [x for x in w['replay'] if x['iterations'] > 0]
     def sc(n):

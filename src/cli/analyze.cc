@@ -124,12 +124,7 @@ class AnalyzeCommand : public Subcommand {
         ->type_name("N");
     AddStepRangeOption(app, a_.step_range,
                        "host annotation (NVTX or record_function) that marks an iteration, instead of ProfilerStep#N");
-    AddCacheDirOption(app, a_.import);
-    AddCommPatternOptions(app, a_.import.comm_kernel, a_.import.not_comm);
-    AddCommTimingOption(app, a_.import);
-    AddIterationsOption(app, a_.iterations);
-    AddWhatIfOption(app, a_.what_if);
-    AddRankByGpuOption(app, a_.import);
+    AddPassOptions(app, a_.import, a_.iterations, a_.what_if);
   }
   CommandResult Run(const std::vector<std::string>&) override { return RunAnalyze(a_); }
 

@@ -56,6 +56,15 @@ void AddWhatIfOption(CLI::App& app, bool& what_if) {
                "(docs/what-if.md; reads every host call)");
 }
 
+void AddPassOptions(CLI::App& app, ImportFlags& import, std::string& iterations, bool& what_if) {
+  AddCacheDirOption(app, import);
+  AddCommPatternOptions(app, import.comm_kernel, import.not_comm);
+  AddCommTimingOption(app, import);
+  AddIterationsOption(app, iterations);
+  AddWhatIfOption(app, what_if);
+  AddRankByGpuOption(app, import);
+}
+
 void AddIterationsOption(CLI::App& app, std::string& iterations) {
   app.add_option("--iterations", iterations,
                  "where iteration windows come from: auto (ProfilerStep/--step-range markers, else detected from the "

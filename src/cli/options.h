@@ -48,6 +48,10 @@ void AddIterationsOption(CLI::App& app, std::string& iterations);
 // --what-if (docs/what-if.md): the causal model of the step, replayed, and its scenarios.
 void AddWhatIfOption(CLI::App& app, bool& what_if);
 
+// What every command that runs an analysis pass takes, in help order: --cache-dir,
+// --comm-kernel/--not-comm, --comm-timing, --iterations, --what-if, --rank-by-gpu.
+void AddPassOptions(CLI::App& app, ImportFlags& import, std::string& iterations, bool& what_if);
+
 // The import options `flags` ask for, in two steps, the order in which every subcommand checks
 // its inputs: ImportOptionsOf before the inputs are expanded (an invalid --ts-unit is a usage
 // error), CompleteImportOptions once they are (the comm patterns compiled, an invalid regex is a

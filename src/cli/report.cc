@@ -131,12 +131,7 @@ class ReportCommand : public Subcommand {
     app.add_option("--trace-budget", a_.trace_budget_mb, "Chrome trace: size budget in MB of JSON, more than 0 (default 100)")
         ->check(Quiet(CLI::PositiveNumber))
         ->type_name("MB");
-    AddCacheDirOption(app, a_.import);
-    AddCommPatternOptions(app, a_.import.comm_kernel, a_.import.not_comm);
-    AddCommTimingOption(app, a_.import);
-    AddIterationsOption(app, a_.iterations);
-    AddWhatIfOption(app, a_.what_if);
-    AddRankByGpuOption(app, a_.import);
+    AddPassOptions(app, a_.import, a_.iterations, a_.what_if);
   }
   CommandResult Run(const std::vector<std::string>&) override { return RunReport(a_); }
 
