@@ -208,7 +208,22 @@ bool ResolveApi(void* h, CuptiApi* a) {
          Sym(h, "cuptiGetCallbackName", &a->CallbackName, false) &
          Sym(h, "cuptiActivityFlushPeriod", &a->FlushPeriod, false) &
          Sym(h, "cuptiActivityRegisterTimestampCallback", &a->RegisterTimestamp, false) &
-         Sym(h, "cuptiGetContextId", &a->ContextId, false);
+         Sym(h, "cuptiGetContextId", &a->ContextId, false) & Sym(h, "cuptiGetVersion", &a->Version, false);
+}
+
+// CUDA event records and the event ids of waits (the recorded cross-stream and host-waits-GPU
+// dependencies): only from CUPTI 12.8 (API version 26) on, whose synchronization records carry
+// cudaEventSyncId; with an older CUPTI they are not recorded and the store says so
+// (cuda_event_links_unavailable). Called before SYNCHRONIZATION is enabled, so the decoder
+// never reads a record of the older, shorter layout as the newer one.
+void EnableEventLinks(CuptiState& c) {
+  constexpr uint32_t kFirstWithSyncIds = 26;  // CUDA 12.8; 13.x report 130000 and up
+  uint32_t version = 0;
+  const bool new_enough = c.api.Version && c.api.Version(&version) == CUPTI_SUCCESS && version >= kFirstWithSyncIds;
+  c.event_sync_ids.store(new_enough, std::memory_order_release);
+  if (new_enough && !OVERLAPPROF_CUPTI_OK(c.api.Enable(CUPTI_ACTIVITY_KIND_CUDA_EVENT)))
+    c.event_sync_ids.store(false, std::memory_order_release);
+  if (!c.event_sync_ids.load(std::memory_order_relaxed)) g_recorder.stats().Set(Stat::cuda_event_links_unavailable, 1);
 }
 
 // The pool's fixed arrays, before CUPTI can ask for a buffer.
@@ -249,6 +264,7 @@ void Subscribe(CuptiState& c) {
   OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_RUNTIME));
   OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_DRIVER));
   OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
+  EnableEventLinks(c);
   OVERLAPPROF_CUPTI_OK(api.Enable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
   if (!kernels) return Unavailable("CONCURRENT_KERNEL activity could not be enabled");
   // CUPTI's worker thread delivers buffers at least every flush period too (the writer's
@@ -312,8 +328,10 @@ struct CuptiDecoder {
       if (!Api().CallbackName || Api().CallbackName(domain, cbid, &name) != CUPTI_SUCCESS || !name) name = "";
       std::string_view n(name);
       bool keep = false;
+      // Launches, and the event calls the recorded dependencies (EventLink) refer to.
       for (std::string_view p : {"cudaLaunch", "cudaMemcpy", "cudaMemset", "cudaGraphLaunch", "cuLaunch", "cuMemcpy",
-                                 "cuMemset", "cuGraphLaunch"})
+                                 "cuMemset", "cuGraphLaunch", "cudaEventRecord", "cuEventRecord",
+                                 "cudaStreamWaitEvent", "cuStreamWaitEvent"})
         if (n.substr(0, p.size()) == p) keep = true;
       if (n.find("Synchronize") != std::string_view::npos) keep = true;
       it = api_keep.emplace(key, keep ? 1 : 0).first;
@@ -386,6 +404,24 @@ void AddActivity(RankTrace* t, ActivityKind kind, uint64_t start, uint64_t end, 
   t->activities.push_back(a);
 }
 
+// A cudaStreamWaitEvent or cudaEventSynchronize, with the id of the event record it waits for
+// (only records whose CUPTI has cudaEventSyncId: CuptiState::event_sync_ids).
+void AddEventWait(RankTrace* t, const CUpti_ActivitySynchronization2& s) {
+  EventLink l;
+  if (s.type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT) l.kind = EventLinkKind::kStreamWait;
+  else if (s.type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE) l.kind = EventLinkKind::kHostWait;
+  else return;
+  if (s.cudaEventSyncId == CUPTI_SYNCHRONIZATION_INVALID_VALUE || s.cudaEventSyncId == ~uint64_t{0}) return;
+  l.correlation_id = s.correlationId;
+  l.sync_id = static_cast<int64_t>(s.cudaEventSyncId & 0x7fffffffffffffffull);
+  // The record names no device: the waiting stream is the same (no device, native id) entry as
+  // the synchronization's own activity (AddActivity); consumers match it to the kernels' stream
+  // by native id.
+  if (l.kind == EventLinkKind::kStreamWait && s.streamId != CUPTI_SYNCHRONIZATION_INVALID_VALUE)
+    l.stream = t->StreamIndex(0xffffffffu, s.streamId);
+  t->event_links.push_back(l);
+}
+
 void DecodeRecord(CuptiDecoder* d, RankTrace* t, const CUpti_Activity* rec) {
   switch (rec->kind) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
@@ -429,6 +465,19 @@ void DecodeRecord(CuptiDecoder* d, RankTrace* t, const CUpti_Activity* rec) {
       // Host-side waits: kept as "other" activities on the stream they waited for.
       AddActivity(t, ActivityKind::kSync, s->start, s->end, 0xffffffffu, s->streamId, s->correlationId,
                   t->names.Intern(SyncName(s->type)), kUnknown, 0);
+      if (Cupti().event_sync_ids.load(std::memory_order_acquire))
+        AddEventWait(t, *reinterpret_cast<const CUpti_ActivitySynchronization2*>(rec));
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_CUDA_EVENT: {
+      if (!Cupti().event_sync_ids.load(std::memory_order_acquire)) break;  // no cudaEventSyncId before 12.8
+      const auto* e = reinterpret_cast<const CUpti_ActivityCudaEvent2*>(rec);
+      EventLink l;
+      l.kind = EventLinkKind::kRecord;
+      l.correlation_id = e->correlationId;
+      l.sync_id = static_cast<int64_t>(e->cudaEventSyncId & 0x7fffffffffffffffull);
+      l.stream = t->StreamIndex(e->deviceId, e->streamId);
+      t->event_links.push_back(l);
       break;
     }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
@@ -501,7 +550,7 @@ void CuptiStopActivities() noexcept {
   for (CUpti_ActivityKind k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
                                CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-                               CUPTI_ACTIVITY_KIND_SYNCHRONIZATION})
+                               CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_CUDA_EVENT})
     c.api.Disable(k);
 }
 

@@ -219,6 +219,7 @@ struct CuptiApi {
   decltype(&cuptiActivityFlushPeriod) FlushPeriod = nullptr;                       // optional
   decltype(&cuptiActivityRegisterTimestampCallback) RegisterTimestamp = nullptr;  // optional
   decltype(&cuptiGetContextId) ContextId = nullptr;                               // optional
+  decltype(&cuptiGetVersion) Version = nullptr;                                   // optional
 };
 
 struct CuptiState {
@@ -237,6 +238,10 @@ struct CuptiState {
   std::atomic<bool> active{false};         // subscribed and recording (release/acquire)
   std::atomic<bool> store_failed{false};   // the writer cannot store anything: activities stay disabled
   CUpti_SubscriberHandle subscriber = nullptr;  // Start() only
+  // The synchronization records carry cudaEventSyncId (CUPTI 12.8+, CUpti_ActivitySynchronization2)
+  // and CUDA_EVENT records are enabled: stored by Start() (release) before it enables either kind;
+  // read by the decoder (acquire).
+  std::atomic<bool> event_sync_ids{false};
 
   // The buffer pool: fixed arrays of max_buffers entries, allocated once by Start() before
   // CUPTI can ask for a buffer, so nothing in CUPTI's callbacks allocates but the buffers.

@@ -139,7 +139,8 @@ void Sink::DrainCuptiFinal() {
 }
 
 int64_t Sink::BatchRecords() const {
-  return static_cast<int64_t>(Pending() + trace_.external_correlations.size()) + meta_records_;
+  return static_cast<int64_t>(Pending() + trace_.external_correlations.size() + trace_.event_links.size()) +
+         meta_records_;
 }
 
 int64_t Sink::OpenRanges() const {
@@ -161,6 +162,7 @@ void Sink::ClearRows() {
   trace_.host_calls.clear();
   trace_.ranges.clear();
   trace_.external_correlations.clear();
+  trace_.event_links.clear();
   trace_.comm_ops.clear();
   trace_.nccl_plugin_ops.clear();
 }
@@ -181,6 +183,7 @@ void Sink::EnterFailed() {
   release(trace_.host_calls);
   release(trace_.ranges);
   release(trace_.external_correlations);
+  release(trace_.event_links);
   release(trace_.comm_ops);
   release(trace_.nccl_plugin_ops);
   comm_names_.clear();

@@ -36,6 +36,7 @@ struct Layout {
   bool injector = false;        // written by the injector: raw records, linked after reading (link.h)
   bool row_copies = true;       // gpu_activity / host_call rows copy the chunks (meta row_copies = 0: empty)
   bool nccl_profiler_ops = false;  // table nccl_profiler_op (schema 1.2; older stores lack it)
+  bool cuda_events = false;        // table cuda_event (schema 1.3; older stores lack it)
 };
 
 // Reads chunk blobs with sqlite3_blob_read into one buffer reused for every chunk (no
@@ -95,6 +96,33 @@ class Reader {
     OVERLAPPROF_RETURN_IF_ERROR(ReadStats(t));
     if (layout_.injector) OVERLAPPROF_RETURN_IF_ERROR(ReadExternalCorrelations(t));
     if (layout_.nccl_profiler_ops) OVERLAPPROF_RETURN_IF_ERROR(ReadNcclProfilerOps(t));
+    if (layout_.cuda_events && needs_.host_calls) OVERLAPPROF_RETURN_IF_ERROR(ReadEventLinks(t));
+    return OkStatus();
+  }
+
+  // CUDA event records and waits (schema 1.3): read with the host calls they refer to.
+  Status ReadEventLinks(RankTrace& t) {
+    Stmt s;
+    OVERLAPPROF_RETURN_IF_ERROR(
+        s.Prepare(db_.get(), "SELECT rowid, kind, correlation_id, sync_id, stream_id FROM cuda_event ORDER BY rowid"));
+    for (;;) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(bool row, s.Step("select cuda_event"));
+      if (!row) break;
+      const int64_t kind = s.Int(1);
+      if (kind < static_cast<int64_t>(EventLinkKind::kRecord) || kind > static_cast<int64_t>(EventLinkKind::kHostWait))
+        return Invalid("cuda_event", s.Int(0), "unknown kind");
+      EventLink l;
+      l.kind = static_cast<EventLinkKind>(kind);
+      l.correlation_id = s.Int(2);
+      l.sync_id = s.Int(3);
+      if (!s.IsNull(4)) {
+        const int64_t stream = s.Int(4);
+        if (stream < 0 || static_cast<size_t>(stream) >= t.streams.size())
+          return Invalid("cuda_event", s.Int(0), "stream_id out of range");
+        l.stream = static_cast<uint32_t>(stream);
+      }
+      t.event_links.push_back(l);
+    }
     return OkStatus();
   }
 
@@ -538,6 +566,7 @@ StatusOr<Layout> FindTables(sqlite3* h, const SchemaVersion& version) {
   OVERLAPPROF_ASSIGN_OR_RETURN(bool ext_table, has_table("external_correlation"));
   layout.injector = ext_table;
   OVERLAPPROF_ASSIGN_OR_RETURN(layout.nccl_profiler_ops, has_table(kNcclProfilerOpTable));
+  OVERLAPPROF_ASSIGN_OR_RETURN(layout.cuda_events, has_table(kCudaEventTable));
   return layout;
 }
 
@@ -553,6 +582,7 @@ Status QuickCheckTablesRead(sqlite3* h, const Layout& layout, const TraceNeeds& 
   read_tables.push_back(layout.range_chunks ? kRangeChunks.chunks : kRangeChunks.rows);
   read_tables.push_back("stats");
   if (layout.nccl_profiler_ops) read_tables.push_back(kNcclProfilerOpTable);
+  if (layout.cuda_events && needs.host_calls) read_tables.push_back(kCudaEventTable);
   for (std::string_view table : read_tables) {
     Stmt s;
     OVERLAPPROF_RETURN_IF_ERROR(s.Prepare(h, fmt::format("PRAGMA quick_check({})", table)));

@@ -12,7 +12,7 @@ namespace overlapprof {
 
 inline constexpr int32_t kStoreApplicationId = 0x4F564C50;  // 'OVLP'
 inline constexpr int kSchemaMajor = 1;
-inline constexpr int kSchemaMinor = 2;
+inline constexpr int kSchemaMinor = 3;
 inline constexpr int kSchemaUserVersion = kSchemaMajor * 1000 + kSchemaMinor;
 
 // Tables and their columns. Times are INTEGER ns on the clock named by meta.clock_source.
@@ -64,6 +64,12 @@ CREATE TABLE comm_op(
 CREATE TABLE external_correlation(
   correlation_id INTEGER NOT NULL,
   external_id    INTEGER NOT NULL
+);
+CREATE TABLE cuda_event(
+  kind           INTEGER NOT NULL,
+  correlation_id INTEGER NOT NULL,
+  sync_id        INTEGER NOT NULL,
+  stream_id      INTEGER REFERENCES stream(id)
 );
 CREATE TABLE gpu_activity(
   id             INTEGER PRIMARY KEY,
@@ -170,6 +176,8 @@ CREATE INDEX IF NOT EXISTS trace_range_by_kind ON trace_range(kind, start_ns);
 
 // Added in 1.2 (stores written before lack it; readers use it when it is there).
 inline constexpr std::string_view kNcclProfilerOpTable = "nccl_profiler_op";
+// Added in 1.3: CUDA event records and the waits on them (EventLink; kind is EventLinkKind).
+inline constexpr std::string_view kCudaEventTable = "cuda_event";
 
 // The tables a valid store must have (the reader checks them before reading).
 inline constexpr std::string_view kRequiredTables[] = {

@@ -17,7 +17,7 @@ namespace overlapprof {
 
 struct StoreWriter::Statements {
   Stmt string, device, stream, comm_op, activity, host_call, range, stats, meta, activity_chunk, host_call_chunk, ext_corr,
-      comm_op_chunk, range_chunk, nccl_profiler_op;
+      comm_op_chunk, range_chunk, nccl_profiler_op, cuda_event;
 };
 
 StoreWriter::StoreWriter() = default;
@@ -73,6 +73,8 @@ Status StoreWriter::Open(const std::string& path, const RunMeta& meta, const Opt
       "bytes, copy_kind, comm_op_id, launch_ns) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)"));
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->ext_corr.Prepare(
       db, "INSERT INTO external_correlation(correlation_id, external_id) VALUES(?,?)"));
+  OVERLAPPROF_RETURN_IF_ERROR(stmts_->cuda_event.Prepare(
+      db, "INSERT INTO cuda_event(kind, correlation_id, sync_id, stream_id) VALUES(?,?,?,?)"));
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->activity_chunk.Prepare(
       db, "INSERT INTO activity_chunk(id, first_id, count, data) VALUES(?,?,?,?)"));
   OVERLAPPROF_RETURN_IF_ERROR(stmts_->host_call_chunk.Prepare(
@@ -200,6 +202,7 @@ Status StoreWriter::Append(const RankTrace& t) {
   OVERLAPPROF_RETURN_IF_ERROR(AppendCommOps(t));
   OVERLAPPROF_RETURN_IF_ERROR(AppendChunks(t));
   OVERLAPPROF_RETURN_IF_ERROR(AppendExternalCorrelations(t));
+  OVERLAPPROF_RETURN_IF_ERROR(AppendEventLinks(t));
   OVERLAPPROF_RETURN_IF_ERROR(AppendActivityAndHostCallRows(t));
   OVERLAPPROF_RETURN_IF_ERROR(AppendRangeRows(t));
   OVERLAPPROF_RETURN_IF_ERROR(AppendNcclPluginOps(t));
@@ -355,6 +358,20 @@ Status StoreWriter::AppendExternalCorrelations(const RankTrace& t) {
     s.ext_corr.Bind(1, correlation);
     s.ext_corr.Bind(2, external);
     OVERLAPPROF_RETURN_IF_ERROR(s.ext_corr.StepDone("insert external_correlation"));
+    OVERLAPPROF_RETURN_IF_ERROR(RowDone());
+  }
+  return OkStatus();
+}
+
+Status StoreWriter::AppendEventLinks(const RankTrace& t) {
+  Stmt& q = stmts_->cuda_event;
+  for (const EventLink& l : t.event_links) {
+    q.Bind(1, static_cast<int64_t>(l.kind));
+    q.Bind(2, l.correlation_id);
+    q.Bind(3, l.sync_id);
+    if (l.stream == kNoIndex) q.BindNull(4);
+    else q.Bind(4, static_cast<int64_t>(l.stream));
+    OVERLAPPROF_RETURN_IF_ERROR(q.StepDone("insert cuda_event"));
     OVERLAPPROF_RETURN_IF_ERROR(RowDone());
   }
   return OkStatus();

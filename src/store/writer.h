@@ -80,6 +80,7 @@ class StoreWriter {
   Status AppendCommOps(const RankTrace& t);
   Status AppendChunks(const RankTrace& t);
   Status AppendExternalCorrelations(const RankTrace& t);
+  Status AppendEventLinks(const RankTrace& t);
   Status AppendActivityAndHostCallRows(const RankTrace& t);
   Status AppendRangeRows(const RankTrace& t);
   Status AppendNcclPluginOps(const RankTrace& t);

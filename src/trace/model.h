@@ -224,6 +224,22 @@ struct RunMeta {
   std::string timing_source;
 };
 
+// A CUDA event's record, or a wait on it, as the recorder saw them (CUPTI's CUDA_EVENT and
+// SYNCHRONIZATION records, joined by CUPTI's cudaEventSyncId, unique per cudaEventRecord call):
+// the recorded form of the cross-stream and host-waits-for-GPU dependencies (docs/what-if.md).
+// Injector traces only (schema 1.3), and only where the process's CUPTI is 12.8 or newer.
+enum class EventLinkKind : uint8_t {
+  kRecord = 1,      // cudaEventRecord: `stream` is the stream the event was recorded on
+  kStreamWait = 2,  // cudaStreamWaitEvent: `stream` waits (GPU side) for the record with `sync_id`
+  kHostWait = 3,    // cudaEventSynchronize: the host waits; `stream` is kNoIndex
+};
+struct EventLink {
+  int64_t correlation_id = kUnknown;  // the API call (RankTrace::host_calls) that made it
+  int64_t sync_id = kUnknown;         // joins a wait to its record
+  uint32_t stream = kNoIndex;         // index into RankTrace::streams
+  EventLinkKind kind = EventLinkKind::kRecord;
+};
+
 // A counter from a store file that this build does not know (written by a newer minor
 // schema version). Kept and shown, so no data-quality signal is lost.
 struct ExtraStat {
@@ -259,6 +275,8 @@ struct RankTrace {
   std::vector<std::pair<int64_t, int64_t>> external_correlations;
   // Operations timed by NCCL's profiler plugin (injector traces, schema 1.2; written as rows).
   std::vector<NcclPluginOp> nccl_plugin_ops;
+  // CUDA event records and the waits on them (injector traces, schema 1.3; read with host calls).
+  std::vector<EventLink> event_links;
   StatCounters stats;
   std::vector<ExtraStat> extra_stats;
   // What the reader found about the data itself (a recording that did not finish, and how much

@@ -106,7 +106,7 @@ class CliTest(unittest.TestCase):
         self.assertFalse(os.path.exists(db + ".partial"))
         # The store is a self-contained SQLite file anyone can query.
         c = sqlite3.connect(db)
-        self.assertEqual(c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0], "1.2")
+        self.assertEqual(c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0], "1.3")
         self.assertEqual(c.execute("SELECT count(*) FROM gpu_activity WHERE category=1").fetchone()[0], 21)
         self.assertEqual(c.execute("PRAGMA journal_mode").fetchone()[0], "delete")
         c.close()

@@ -355,7 +355,7 @@ class HostileInputTest(unittest.TestCase):
         rc, out, err = run("analyze", store)
         self.assertEqual(rc, 2, out + err)
         self.assertEqual(len(err.strip().splitlines()), 1, err)
-        self.assertIn("user_version 1002", err)
+        self.assertIn("user_version 1003", err)
         self.assertIn("'2.0'", err)
 
     # --- Nsight Systems exports: the direct page reader says what SQL says, or exit 2 ------

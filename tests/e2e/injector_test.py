@@ -559,6 +559,32 @@ class InjectorTest(unittest.TestCase):
         self.assertEqual((r["comm_ns"], r["compute_ns"], r["overlap_ns"]), (3 * ms, 2 * ms, 1 * ms))
         self.assertEqual(r["comm_rules"], {"peer_copy": 1})
 
+    def test_cupti_event_records_and_waits_are_stored_joined_by_sync_id(self):
+        # nccl_driver.cc's "cupti_events" mode: cudaEventRecord on stream 7 (sync id 42), stream 9 waits
+        # on it, cudaEventRecord on stream 9 (43), the host synchronizes on that one.
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "cupti_events", FAKE_CUPTI],
+                         env=env_with(RANK=0, WORLD_SIZE=1, OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI))
+        self.assertEqual(rc, 0, err)
+        s = self.only_store()
+        self.assertClean(s)
+        self.assertEqual(s.stat("cuda_event_links_unavailable"), 0)
+        rows = s.q("SELECT e.kind, e.sync_id, st.native_id FROM cuda_event e "
+                   "LEFT JOIN stream st ON st.id = e.stream_id ORDER BY e.correlation_id")
+        self.assertEqual(rows, [(1, 42, 7), (2, 42, 9), (1, 43, 9), (3, 43, None)])
+        # Each refers to its own API call (kept as a host call: the call's place in program order).
+        self.assertEqual(len({c for (c,) in s.q("SELECT correlation_id FROM cuda_event")}), 4)
+        self.assertEqual(s.q("SELECT value FROM meta WHERE key='schema_version'"), [("1.3",)])
+        rc, _, err = run(["analyze", self.out])
+        self.assertEqual(rc, 0, err)
+
+    def test_cupti_older_than_12_8_records_no_event_links_and_says_so(self):
+        rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "cupti_events", FAKE_CUPTI],
+                         env=env_with(RANK=0, WORLD_SIZE=1, OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI, FAKE_CUPTI_VERSION=24))
+        self.assertEqual(rc, 0, err)
+        s = self.only_store()
+        self.assertEqual(s.stat("cuda_event_links_unavailable"), 1)
+        self.assertEqual(s.q("SELECT count(*) FROM cuda_event"), [(0,)])
+
     def test_cupti_dropped_records_counted_per_context_and_stream(self):
         rc, _, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "cupti", FAKE_CUPTI],
                          env=env_with(RANK=0, WORLD_SIZE=2, OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI, FAKE_CUPTI_DROPPED=5))

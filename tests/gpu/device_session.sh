@@ -5,6 +5,8 @@
 #     plugin     tests/gpu/run.sh BUNDLE --only-plugin   (NCCL's profiler plugin, issue 15)
 #     recorder   tests/gpu/run.sh BUNDLE --quick          (recorder vs ground truth, overhead, DDP)
 #     workloads  tests/gpu/run.sh BUNDLE --only-workloads (the reference good/bad pairs)
+#     records    tests/gpu/record_runs.sh BUNDLE $RECORD_SETS (stores of the what-if and overlap-cost
+#                validation runs, packed straight into $OUT as records_SET.tar.xz)
 #     nsys       tests/gpu/nsys_capture.sh (Nsight Systems exports for the nsys importer, issue 13;
 #                NSYS_PER_RANK=1: one nsys per rank); its files go straight to $OUT
 # BUNDLE: made here by `tests/gpu/bundle.sh build BUNDLE` (the GPU machine lacks the build deps).
@@ -17,7 +19,7 @@
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-bundle="${1:?usage: device_session.sh BUNDLE [probe,plugin,recorder,workloads]}"
+bundle="${1:?usage: device_session.sh BUNDLE [probe,plugin,recorder,workloads,records,nsys]}"
 parts=",${2:-probe,plugin,recorder},"
 out="${OUT:-$here/out/session}"
 mkdir -p "$out"
@@ -81,15 +83,16 @@ for p in "${order[@]}"; do
     plugin) part plugin "${PLUGIN_S:-170}" "$here/run.sh" "$bundle" --only-plugin --reps "${PLUGIN_REPS:-3}" --iters 40 ;;
     recorder) part recorder "${RECORDER_S:-240}" "$here/run.sh" "$bundle" --quick ;;
     workloads) part workloads "${WORKLOADS_S:-240}" "$here/run.sh" "$bundle" --only-workloads ${PAIRS:+--pairs "$PAIRS"} ;;
+    records) part records "${RECORDS_S:-330}" "$here/record_runs.sh" "$bundle" "${RECORD_SETS:-gemm,overhead,ddp,fsdp,pp}" ;;
     nsys) part nsys "${NSYS_S:-240}" "$here/nsys_capture.sh" "${NSYS_ITERS:-4}" ;;
-    *) echo "=== $p: unknown part (probe, plugin, recorder, workloads, nsys)"; summary+=("$p: unknown"); rc=2 ;;
+    *) echo "=== $p: unknown part (probe, plugin, recorder, workloads, records, nsys)"; summary+=("$p: unknown"); rc=2 ;;
   esac
 done
 
 # What comes back: results, logs and the small stores (overhead stores are deleted by the checks).
 ( cd "$here/out" 2>/dev/null &&
   find . -type f \( -name '*.json' -o -name '*.md' -o -name '*.txt' -o -name '*.db' -o -name '*.sqlite' \) \
-    -size -8M -not -path './session/*' -print0 | tar --null -czf "$out/results.tar.gz" -T - ) || true
+    -size -8M -not -path './session/*' -not -path './records/*' -print0 | tar --null -czf "$out/results.tar.gz" -T - ) || true
 echo "=== session: ${summary[*]:-no part run}; $((SECONDS - t0)) s; exit $rc"
 ls -l "$out"
 exit "$rc"

@@ -52,31 +52,9 @@ if ((workloads)); then
   python3 -c 'import torch' 2>/dev/null || die "--workloads needs PyTorch (import torch failed for $(command -v python3))"
 fi
 
-# 2. Libraries a carried build needs (bundle.sh puts them in gpu-libs/), and NCCL/cuBLAS from the
-#    Python wheels (nvidia-*) when the system has none.
-py_nvidia_libdirs() {
-  python3 - "$@" <<'PY' 2>/dev/null || true
-import glob, os, site, sys
-roots = set(site.getsitepackages() + [site.getusersitepackages()])
-dirs = []
-for r in roots:
-    for lib in sys.argv[1:]:
-        for p in glob.glob(os.path.join(r, "nvidia", "**", lib), recursive=True):
-            d = os.path.dirname(p)
-            if d not in dirs:
-                dirs.append(d)
-print(":".join(dirs))
-PY
-}
-extra_ld=""
-[[ -d "$build/gpu-libs" ]] && extra_ld="$build/gpu-libs"
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
-  [[ -d "$d" ]] && extra_ld="${extra_ld:+$extra_ld:}$d"
-done
-# Last: the wheels' NCCL/cuBLAS (the ones PyTorch uses) for whatever the toolkit folders lack.
-wheel_dirs="$(py_nvidia_libdirs 'libnccl.so*' 'libcublas.so*' 'libcublasLt.so*' 'libcudart.so*' 'libcupti.so*')"
-[[ -n "$wheel_dirs" ]] && extra_ld="${extra_ld:+$extra_ld:}$wheel_dirs"
-export LD_LIBRARY_PATH="${extra_ld}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# 2. Libraries a carried build needs, and NCCL/cuBLAS from the Python wheels (lib_env.sh).
+source "$here/lib_env.sh"
+gpu_lib_env "$build"
 
 # 3. Build what is missing.
 sample=""

@@ -23,7 +23,8 @@ namespace {
 constexpr size_t Max(size_t a, size_t b) { return a > b ? a : b; }
 constexpr size_t kStride =
     (Max(Max(Max(sizeof(CUpti_ActivityKernel10), sizeof(CUpti_ActivityMemcpy6)), sizeof(CUpti_ActivityMemcpyPtoP4)),
-         Max(sizeof(CUpti_ActivityAPI), sizeof(CUpti_ActivityExternalCorrelation))) + 7) & ~size_t{7};
+         Max(Max(sizeof(CUpti_ActivityAPI), sizeof(CUpti_ActivityExternalCorrelation)),
+             Max(sizeof(CUpti_ActivityCudaEvent2), sizeof(CUpti_ActivitySynchronization2)))) + 7) & ~size_t{7};
 
 struct Rec {
   alignas(8) unsigned char bytes[kStride];
@@ -100,9 +101,19 @@ FAKE CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelation
   return CUPTI_SUCCESS;
 }
 FAKE CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char** name) {
-  // cbid 1: the launch call; 2: a call that launches nothing (filtered out by the injector).
+  // cbid 1: the launch call; 2: a call that launches nothing (filtered out by the injector);
+  // 3-5: the event calls of fake_cupti_event.
+  static const char* const kRuntime[] = {"", "cudaLaunchKernel", "cudaGetDevice", "cudaEventRecord",
+                                         "cudaStreamWaitEvent", "cudaEventSynchronize"};
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) *name = cbid == 1 ? "cuLaunchKernelEx" : "cuCtxGetCurrent";
-  else *name = cbid == 1 ? "cudaLaunchKernel" : "cudaGetDevice";
+  else *name = cbid < 6 ? kRuntime[cbid] : "cudaGetDevice";
+  return CUPTI_SUCCESS;
+}
+// FAKE_CUPTI_VERSION=N: the API version reported (default 130001, CUDA 13.0 Update 1; below 26,
+// CUDA 12.8, the records carry no cudaEventSyncId).
+FAKE CUptiResult cuptiGetVersion(uint32_t* version) {
+  const char* v = std::getenv("FAKE_CUPTI_VERSION");
+  *version = v ? static_cast<uint32_t>(std::atoi(v)) : 130001u;
   return CUPTI_SUCCESS;
 }
 FAKE CUptiResult cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, CUpti_Activity** record) {
@@ -196,4 +207,39 @@ FAKE void fake_cupti_launch(const char* name, uint32_t stream, uint64_t gpu_star
   k->streamId = stream;
   k->correlationId = corr;
   k->name = g_names.back()->c_str();
+}
+
+// An event call, as CUDA 12.8+ records it: `kind` 1: cudaEventRecord on `stream` (a CUDA_EVENT
+// record); 2: cudaStreamWaitEvent of `stream`; 3: cudaEventSynchronize (both SYNCHRONIZATION
+// records, the wait [gpu_start, gpu_end)). `sync_id` joins a wait to its record.
+FAKE void fake_cupti_event(int kind, uint32_t stream, uint64_t sync_id, uint64_t host_start, uint64_t gpu_start,
+                           uint64_t gpu_end) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  uint32_t corr = g_next_correlation++;
+  auto* api = Append<CUpti_ActivityAPI>();
+  api->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  api->cbid = static_cast<CUpti_CallbackId>(kind + 2);
+  api->start = host_start;
+  api->end = kind == 3 ? gpu_end : host_start + 1000;
+  api->correlationId = corr;
+  api->threadId = 1;
+  if (kind == 1) {
+    auto* e = Append<CUpti_ActivityCudaEvent2>();
+    e->kind = CUPTI_ACTIVITY_KIND_CUDA_EVENT;
+    e->correlationId = corr;
+    e->streamId = stream;
+    e->eventId = 1;
+    e->cudaEventSyncId = sync_id;
+    return;
+  }
+  auto* s = Append<CUpti_ActivitySynchronization2>();
+  s->kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  s->type = kind == 2 ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT
+                      : CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE;
+  s->start = gpu_start;
+  s->end = gpu_end;
+  s->correlationId = corr;
+  s->streamId = kind == 2 ? stream : CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  s->cudaEventId = 1;
+  s->cudaEventSyncId = sync_id;
 }

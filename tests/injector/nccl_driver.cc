@@ -302,6 +302,31 @@ int CuptiPeer(const char* fake_cupti) {
   return 0;
 }
 
+// Event dependencies (CUPTI 12.8+ records): a GEMM [0, 2) ms on stream 7, cudaEventRecord on
+// stream 7 (sync id 42), cudaStreamWaitEvent of stream 9 on it, a kernel [2, 3) ms on stream 9,
+// cudaEventRecord on stream 9 (43) and cudaEventSynchronize on it. Expected in the store: the
+// records, the stream wait and the host wait, joined by sync id.
+int CuptiEvents(const char* fake_cupti) {
+  CuptiDouble d;
+  if (!d.Load(fake_cupti)) return 1;
+  auto event = reinterpret_cast<void (*)(int, uint32_t, uint64_t, uint64_t, uint64_t, uint64_t)>(
+      dlsym(RTLD_DEFAULT, "fake_cupti_event"));
+  if (!event) return 1;
+  d.init();
+  ncclComm_t comm = InitWorld();
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const uint64_t ms = 1000000, base = uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec) + 100 * ms;
+  d.launch("void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm>(Params)", 7, base, base + 2 * ms, base - 5 * ms, 0);
+  event(1, 7, 42, base - 4 * ms, 0, 0);
+  event(2, 9, 42, base - 3 * ms, base - 3 * ms, base - 3 * ms);
+  d.launch("elementwise_kernel", 9, base + 2 * ms, base + 3 * ms, base - 2 * ms, 0);
+  event(1, 9, 43, base - 1 * ms, 0, 0);
+  event(3, 0, 43, base - ms / 2, base - ms / 2, base + 3 * ms);
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
 // CUDA initializes (InitializeInjection) on the main thread while two threads that started
 // before it call NCCL, with nothing else ordering them (the flag is relaxed): the hooks see
 // CUPTI become active and read its API table concurrently with its publication. For
@@ -913,6 +938,7 @@ int main(int argc, char** argv) {
   if (mode == "cupti" && argc > 2) return Cupti(argv[2]);
   if (mode == "cupti_race" && argc > 2) return CuptiRace(argv[2]);
   if (mode == "cupti_peer" && argc > 2) return CuptiPeer(argv[2]);
+  if (mode == "cupti_events" && argc > 2) return CuptiEvents(argv[2]);
   if (mode == "cupti_plugin" && argc > 2) return CuptiPlugin(argv[2]);
   if (mode == "none") return 0;
   if (mode == "cuda_only" && argc > 2) return CudaOnly(argv[2]);
@@ -934,6 +960,6 @@ int main(int argc, char** argv) {
     return FullDiskOps(mode == "fulldisk_early", std::atol(argv[2]), std::atoi(argv[3]), argc > 4 ? argv[4] : nullptr);
   if (mode == "closelow" && argc > 2) return CloseLow(argv[2]);
   std::fprintf(stderr,
-               "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|cupti FAKE_CUPTI|cupti_race FAKE_CUPTI|cupti_peer FAKE_CUPTI|none|nonblocking_split|ranks|ranks_sub|simulate|finalize|fullfile FAKE_CUPTI LIMIT [PHASE1_MS]\n");
+               "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|cupti FAKE_CUPTI|cupti_race FAKE_CUPTI|cupti_peer FAKE_CUPTI|cupti_events FAKE_CUPTI|none|nonblocking_split|ranks|ranks_sub|simulate|finalize|fullfile FAKE_CUPTI LIMIT [PHASE1_MS]\n");
   return 2;
 }

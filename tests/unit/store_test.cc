@@ -161,7 +161,7 @@ TEST(Store, RefusesAStoreWhoseTwoVersionsDisagree) {
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kInvalidInput);
   EXPECT_NE(out.status().message().find("'2.0'"), std::string::npos) << out.status().message();
-  EXPECT_NE(out.status().message().find("1002"), std::string::npos) << out.status().message();
+  EXPECT_NE(out.status().message().find("1003"), std::string::npos) << out.status().message();
   Sql(path, "UPDATE meta SET value = 7 WHERE key = 'schema_version'");
   EXPECT_EQ(ReadStore(path).status().code(), StatusCode::kInvalidInput);
   Sql(path, fmt::format("UPDATE meta SET value = '{}.{}' WHERE key = 'schema_version'", kSchemaMajor, kSchemaMinor));
