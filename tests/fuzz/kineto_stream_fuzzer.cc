@@ -34,6 +34,7 @@
 #include <string_view>
 
 #include "src/importers/importer.h"
+#include "src/importers/kineto/kineto.h"
 #include "src/io/input_stream.h"
 #include "tests/fuzz/trace_checks.h"
 #include "tests/fuzz/trace_dump.h"

@@ -13,6 +13,7 @@
 
 #include "src/common/utf8.h"
 #include "src/importers/importer.h"
+#include "src/importers/kineto/kineto.h"
 #include "src/io/input_stream.h"
 #include "test_util.h"
 #include "tests/fuzz/trace_dump.h"

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "src/importers/importer.h"
+#include "src/importers/kineto/kineto.h"
 
 namespace overlapprof {
 namespace kineto {

@@ -46,6 +46,7 @@
 #include "src/common/decimal.h"
 #include "src/common/utf8.h"
 #include "src/importers/importer.h"
+#include "src/importers/kineto/kineto.h"
 #include "src/importers/kineto/build_thread.h"
 #include "src/importers/kineto/builder.h"
 #include "src/importers/kineto/event.h"
