@@ -40,6 +40,9 @@ struct ImportObserver {
   std::atomic<uint64_t> ranks_built_while_listing{0};
   // Of them, ranks imported from what the listing read (ImportSession::Import).
   std::atomic<uint64_t> ranks_imported_from_listing{0};
+  // Events of traceEvents that the Kineto importer's index walker (KinetoImportOptions::
+  // index_walk) read, added once per region it indexed: for tests that it is used.
+  std::atomic<uint64_t> kineto_index_walked_events{0};
 };
 
 // Every importer's options. A format's own knobs are in its struct, declared in its folder.

@@ -4,7 +4,6 @@
 // (src/importers/kineto/reader.cc). Its options are ImportOptions::kineto
 // (src/importers/kineto/kineto_options.h).
 #include <cstddef>
-#include <cstdint>
 
 #include "src/common/status.h"
 #include "src/importers/importer.h"
@@ -23,9 +22,5 @@ StatusOr<RankTrace> ParseKinetoJson(const char* buffer, size_t size, size_t capa
 // with the file's stream. `skip_bom`: a UTF-8 byte order mark at the start is skipped. Memory
 // does not grow with the JSON text.
 StatusOr<RankTrace> ParseKinetoStream(ByteStream& in, const ImportOptions& options, bool skip_bom = true);
-
-// Events of traceEvents that the Kineto importer's index walker (ImportOptions::
-// kineto.index_walk) has read in this process, all threads: for tests that it is used.
-uint64_t KinetoIndexWalkedEvents();
 
 }  // namespace overlapprof
