@@ -1,4 +1,4 @@
-// The streaming Kineto reader (issue 16): batch edges anywhere give the same trace, the scanner
+// The streaming Kineto reader (memory bounded by its window): batch edges anywhere give the same trace, the scanner
 // is not fooled by strings, keys may follow traceEvents, one event may outgrow the window up to
 // its cap, and every way a document can be cut or spoiled is reported as before.
 #include <fmt/format.h>
