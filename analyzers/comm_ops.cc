@@ -172,14 +172,18 @@ std::vector<OpSpan> CommOpSpans(const RankTrace& t, const IntervalSet& compute, 
   return spans;
 }
 
-std::string OpFamily(Collective c) {
+Collective OpFamily(Collective c) {
   switch (c) {
     case Collective::kSend:
     case Collective::kRecv:
-    case Collective::kSendRecv: return "p2p";
+    case Collective::kSendRecv: return Collective::kSendRecv;
     default: break;  // a peer-to-peer memcpy (rule 4) is its own family, apart from p2p kernels
   }
-  return std::string(CollectiveName(c));
+  return c;
+}
+
+std::string_view OpFamilyName(Collective family) {
+  return family == Collective::kSendRecv ? std::string_view("p2p") : CollectiveName(family);
 }
 
 int64_t SizeBytes(const RankTrace& t, const OpSpan& s) {
@@ -193,11 +197,11 @@ int64_t SizeBytes(const RankTrace& t, const OpSpan& s) {
   return s.bytes;
 }
 
-double BusFactor(std::string_view family, int64_t n) {
+double BusFactor(Collective family, int64_t n) {
   if (n < 2) return 1.0;
   const double d = static_cast<double>(n);
-  if (family == "allreduce") return 2.0 * (d - 1.0) / d;
-  if (family == "allgather" || family == "reducescatter") return (d - 1.0) / d;
+  if (family == Collective::kAllReduce) return 2.0 * (d - 1.0) / d;
+  if (family == Collective::kAllGather || family == Collective::kReduceScatter) return (d - 1.0) / d;
   return 1.0;
 }
 

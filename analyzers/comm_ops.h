@@ -53,7 +53,7 @@ struct OpSpan {
   int64_t nranks = kUnknown;
   uint32_t stream = kNoIndex;
   Collective collective = Collective::kUnknown;  // the op's (CommOp::op), else from the kernel's name
-  std::string family;   // OpFamily(collective), computed once
+  Collective family = Collective::kUnknown;  // OpFamily(collective), computed once
   // Timed by NCCL's profiler plugin (CommTiming): start/end/busy are the plugin's, and these
   // are its launch group's kernels' first start and last end (kUnknown when it has none). For
   // the cross-rank analyzer, which falls back to kernel times when a rank lacks plugin times.
@@ -68,9 +68,13 @@ struct OpSpan {
 // recvs that linking named an all-to-all (src/trace/link.h) stays one span, as with kernels.
 std::vector<OpSpan> CommOpSpans(const RankTrace& trace, const IntervalSet& compute, const CommTiming& timing = {});
 
-// The op-type family used in tables: allreduce, allgather, reducescatter, broadcast, reduce,
-// p2p (send, recv, sendrecv), alltoall, p2p_copy; any other collective by its own name.
-std::string OpFamily(Collective c);
+// The op-type family used in tables, as the collective that stands for it: every collective is
+// its own family but the point-to-point kernels (send, recv, sendrecv), whose family is
+// kSendRecv. A peer-to-peer memcpy (kPeerCopy) is a family of its own, apart from them.
+Collective OpFamily(Collective c);
+// A family's name in reports: "p2p" for the point-to-point family (kSendRecv), else the
+// collective's name (CollectiveName: allreduce, allgather, reducescatter, p2p_copy, ...).
+std::string_view OpFamilyName(Collective family);
 
 // nccl-tests' "size" of an op in bytes (the buffer whose size the bandwidth formulas use): the
 // full output of an all-gather, the full input of a reduce-scatter, the buffer otherwise.
@@ -78,8 +82,9 @@ std::string OpFamily(Collective c);
 // all-gather and the full input of a reduce-scatter; NCCL's count is per rank for both.
 int64_t SizeBytes(const RankTrace& trace, const OpSpan& span);
 
-// Bus-bandwidth factor (nccl-tests, docs/PERFORMANCE.md there): all-reduce 2(n-1)/n,
-// all-gather and reduce-scatter (n-1)/n, everything else 1. n unknown or < 2: 1.
-double BusFactor(std::string_view family, int64_t nranks);
+// Bus-bandwidth factor of an op family (OpFamily; nccl-tests, docs/PERFORMANCE.md there):
+// all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n, everything else 1. n unknown or
+// < 2: 1.
+double BusFactor(Collective family, int64_t nranks);
 
 }  // namespace overlapprof

@@ -79,8 +79,8 @@ class CrossRankAnalyzer : public PreparingAnalyzer {
       d = std::move(own);
     }
     auto* p = dynamic_cast<Prepared*>(prepared.get());
-    RankOps r = p && p->derived == d ? AddRankOps(std::move(p->ops), comms_, op_names_, record_counts_)
-                                           : RecordRankOps(t, *d, comms_, op_names_, record_counts_);
+    RankOps r = p && p->derived == d ? AddRankOps(std::move(p->ops), comms_, record_counts_)
+                                           : RecordRankOps(t, *d, comms_, record_counts_);
     r.exposed_comm_ns = have_result ? summary.ranks[rank_index].whole.exposed_comm_ns : 0;
     ranks_.push_back(std::move(r));
     return OkStatus();
@@ -194,7 +194,7 @@ class CrossRankAnalyzer : public PreparingAnalyzer {
     result.summary = Summarize(counts, comm_size, f);
     if (counts.matched == 0) return result;
     result.any_matched = true;
-    result.collectives = ListedCollectives(f.listed, comms_, op_names_);
+    result.collectives = ListedCollectives(f.listed, comms_);
     result.stragglers = StragglerRows(ranks_, f.totals, straggler_order);
     result.clock_offsets = ClockDomainRows(domains);
     result.ranks.reserve(ranks_.size());
@@ -236,7 +236,7 @@ class CrossRankAnalyzer : public PreparingAnalyzer {
 
   std::vector<RankOps> ranks_;
   std::set<int64_t> seen_ranks_;
-  Interner comms_, op_names_;
+  Interner comms_;
   std::vector<std::string> notices_;
   RecordCounts record_counts_;
 };

@@ -196,8 +196,7 @@ CollectiveFigures MeasureCollectives(const std::vector<RankOps>& ranks, const Cl
   return f;
 }
 
-std::vector<ListedCollective> ListedCollectives(const std::vector<Listed>& listed, const Interner& comms,
-                                                const Interner& op_names) {
+std::vector<ListedCollective> ListedCollectives(const std::vector<Listed>& listed, const Interner& comms) {
   std::vector<ListedCollective> out;
   out.reserve(listed.size());
   for (const Listed& l : listed) {
@@ -205,7 +204,7 @@ std::vector<ListedCollective> ListedCollectives(const std::vector<Listed>& liste
     c.communicator = comms.Name(l.comm);
     if (l.key_kind == kKeySeq) c.seq = l.key_major;
     c.key = KeyText(l.key_kind, l.key_major, l.key_minor);
-    c.op = l.op == kOpNameOverflow ? std::string("other") : op_names.Name(l.op);
+    c.op = l.op;
     if (l.bytes != kUnknown) c.bytes = l.bytes;
     c.start_ns = l.start_ns;
     c.skew_ns = l.skew_ns;

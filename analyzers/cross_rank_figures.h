@@ -34,7 +34,7 @@ struct Listed {
   uint8_t key_kind = 0;
   int64_t key_major = 0;
   uint32_t key_minor = 0;
-  uint16_t op = 0;
+  Collective op = Collective::kUnknown;
   int64_t bytes = kUnknown;
   int64_t start_ns = 0, skew_ns = 0, last_rank = 0;
   std::vector<std::array<int64_t, 3>> per_rank;  // rank, wait, transfer
@@ -66,7 +66,6 @@ CollectiveFigures MeasureCollectives(const std::vector<RankOps>& ranks, const Cl
                                      const std::map<uint32_t, int64_t>& comm_size, int64_t matched);
 
 // The `collectives` rows: the listed collectives with names resolved.
-std::vector<ListedCollective> ListedCollectives(const std::vector<Listed>& listed, const Interner& comms,
-                                                const Interner& op_names);
+std::vector<ListedCollective> ListedCollectives(const std::vector<Listed>& listed, const Interner& comms);
 
 }  // namespace overlapprof::cross_rank

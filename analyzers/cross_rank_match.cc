@@ -172,7 +172,6 @@ void RecordGaps(const IntervalSet& compute, IntervalSet::Cursor& cursor, std::ar
 PreparedRankOps PrepareRankOps(const RankTrace& t, const RankDerived& d) {
   PreparedRankOps prepared;
   Interner& comms = prepared.comms;
-  Interner& op_names = prepared.op_names;
   std::map<uint32_t, int64_t>& nranks = prepared.nranks;  // communicator -> largest comm_nranks
   const IntervalSet& compute = d.sets.compute;
   const bool steps = d.iterations.source == "ProfilerStep" || d.iterations.source == "step range" || d.iterations.steps;
@@ -184,7 +183,6 @@ PreparedRankOps PrepareRankOps(const RankTrace& t, const RankDerived& d) {
   RecordWindows(windows, r);
   r.ops.reserve(d.ops.size());
   r.gaps.reserve(d.ops.size() * kMaxGapsPerOp);  // the most there can be: no copies while growing
-  prepared.op_ids.reserve(d.ops.size());
   std::map<std::pair<uint32_t, int64_t>, uint32_t> ordinal;  // (communicator, step) -> next ordinal
   std::array<Piece, kMaxGapsPerOp + 1> pieces;
   IntervalSet::Cursor cursor(compute);  // ops come in start order
@@ -204,7 +202,7 @@ PreparedRankOps PrepareRankOps(const RankTrace& t, const RankDerived& d) {
     rec.bytes = s.bytes;
     static const std::string kUnknownName = "unknown";  // (both branches lvalues: no copy per op)
     rec.comm = comms.Intern(op && !op->communicator.empty() ? op->communicator : kUnknownName);
-    prepared.op_ids.push_back(op_names.Intern(std::string(CollectiveName(s.collective))));
+    rec.op = s.collective;
     SetMatchKey(op, s, steps, windows, ordinal, rec);
     if (op && op->comm_nranks != kUnknown) {
       auto [it, fresh] = nranks.emplace(rec.comm, op->comm_nranks);
@@ -223,19 +221,13 @@ PreparedRankOps PrepareRankOps(const RankTrace& t, const RankDerived& d) {
   return prepared;
 }
 
-RankOps AddRankOps(PreparedRankOps p, Interner& comms, Interner& op_names, RecordCounts& counts) {
+RankOps AddRankOps(PreparedRankOps p, Interner& comms, RecordCounts& counts) {
   // The rank's ids to the run's: interned in the order the rank first used them, which is the
   // order interning op by op would have given new names their ids.
-  std::vector<uint32_t> comm_id(p.comms.size()), op_id(p.op_names.size());
+  std::vector<uint32_t> comm_id(p.comms.size());
   for (uint32_t i = 0; i < comm_id.size(); ++i) comm_id[i] = comms.Intern(p.comms.Name(i));
-  for (uint32_t i = 0; i < op_id.size(); ++i) op_id[i] = op_names.Intern(p.op_names.Name(i));
   RankOps r = std::move(p.ops);
-  for (size_t i = 0; i < r.ops.size(); ++i) {
-    OpRecord& rec = r.ops[i];
-    rec.comm = comm_id[rec.comm];
-    const uint32_t opid = op_id[p.op_ids[i]];
-    rec.op = opid >= kOpNameOverflow ? kOpNameOverflow : static_cast<uint16_t>(opid);
-  }
+  for (OpRecord& rec : r.ops) rec.comm = comm_id[rec.comm];
   for (P2pRecord& q : r.p2p) q.comm = comm_id[q.comm];
   counts.p2p_skipped += p.counts.p2p_skipped;
   counts.p2p_unnamed += p.counts.p2p_unnamed;
@@ -258,9 +250,8 @@ RankOps AddRankOps(PreparedRankOps p, Interner& comms, Interner& op_names, Recor
   return r;
 }
 
-RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms, Interner& op_names,
-                      RecordCounts& counts) {
-  return AddRankOps(PrepareRankOps(t, d), comms, op_names, counts);
+RankOps RecordRankOps(const RankTrace& t, const RankDerived& d, Interner& comms, RecordCounts& counts) {
+  return AddRankOps(PrepareRankOps(t, d), comms, counts);
 }
 
 }  // namespace overlapprof::cross_rank

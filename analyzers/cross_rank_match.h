@@ -49,7 +49,6 @@ enum KeyKind : uint8_t {
   kKeyOrdinal = 2,      // ordinal of the op in its communicator on this rank
 };
 inline constexpr uint8_t kWholeGap = 0xff;  // OpRecord::ngaps: nothing of the op's interval was covered
-inline constexpr uint16_t kOpNameOverflow = 0xffff;
 
 // The time of an op's interval that compute did not cover, as pieces in time order: within
 // [start, end), `uncovered` of its ns were not covered. A piece from a single gap is exact
@@ -70,7 +69,7 @@ struct OpRecord {
   uint32_t key_minor = 0;  // ordinal (0 for seq keys)
   uint32_t comm = 0;       // interned communicator
   uint32_t gaps = 0;       // first of its gaps in RankOps::gaps
-  uint16_t op = 0;         // interned op name
+  Collective op = Collective::kUnknown;  // the op's kind (OpSpan::collective)
   uint8_t key_kind = kKeyOrdinal;
   uint8_t ngaps = 0;  // 0..kMaxGapsPerOp, or kWholeGap
   // start/end are the GPU times NCCL's profiler plugin gave the op (OpSpan::plugin_timed): the
@@ -90,7 +89,7 @@ inline bool KeyEq(const OpRecord& a, const OpRecord& b) {
 // The match key as the JSON summary writes it: seq:N, step:S:K, step:none:K, ord:K.
 std::string KeyText(uint8_t kind, int64_t major, uint32_t minor);
 
-// Strings seen across all ranks (communicators, op names), each stored once, as dense ids.
+// Strings seen across all ranks (communicators), each stored once, as dense ids.
 class Interner {
  public:
   uint32_t Intern(const std::string& s);
@@ -161,21 +160,19 @@ int64_t ExposedWait(const RankOps& r, const OpRecord& rec, int64_t wait);
 // (sequence number, else step and ordinal when `derived` has step markers, else ordinal),
 // sorted by key, duplicates of a key dropped (the earliest kept). Sends and recvs with a known
 // own and peer rank go to RankOps::p2p (an all-to-all, named so by the importer, is a collective).
-RankOps RecordRankOps(const RankTrace& trace, const RankDerived& derived, Interner& comms, Interner& op_names,
-                      RecordCounts& counts);
+RankOps RecordRankOps(const RankTrace& trace, const RankDerived& derived, Interner& comms, RecordCounts& counts);
 
 // RecordRankOps in two steps: the first needs the rank alone (Analyzer::PrepareRank: on the
 // thread that read it), the second adds it to the run's interned names and counts (AnalyzeRank,
 // in input order). RecordRankOps(t, d, ...) == AddRankOps(PrepareRankOps(t, d), ...).
 struct PreparedRankOps {
-  RankOps ops;                   // in start order; comm ids are `comms`' below, op ids in op_ids
-  std::vector<uint32_t> op_ids;  // by ops.ops: the op name's id in `op_names` below
-  Interner comms, op_names;      // the rank's own, in order of first use (as the run's would be)
+  RankOps ops;                   // in start order; comm ids are `comms`' below
+  Interner comms;                // the rank's own, in order of first use (as the run's would be)
   RecordCounts counts;           // the rank's p2p counts
   std::map<uint32_t, int64_t> nranks;  // communicator (the rank's id) -> largest comm_nranks
 };
 PreparedRankOps PrepareRankOps(const RankTrace& trace, const RankDerived& derived);
-RankOps AddRankOps(PreparedRankOps prepared, Interner& comms, Interner& op_names, RecordCounts& counts);
+RankOps AddRankOps(PreparedRankOps prepared, Interner& comms, RecordCounts& counts);
 
 // One rank's op in a group of equal keys: `slot` is the index of its RankOps.
 struct Member {

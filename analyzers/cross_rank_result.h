@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "src/trace/collective.h"
+
 namespace overlapprof {
 
 // `collectives_summary.partial_communicators[]`: a communicator held by fewer ranks than its size.
@@ -48,7 +50,7 @@ struct ListedCollective {
   std::string communicator;
   std::optional<int64_t> seq;  // the key when it is a sequence number
   std::string key;             // seq:N, step:S:K, step:none:K, ord:K
-  std::string op;
+  Collective op = Collective::kUnknown;  // the lowest rank's
   std::optional<int64_t> bytes;  // the lowest rank's CommOp::bytes; none when unknown
   int64_t start_ns = 0, skew_ns = 0, last_rank = 0;
   std::vector<CollectiveMember> members;

@@ -153,7 +153,7 @@ RankWindowRecord RecordRankWindows(const RankTrace& t, const RankDerived& d, siz
   std::unordered_map<std::string, uint64_t> ordinal;  // communicator -> ops seen on it
   r.ops.reserve(d.ops.size());
   for (const OpSpan& s : d.ops) {
-    if (s.family == "p2p_copy") continue;  // copies between GPUs, not matched across ranks
+    if (s.family == Collective::kPeerCopy) continue;  // copies between GPUs, not matched across ranks
     const CommOp* op = s.op != kNoIndex && s.op < t.comm_ops.size() ? &t.comm_ops[s.op] : nullptr;
     static const std::string kNoComm;
     const std::string& comm = op ? op->communicator : kNoComm;

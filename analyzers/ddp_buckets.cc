@@ -194,7 +194,7 @@ class DdpBucketsAnalyzer : public PreparingAnalyzer {
     for (size_t i = 0; i < g.buckets.size(); ++i) {
       const OpSpan& o = *g.buckets[i];
       const int64_t size = SizeBytes(t, o);
-      const double factor = BusFactor("allreduce", o.nranks);
+      const double factor = BusFactor(Collective::kAllReduce, o.nranks);
       const double busbw = size != kUnknown && o.busy_ns > 0 ? size * factor / o.busy_ns : 0.0;
       bucket_comm += o.busy_ns;
       if (!warm && size != kUnknown && o.busy_ns > 0) {

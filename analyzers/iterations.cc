@@ -8,6 +8,9 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "src/common/file_key_map.h"
 
@@ -268,78 +271,101 @@ void WindowsFromCuts(const std::vector<OpSpan>& ops, const IntervalSet& busy, co
   }
 }
 
-}  // namespace
+// DetectIterationsFromComm, one detection: its phases in the order Run calls them, each reading
+// what the ones before it found. Times in ns.
+class CommPatternDetector {
+ public:
+  CommPatternDetector(const std::vector<OpSpan>& ops, const IntervalSet& busy, int64_t first_start, int64_t last_end,
+                      const IterationEvidence& ev)
+      : ops_(ops), busy_(busy), clusters_(ev.optimizer), first_start_(first_start), last_end_(last_end), n_(ops.size()) {}
 
-IterationInfo DetectIterationsFromComm(const std::vector<OpSpan>& ops, const IntervalSet& busy, int64_t first_start,
-                                       int64_t last_end, const IterationEvidence& ev) {
-  IterationInfo info;
-  info.source = "none";
-  const size_t n = ops.size();
-  if (n < 4) {
-    info.notice = "too few communication ops to detect iterations";
-    return info;
+  IterationInfo Run() {
+    info_.source = "none";
+    if (n_ < 4) {
+      info_.notice = "too few communication ops to detect iterations";
+      return std::move(info_);
+    }
+    if (!FindRepetition()) return std::move(info_);
+    MeasurePauses();
+    if (!ChoosePeriod()) return std::move(info_);
+    AnchorOnOptimizer();
+    CutAtBoundaries();
+    MakeWindows();
+    return std::move(info_);
   }
-  std::vector<uint64_t> keys(n);
-  for (size_t i = 0; i < n; ++i) keys[i] = OpKey(ops[i]);
-  // The smallest leading offset s after which the sequence is periodic with at least two full
-  // repetitions (the ops before s: warm-up, e.g. DDP's first iteration with one bucket).
-  size_t s = 0, p = 0;
-  const size_t max_lead = std::min<size_t>(n / 2, 64);
-  for (size_t from = 0; from <= max_lead; ++from) {
-    size_t period = SmallestPeriod(keys, from);
-    if (2 * period <= n - from) {
-      s = from;
-      p = period;
-      break;
+
+ private:
+  // A period of m times the smallest one, at the phase of the largest pause (m == 0: none).
+  struct Multiple {
+    size_t m = 0, phase = 0;
+    double ratio = 0;  // the smallest boundary pause over the largest pause inside
+  };
+
+  // The smallest leading offset s_ after which the sequence is periodic with at least two full
+  // repetitions (the ops before s_: warm-up, e.g. DDP's first iteration with one bucket), and
+  // that smallest period p_ in ops. False (and a notice) when the ops do not repeat.
+  bool FindRepetition() {
+    std::vector<uint64_t> keys(n_);
+    for (size_t i = 0; i < n_; ++i) keys[i] = OpKey(ops_[i]);
+    max_lead_ = std::min<size_t>(n_ / 2, 64);
+    for (size_t from = 0; from <= max_lead_; ++from) {
+      size_t period = SmallestPeriod(keys, from);
+      if (2 * period <= n_ - from) {
+        s_ = from;
+        p_ = period;
+        break;
+      }
+    }
+    if (p_ == 0) {
+      info_.notice = "the communication ops do not repeat";
+      return false;
+    }
+    return true;
+  }
+
+  // The pause before each op: idle time of the comm sequence (its start minus the end of every op
+  // before it), and that end.
+  void MeasurePauses() {
+    gap_.assign(n_, 0);
+    max_end_.resize(n_);
+    int64_t prev_end = ops_[0].start_ns;
+    for (size_t i = 0; i < n_; ++i) {
+      gap_[i] = std::max<int64_t>(0, ops_[i].start_ns - prev_end);
+      prev_end = std::max(prev_end, ops_[i].end_ns);
+      max_end_[i] = prev_end;
     }
   }
-  if (p == 0) {
-    info.notice = "the communication ops do not repeat";
-    return info;
-  }
-  // Gap before each op: idle time of the comm sequence (its start minus the previous op's end).
-  std::vector<int64_t> gap(n, 0), max_end(n);
-  int64_t prev_end = ops[0].start_ns;
-  for (size_t i = 0; i < n; ++i) {
-    gap[i] = std::max<int64_t>(0, ops[i].start_ns - prev_end);
-    prev_end = std::max(prev_end, ops[i].end_ns);
-    max_end[i] = prev_end;
-  }
-  // The period in ops: a multiple m*p of the smallest one, so that an iteration holding several
-  // identical layers is not cut per layer. Iteration boundaries have the largest gaps (forward
-  // compute, optimizer, data loading): a multiple is evidence when its boundary gaps (at the
-  // phase of the largest gap) are all at least kClearGapRatio times every gap inside its periods;
-  // of those, the one with the largest ratio is taken (ties: the smallest m). A period of one op
-  // has no gap inside, so it is never evidence by its gaps.
+
+  // The period in ops: a multiple m*p_ of the smallest one, so that an iteration holding several
+  // identical layers is not cut per layer. Iteration boundaries have the largest pauses (forward
+  // compute, optimizer, data loading): a multiple is evidence when its boundary pauses (at the
+  // phase of the largest pause) are all at least kClearGapRatio times every pause inside its
+  // periods; of those, the one with the largest ratio is taken (ties: the smallest m). A period of
+  // one op has no pause inside, so it is never evidence by its pauses.
   //
-  // When a phase separates, it holds the largest gap: so for each m only the phase of the
-  // largest gap is checked, in time proportional to its number of boundaries, with the gaps
-  // sorted once (largest first). The whole search is O(L log L) (a trace of 30 k identical
-  // all-reduces took seconds before).
-  struct Multiple {
-    size_t m = 0, phase = 0;  // m == 0: none passes
-    double ratio = 0;
-  };
-  // The search over the ops from s0 on (phase relative to s0).
-  auto search = [&](size_t s0) {
+  // When a phase separates, it holds the largest pause: so for each m only the phase of the
+  // largest pause is checked, in time proportional to its number of boundaries, with the pauses
+  // sorted once (largest first). The whole search over the ops from s0 on (phase relative to s0)
+  // is O(L log L), L = n_ - s0.
+  Multiple SearchMultiple(size_t s0) const {
     Multiple best;
-    const size_t L = n - s0;
+    const size_t L = n_ - s0;
     std::vector<uint32_t> order(L);  // positions s0.., largest gap first (ties: earlier first)
     for (size_t i = 0; i < L; ++i) order[i] = static_cast<uint32_t>(s0 + i);
-    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return gap[a] > gap[b]; });
-    for (size_t m = 1; m * p * 2 <= L; ++m) {
-      const size_t P = m * p;
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return gap_[a] > gap_[b]; });
+    for (size_t m = 1; m * p_ * 2 <= L; ++m) {
+      const size_t P = m * p_;
       if (P < 2) continue;
       const size_t phase = (order[0] - s0) % P;
       int64_t min_boundary = INT64_MAX;
       size_t boundaries = 0;
-      for (size_t i = s0 + phase; i < n; i += P, ++boundaries)
-        if (i > 0) min_boundary = std::min(min_boundary, gap[i]);  // op 0 has no pause before it
+      for (size_t i = s0 + phase; i < n_; i += P, ++boundaries)
+        if (i > 0) min_boundary = std::min(min_boundary, gap_[i]);  // op 0 has no pause before it
       // The largest gap that is not a boundary: the first such in `order`.
       int64_t max_inner = 0;
       for (size_t k = 0; k < L && k <= boundaries; ++k) {
         if ((order[k] - s0) % P != phase) {
-          max_inner = gap[order[k]];
+          max_inner = gap_[order[k]];
           break;
         }
       }
@@ -349,84 +375,98 @@ IterationInfo DetectIterationsFromComm(const std::vector<OpSpan>& ops, const Int
       if (ratio >= kClearGapRatio && ratio > best.ratio) best = {m, phase, ratio};
     }
     return best;
-  };
-  Multiple found = search(s);
-  // A start-up (initialization, parameter sync: a few ops, long pauses, then the longest pause
-  // before the first step) would count its pauses as inside the steps: search again from the op
-  // after the longest pause, the start-up's ops then leading ones (at most max_lead of them).
-  if (found.m == 0) {
-    const size_t after = static_cast<size_t>(std::max_element(gap.begin() + static_cast<std::ptrdiff_t>(s), gap.end()) -
-                                              gap.begin());
-    if (after > s && after <= max_lead && 2 * p <= n - after) {
-      found = search(after);
-      if (found.m > 0) s = after;
-    }
   }
-  size_t best_m = found.m, best_phase = found.phase;
-  const double best_ratio = found.ratio;
-  const std::vector<Interval>& clusters = ev.optimizer;
+
+  // SearchMultiple from s_; failing that, past a start-up (initialization, parameter sync: a few
+  // ops, long pauses, then the longest pause before the first step), whose pauses would count as
+  // inside the steps: again from the op after the longest pause, the start-up's ops then leading
+  // ones (at most max_lead_ of them; s_ moves there when that finds a multiple).
+  Multiple MultipleByPauses() {
+    Multiple found = SearchMultiple(s_);
+    if (found.m == 0) {
+      const size_t after = static_cast<size_t>(
+          std::max_element(gap_.begin() + static_cast<std::ptrdiff_t>(s_), gap_.end()) - gap_.begin());
+      if (after > s_ && after <= max_lead_ && 2 * p_ <= n_ - after) {
+        found = SearchMultiple(after);
+        if (found.m > 0) s_ = after;
+      }
+    }
+    return found;
+  }
+
   // One op per step (a single-bucket DDP step): an optimizer cluster between every two ops.
-  auto cluster_between_all = [&] {
-    if (clusters.empty()) return false;
-    for (size_t i = s + 1; i < n; ++i)
-      if (!LastClusterIn(clusters, ops[i - 1].end_ns, ops[i].start_ns)) return false;
+  bool ClusterBetweenAllOps() const {
+    if (clusters_.empty()) return false;
+    for (size_t i = s_ + 1; i < n_; ++i)
+      if (!LastClusterIn(clusters_, ops_[i - 1].end_ns, ops_[i].start_ns)) return false;
     return true;
-  };
-  std::string basis;
-  if (best_m > 0) {
-    basis = fmt::format("its boundary pauses are at least {:.1f}x every pause inside", std::min(best_ratio, 99.0));
-  } else if (p > 1) {
-    best_m = 1;
-    std::vector<int64_t> sums(p, 0);
-    for (size_t i = s; i < n; ++i) sums[(i - s) % p] += gap[i];
-    best_phase = static_cast<size_t>(std::max_element(sums.begin(), sums.end()) - sums.begin());
-    basis = "its ops differ in kind or size";
-    info.keys_only = true;
-  } else if (cluster_between_all()) {
-    best_m = 1;
-    best_phase = 0;
-    basis = "an optimizer kernel cluster runs between every two of its ops";
-  } else {
-    info.notice = fmt::format(
-        "the {} communication ops are one identical op repeated (same kind and size, or no size), with no pause "
-        "or optimizer kernel that tells a step from a layer",
-        n);
-    return info;
   }
-  const size_t P = best_m * p;
-  info.period_ops = static_cast<int64_t>(P);
-  info.leading_ops = static_cast<int64_t>(s);
-  // Boundary ops: s + phase + k*P (k >= 0). Where the optimizer's kernel cluster runs in every
-  // period (between a boundary op and the next, the first boundary excepted), the window starts
-  // at the first GPU work after it (the step's first kernel, whatever its collectives). Else the
-  // window starts at the GPU work after the largest idle gap between the previous op's end and the
-  // boundary op's start (the iteration's first forward kernel), or the previous op's end.
-  std::vector<size_t> bounds;
-  for (size_t b = s + best_phase; b < n; b += P) bounds.push_back(b);
-  std::vector<int64_t> opt_cut(bounds.size(), kUnknown);
-  size_t anchored = 0;
-  for (size_t k = 0; k < bounds.size(); ++k) {
-    const size_t b = bounds[k];
-    const int64_t lo = b >= P ? ops[b - P].end_ns : first_start;
-    if (const Interval* c = LastClusterIn(clusters, lo, ops[b].start_ns)) {
-      opt_cut[k] = FirstWorkAfter(busy, c->end);
-      if (opt_cut[k] != kUnknown && opt_cut[k] <= ops[b].start_ns) ++anchored;
-      else opt_cut[k] = kUnknown;
+
+  // The period P_ and the phase of its boundary ops, on the first evidence that holds: clear
+  // boundary pauses (MultipleByPauses); else ops that differ in kind or size (p_ > 1: the phase
+  // with the most pause); else an optimizer cluster between every two ops. False (and a notice)
+  // when none does.
+  bool ChoosePeriod() {
+    const Multiple found = MultipleByPauses();
+    size_t m = found.m;
+    if (m > 0) {
+      phase_ = found.phase;
+      basis_ = fmt::format("its boundary pauses are at least {:.1f}x every pause inside", std::min(found.ratio, 99.0));
+    } else if (p_ > 1) {
+      m = 1;
+      std::vector<int64_t> sums(p_, 0);
+      for (size_t i = s_; i < n_; ++i) sums[(i - s_) % p_] += gap_[i];
+      phase_ = static_cast<size_t>(std::max_element(sums.begin(), sums.end()) - sums.begin());
+      basis_ = "its ops differ in kind or size";
+      info_.keys_only = true;
+    } else if (ClusterBetweenAllOps()) {
+      m = 1;
+      phase_ = 0;
+      basis_ = "an optimizer kernel cluster runs between every two of its ops";
+    } else {
+      info_.notice = fmt::format(
+          "the {} communication ops are one identical op repeated (same kind and size, or no size), with no pause "
+          "or optimizer kernel that tells a step from a layer",
+          n_);
+      return false;
+    }
+    P_ = m * p_;
+    info_.period_ops = static_cast<int64_t>(P_);
+    info_.leading_ops = static_cast<int64_t>(s_);
+    return true;
+  }
+
+  // Boundary ops: s_ + phase_ + k*P_ (k >= 0). Where the optimizer's kernel cluster runs in every
+  // period (between a boundary op and the next, the first boundary excepted), and every period
+  // between two of the cuts after it holds exactly P_ ops, the window starts at the first GPU
+  // work after the cluster (the step's first kernel, whatever its collectives): by_optimizer_,
+  // with those cuts in opt_cut_ (kUnknown where none).
+  void AnchorOnOptimizer() {
+    for (size_t b = s_ + phase_; b < n_; b += P_) bounds_.push_back(b);
+    opt_cut_.assign(bounds_.size(), kUnknown);
+    size_t anchored = 0;
+    for (size_t k = 0; k < bounds_.size(); ++k) {
+      const size_t b = bounds_[k];
+      const int64_t lo = b >= P_ ? ops_[b - P_].end_ns : first_start_;
+      if (const Interval* c = LastClusterIn(clusters_, lo, ops_[b].start_ns)) {
+        opt_cut_[k] = FirstWorkAfter(busy_, c->end);
+        if (opt_cut_[k] != kUnknown && opt_cut_[k] <= ops_[b].start_ns) ++anchored;
+        else opt_cut_[k] = kUnknown;
+      }
+    }
+    by_optimizer_ = !bounds_.empty() &&
+                    (anchored == bounds_.size() || (anchored + 1 == bounds_.size() && opt_cut_[0] == kUnknown));
+    for (size_t k = 1; by_optimizer_ && k < bounds_.size(); ++k) {
+      if (opt_cut_[k - 1] == kUnknown) continue;
+      by_optimizer_ = OpsStartingIn(ops_, opt_cut_[k - 1], opt_cut_[k]) == P_;
     }
   }
-  bool by_optimizer =
-      !bounds.empty() && (anchored == bounds.size() || (anchored + 1 == bounds.size() && opt_cut[0] == kUnknown));
-  // And every period between two of those cuts holds exactly the period's ops.
-  for (size_t k = 1; by_optimizer && k < bounds.size(); ++k) {
-    if (opt_cut[k - 1] == kUnknown) continue;
-    by_optimizer = OpsStartingIn(ops, opt_cut[k - 1], opt_cut[k]) == P;
-  }
-  std::vector<int64_t> cuts;
-  std::vector<std::pair<size_t, int64_t>> gap_cuts;  // (boundary op, cut)
-  const auto& iv = busy.intervals();
-  // The start of the GPU work after the largest idle gap in (lo, boundary op's start], or lo.
-  auto gap_cut = [&](size_t b, int64_t lo) {
-    const int64_t hi = ops[b].start_ns;
+
+  // The start of the GPU work after the largest idle gap in (lo, boundary op b's start], or lo:
+  // the iteration's first forward kernel.
+  int64_t GapCut(size_t b, int64_t lo) const {
+    const auto& iv = busy_.intervals();
+    const int64_t hi = ops_[b].start_ns;
     int64_t cut = lo;
     if (hi > lo) {
       auto it = std::upper_bound(iv.begin(), iv.end(), lo, [](int64_t v, const Interval& x) { return v < x.start; });
@@ -438,57 +478,92 @@ IterationInfo DetectIterationsFromComm(const std::vector<OpSpan>& ops, const Int
       }
     }
     return cut;
-  };
-  for (size_t k = 0; k < bounds.size(); ++k) {
-    const size_t b = bounds[k];
-    int64_t cut = kUnknown;
-    if (by_optimizer) {
-      cut = opt_cut[k];
-    } else if (b > 0) {
-      cut = gap_cut(b, max_end[b - 1]);
-    } else {
-      cut = first_start;
-    }
-    if (cut == kUnknown) continue;
-    gap_cuts.push_back({b, cut});
   }
+
   // Gap cuts: a step starts at a steady offset before its boundary op. A cut whose offset is off
   // the median offset by more than 5% of the median period (a start-up's long idle gap taken for
   // the step's) is searched again after the median offset less a tenth of the period, if that
-  // is after the previous op's end.
-  if (!by_optimizer && gap_cuts.size() >= 3) {
+  // is after the previous op's end. `cuts`: (boundary op, cut), at least 3.
+  void RealignOutlyingGapCuts(std::vector<std::pair<size_t, int64_t>>& cuts) const {
     std::vector<int64_t> offsets, periods;
-    for (size_t k = 0; k < gap_cuts.size(); ++k) {
-      offsets.push_back(ops[gap_cuts[k].first].start_ns - gap_cuts[k].second);
-      if (k > 0) periods.push_back(ops[gap_cuts[k].first].start_ns - ops[gap_cuts[k - 1].first].start_ns);
+    for (size_t k = 0; k < cuts.size(); ++k) {
+      offsets.push_back(ops_[cuts[k].first].start_ns - cuts[k].second);
+      if (k > 0) periods.push_back(ops_[cuts[k].first].start_ns - ops_[cuts[k - 1].first].start_ns);
     }
     const int64_t offset = Quantile(offsets, 0.5), period = Quantile(periods, 0.5);
-    for (size_t k = 0; k < gap_cuts.size(); ++k) {
-      const size_t b = gap_cuts[k].first;
+    for (size_t k = 0; k < cuts.size(); ++k) {
+      const size_t b = cuts[k].first;
       if (b == 0 || std::abs(offsets[k] - offset) * 20 <= period) continue;
-      const int64_t lo = ops[b].start_ns - offset - period / 10;
-      if (lo < max_end[b - 1]) continue;
-      gap_cuts[k].second = gap_cut(b, lo);
+      const int64_t lo = ops_[b].start_ns - offset - period / 10;
+      if (lo < max_end_[b - 1]) continue;
+      cuts[k].second = GapCut(b, lo);
     }
   }
-  for (const auto& [b, cut] : gap_cuts)
-    if (cuts.empty() || cut > cuts.back()) cuts.push_back(cut);
+
+  // Where each step starts (cuts_, increasing): after the optimizer (by_optimizer_), else at the
+  // GPU work after the largest idle gap between the previous op's end and the boundary op's start
+  // (GapCut, realigned to the steady offset), or the previous op's end.
+  void CutAtBoundaries() {
+    std::vector<std::pair<size_t, int64_t>> boundary_cuts;  // (boundary op, cut)
+    for (size_t k = 0; k < bounds_.size(); ++k) {
+      const size_t b = bounds_[k];
+      int64_t cut = kUnknown;
+      if (by_optimizer_) {
+        cut = opt_cut_[k];
+      } else if (b > 0) {
+        cut = GapCut(b, max_end_[b - 1]);
+      } else {
+        cut = first_start_;
+      }
+      if (cut == kUnknown) continue;
+      boundary_cuts.push_back({b, cut});
+    }
+    if (!by_optimizer_ && boundary_cuts.size() >= 3) RealignOutlyingGapCuts(boundary_cuts);
+    for (const auto& [b, cut] : boundary_cuts)
+      if (cuts_.empty() || cut > cuts_.back()) cuts_.push_back(cut);
+  }
+
+  // The windows between the cuts (WindowsFromCuts) and the notice saying how they were found.
   // Steps that end with the optimizer: the last one ends with its cluster (work after it is the
   // start of a step the trace cut).
-  int64_t end = last_end;
-  if (by_optimizer && !cuts.empty() && !clusters.empty() && clusters.back().start >= cuts.back())
-    end = clusters.back().end;
-  WindowsFromCuts(ops, busy, cuts, P, s, first_start, end, info);
-  if (info.windows.empty()) {
-    info.notice = "the communication ops repeat, but not one whole period lies between two step boundaries";
-    return info;
+  void MakeWindows() {
+    int64_t end = last_end_;
+    if (by_optimizer_ && !cuts_.empty() && !clusters_.empty() && clusters_.back().start >= cuts_.back())
+      end = clusters_.back().end;
+    WindowsFromCuts(ops_, busy_, cuts_, P_, s_, first_start_, end, info_);
+    if (info_.windows.empty()) {
+      info_.notice = "the communication ops repeat, but not one whole period lies between two step boundaries";
+      return;
+    }
+    info_.source = "comm pattern";
+    info_.notice = fmt::format(
+        "no iteration markers: {} iterations detected from the repeating communication sequence ({} ops per "
+        "iteration; {}{})",
+        info_.windows.size(), P_, basis_, by_optimizer_ ? "; each starts after the optimizer's kernels" : "");
   }
-  info.source = "comm pattern";
-  info.notice = fmt::format(
-      "no iteration markers: {} iterations detected from the repeating communication sequence ({} ops per iteration; "
-      "{}{})",
-      info.windows.size(), P, basis, by_optimizer ? "; each starts after the optimizer's kernels" : "");
-  return info;
+
+  const std::vector<OpSpan>& ops_;  // sorted by start
+  const IntervalSet& busy_;         // every GPU work
+  const std::vector<Interval>& clusters_;  // the optimizer's kernel clusters (IterationEvidence)
+  const int64_t first_start_, last_end_;
+  const size_t n_;  // ops
+  IterationInfo info_;
+  size_t s_ = 0, p_ = 0;      // FindRepetition: leading ops, smallest period
+  size_t max_lead_ = 0;       // the most leading ops allowed
+  std::vector<int64_t> gap_, max_end_;  // MeasurePauses
+  size_t P_ = 0, phase_ = 0;  // ChoosePeriod: ops per iteration; boundary ops at s_ + phase_ + k*P_
+  std::string basis_;         // ChoosePeriod: the evidence, for the notice
+  std::vector<size_t> bounds_;     // AnchorOnOptimizer: the boundary ops
+  std::vector<int64_t> opt_cut_;   // AnchorOnOptimizer: the cut after the optimizer per boundary
+  bool by_optimizer_ = false;      // AnchorOnOptimizer: steps start after the optimizer
+  std::vector<int64_t> cuts_;      // CutAtBoundaries
+};
+
+}  // namespace
+
+IterationInfo DetectIterationsFromComm(const std::vector<OpSpan>& ops, const IntervalSet& busy, int64_t first_start,
+                                       int64_t last_end, const IterationEvidence& ev) {
+  return CommPatternDetector(ops, busy, first_start, last_end, ev).Run();
 }
 
 IterationInfo DetectIterationsFromOptimizer(const IterationEvidence& ev, const IntervalSet& busy,

@@ -3,10 +3,15 @@
 // Section "op_types" of the JSON summary (docs/analyzers.md).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "analyzers/analyzer.h"
+#include "analyzers/comm_ops.h"
 #include "analyzers/overlap.h"
 
 namespace overlapprof {
@@ -24,7 +29,7 @@ class OpTypesAnalyzer : public Analyzer {
       int64_t timed_bytes = 0, timed_ns = 0;  // ops with known size, for the bandwidth
       double bus_weighted = 0;                // sum of size * bus factor over those
     };
-    std::map<std::string, Row> rows;
+    std::map<Collective, Row> rows;
     for (const OpSpan& o : d->ops) {
       Row& r = rows[o.family];
       ++r.count;
@@ -44,7 +49,12 @@ class OpTypesAnalyzer : public Analyzer {
     }
     if (!summary.op_types) summary.op_types.emplace();
     summary.NoteSection("op_types");
-    for (const auto& [op, r] : rows) {
+    // The rows in the order of their families' names.
+    std::vector<std::pair<std::string_view, const std::pair<const Collective, Row>*>> by_name;
+    for (const auto& e : rows) by_name.emplace_back(OpFamilyName(e.first), &e);
+    std::sort(by_name.begin(), by_name.end());
+    for (const auto& [name, e] : by_name) {
+      const auto& [op, r] = *e;
       OpTypeRow j;
       j.rank = d->rank;
       j.op = op;

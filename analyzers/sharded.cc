@@ -169,7 +169,7 @@ class ShardedAnalyzer : public PreparingAnalyzer {
     for (const OpSpan& o : d.ops) {
       const Collective c = o.collective;
       if (c != Collective::kAllGather && c != Collective::kReduceScatter && c != Collective::kAllReduce) continue;
-      const std::string& fam = o.family;  // the rows' name of the op
+      const std::string fam(OpFamilyName(o.family));  // the rows' name of the op
       if (compute_streams.count(o.stream)) {
         Agg& a = out.tp[fam];
         ++a.count;

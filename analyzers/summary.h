@@ -12,6 +12,7 @@
 
 #include "analyzers/cross_rank_result.h"
 #include "src/common/stats.h"
+#include "src/trace/collective.h"
 #include "src/trace/model.h"
 
 namespace overlapprof {
@@ -84,7 +85,7 @@ struct IterationResult {
 // One row of the `op_types` section: one rank and op family (analyzers/op_types.cc).
 struct OpTypeRow {
   int64_t rank = kUnknown;
-  std::string op;  // the family
+  Collective op = Collective::kUnknown;  // the family (OpFamily; named by OpFamilyName)
   int64_t count = 0;
   std::optional<int64_t> bytes;  // none when some op's size is unknown
   int64_t time_ns = 0, exposed_ns = 0;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Full analysis of stores (issue 16, goal 3; docs/performance.md, "Analysis of stores, all analyzers"):
+# Full analysis of stores (docs/performance.md, "Analysis of stores, all analyzers"):
 #
 #   bench/analyze_stores_bench.sh                           # 2 ranks x 1M and 8 ranks x 1M GPU events
 #   bench/analyze_stores_bench.sh --configs "2x1000000"     # RANKSxGPU_EVENTS_PER_RANK, space-separated

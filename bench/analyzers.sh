@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# All analyzers on many ranks: time and peak memory must grow linearly (issue 4 §5).
+# All analyzers on many ranks: time and peak memory must grow linearly with the events.
 #
 #   bench/analyzers.sh                     # 64 ranks, 10,000,000 GPU events in all, and 32/16-rank
 #                                          # halves of it (same events per rank) for the growth

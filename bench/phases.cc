@@ -24,6 +24,7 @@
 #include "analyzers/analyzer.h"
 #include "analyzers/summary.h"
 #include "src/importers/importer.h"
+#include "src/importers/kineto/kineto.h"
 #include "src/io/input_file.h"
 #include "src/cli/registry.h"
 #include "src/store/reader.h"

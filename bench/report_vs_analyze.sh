@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# What the reports cost over the analysis (issue 18 §1: one pass; target: report <= 1.2 x analyze).
+# What the reports cost over the analysis (one pass; target: report <= 1.2 x analyze).
 #
 #   bench/report_vs_analyze.sh                        # 8 ranks x 50,000 GPU events
-#   RANKS=8 EVENTS=300000 GZ_INPUTS=1 bench/report_vs_analyze.sh  # the issue's input (gzipped)
+#   RANKS=8 EVENTS=300000 GZ_INPUTS=1 bench/report_vs_analyze.sh  # the target's input (gzipped)
 #
 # Generates RANKS rank files with bench/gen_kineto (into $OUT/traces, kept when they match),
 # then times, on the same input, pinned to one core (taskset -c $BENCH_CPU):

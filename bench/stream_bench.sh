@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Streaming import figures (issue 16; docs/performance.md, "Streaming import"):
+# Streaming import figures (docs/performance.md, "Streaming import"):
 #
 #   bench/stream_bench.sh                    # 1 GB, 5 GB and 20 GB rank files, and 1024 small ranks
 #   bench/stream_bench.sh --sizes "1 5"      # only some sizes (GB of JSON text); --no-ranks skips 1024

@@ -1,11 +1,11 @@
-// stream_limit: the single-core limit for importing a gzip'd Kineto trace (issue 16): inflate the
+// stream_limit: the single-core limit for importing a gzip'd Kineto trace: inflate the
 // file and parse its traceEvents with simdjson, one after the other on one thread, in memory
 // that does not grow with the file. No importer code: only what any importer of the file must
 // do, so that `overlapprof analyze` on two cores can be compared with it.
 //
 //   stream_limit FILE.json.gz        (pin it: taskset -c 0 bench/stream_limit FILE)
 //
-// The limit is measured twice: inflating with zlib (the limit of issue 16's goal), and with ISA-L's
+// The limit is measured twice: inflating with zlib (the limit the streaming import's goal was set against), and with ISA-L's
 // igzip, the inflater overlapprof's import uses when built with it (src/io/input_stream.cc); a
 // faster inflater lowers the limit too.
 //

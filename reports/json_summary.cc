@@ -2,9 +2,11 @@
 // schema major version, never renamed or removed, and their meaning never changes.
 #include <cmath>
 
+#include "analyzers/comm_ops.h"
 #include "overlapprof/version.h"
 #include "reports/report.h"
 #include "reports/what_if_report.h"
+#include "src/trace/collective.h"
 
 namespace overlapprof {
 
@@ -80,7 +82,7 @@ Json OpTypesJson(const std::vector<OpTypeRow>& rows) {
   for (const OpTypeRow& r : rows) {
     Json j = Obj(10);
     j["rank"] = OptInt(r.rank);
-    j["op"] = r.op;
+    j["op"] = std::string(OpFamilyName(r.op));
     j["count"] = r.count;
     j["bytes"] = Opt(r.bytes);
     j["time_ns"] = r.time_ns;
@@ -217,7 +219,7 @@ Json CollectivesJson(const std::vector<ListedCollective>& listed, bool plugin_ti
     c["communicator"] = l.communicator;
     c["seq"] = Opt(l.seq);
     c["key"] = l.key;
-    c["op"] = l.op;
+    c["op"] = std::string(CollectiveName(l.op));
     c["bytes"] = Opt(l.bytes);
     c["ranks"] = l.members.size();
     c["start_ns"] = l.start_ns;

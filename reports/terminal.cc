@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "analyzers/comm_ops.h"
 #include "analyzers/overlap.h"
 #include "reports/report.h"
 #include "reports/what_if_report.h"
@@ -118,7 +119,7 @@ void WriteOpTypes(const Page& p) {
   struct Row { int64_t count = 0, time = 0, exposed = 0, bytes = 0; bool bytes_known = true; };
   std::map<std::string, Row> rows;
   for (const OpTypeRow& j : *s.op_types) {
-    Row& r = rows[j.op];
+    Row& r = rows[std::string(OpFamilyName(j.op))];
     r.count += j.count;
     r.time += j.time_ns;
     r.exposed += j.exposed_ns;

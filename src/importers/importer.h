@@ -4,6 +4,8 @@
 // Systems export: one per process and GPU), lists them (ImportSession::Units) and turns each
 // into a RankTrace (ImportSession::Import). What an importer learns about a file (its ranks,
 // rows read ahead) lives in the session, never in process-wide state.
+// A format's own functions and option struct are declared in its folder (kineto/kineto.h,
+// nsys/nsys.h, rocprof/rocprof.h), not here.
 // To add one: a file in src/importers/ with a factory, and one line in src/cli/registry.inc.
 #include <atomic>
 #include <cstdint>
@@ -14,8 +16,9 @@
 #include <vector>
 
 #include "src/common/status.h"
+#include "src/importers/kineto/kineto_options.h"
+#include "src/importers/nsys/nsys_options.h"
 #include "src/io/input_file.h"
-#include "src/io/input_stream.h"
 #include "src/trace/classify.h"
 #include "src/trace/model.h"
 
@@ -30,24 +33,6 @@ struct ImportScratch {
   std::shared_ptr<void> json_parser;  // simdjson::ondemand::parser, made by the Kineto importer
 };
 
-// How an Nsight Systems export's tables are read (src/importers/nsys/nsys_file_session.h): the
-// ways give the same ranks; the default is the fastest, the others are what it is tested and
-// measured against.
-enum class NsysReadMode : uint8_t {
-  kAuto,         // ranks built while listing (within read_ahead_budget_bytes), else as kSpill
-  kSpill,        // one pass over each table, rows spilled by rank to a temporary file
-  kScanPerRank,  // each rank scans the tables' pages itself
-  kSql,          // each rank reads through SQL queries
-};
-
-struct NsysImportOptions {
-  NsysReadMode read_mode = NsysReadMode::kAuto;
-  // --rank-by-gpu: a rank of an export that does not say its rank gets its CUDA device as rank
-  // and local rank, and this world size (ImportFile; the inputs were checked by
-  // CheckRanksByGpu). 0: off.
-  int64_t rank_by_gpu_world = 0;
-};
-
 // What tests and benchmarks watch of imports beyond their traces (ImportOptions::observer);
 // production passes none. Counted from any thread.
 struct ImportObserver {
@@ -55,34 +40,15 @@ struct ImportObserver {
   std::atomic<uint64_t> ranks_built_while_listing{0};
   // Of them, ranks imported from what the listing read (ImportSession::Import).
   std::atomic<uint64_t> ranks_imported_from_listing{0};
+  // Events of traceEvents that the Kineto importer's index walker (KinetoImportOptions::
+  // index_walk) read, added once per region it indexed: for tests that it is used.
+  std::atomic<uint64_t> kineto_index_walked_events{0};
 };
 
-// The Kineto (PyTorch-profiler JSON) importer's options (src/importers/kineto.cc).
-struct KinetoImportOptions {
-  // Chrome-trace "ts"/"dur" unit as a power of ten of ns: 3 = µs (the format's unit,
-  // default), 0 = ns (for writers that put integer ns in "ts").
-  int time_exp = 3;
-  // Bytes of JSON text the importer holds at once (its window; grown for one event larger than
-  // it, up to 256 MiB). 0: the default, 16 MiB. Tests set a few bytes to move batch edges.
-  size_t window_bytes = 0;
-  // The largest element of traceEvents accepted (the window's most); 0: the default, 256 MiB.
-  // A top-level value other than traceEvents may be up to the smaller of this and 64 MiB.
-  size_t max_event_bytes = 0;
-  // Read every event with simdjson On-Demand, not with the walker that reads nearly all of them
-  // faster (src/importers/kineto.cc): the reference the walker is tested against.
-  bool on_demand_only = false;
-  // The builder on a thread of its own, fed by the walker: -1 for large inputs (a gzip stream,
-  // inflated on a thread; a file of 32 MiB or more), 0 never, 1 always (tests).
-  int build_thread = -1;
-  // The walker over simdjson's structural index of each region of the window (stage 1, the
-  // fast path: src/importers/kineto.cc, IndexWalker) before the walker over the bytes: -1 where
-  // simdjson has a SIMD implementation for this CPU, 0 never, 1 always (tests).
-  int index_walk = -1;
-};
-
+// Every importer's options. A format's own knobs are in its struct, declared in its folder.
 struct ImportOptions {
-  KinetoImportOptions kineto;
-  NsysImportOptions nsys;
+  KinetoImportOptions kineto;  // src/importers/kineto/kineto_options.h
+  NsysImportOptions nsys;      // src/importers/nsys/nsys_options.h
   // PRAGMA quick_check of the SQLite inputs (stores; Nsight Systems exports: the tables read
   // through SQL): --no-verify turns it off.
   bool store_quick_check = true;
@@ -142,20 +108,5 @@ class OneRankImporter : public Importer {
   virtual StatusOr<RankTrace> Import(const std::string& path, const ImportOptions& options) const = 0;
   StatusOr<std::unique_ptr<ImportSession>> Open(const std::string& path, const ImportOptions& options) const final;
 };
-
-// Kineto parsing of a JSON document held in memory (also used by the fuzzer and the
-// benchmark): streamed from the buffer, as a file is (ParseKinetoStream). `capacity` is unused
-// (the buffer needs no padding any more); kept for callers.
-StatusOr<RankTrace> ParseKinetoJson(const char* buffer, size_t size, size_t capacity,
-                                    const ImportOptions& options);
-
-// Kineto parsing of a stream (src/io/input_stream.h): what KinetoImporter::Import does with the
-// file's stream. `skip_bom`: a UTF-8 byte order mark at the start is skipped. Memory does not
-// grow with the JSON text (src/importers/kineto.cc).
-StatusOr<RankTrace> ParseKinetoStream(ByteStream& in, const ImportOptions& options, bool skip_bom = true);
-
-// Events of traceEvents that the Kineto importer's index walker (ImportOptions::
-// kineto.index_walk) has read in this process, all threads: for tests that it is used.
-uint64_t KinetoIndexWalkedEvents();
 
 }  // namespace overlapprof

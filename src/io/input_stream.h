@@ -1,6 +1,6 @@
 #pragma once
 // Reading an input file as a stream of (decompressed) bytes, in memory that does not grow with
-// the file (issue 16). Gzip (recognized by its magic, not by name; several members concatenated
+// the file. Gzip (recognized by its magic, not by name; several members concatenated
 // as gzip writes them, zero padding after the last tolerated) is inflated with ISA-L's igzip
 // (zlib where overlapprof is built without ISA-L: InflatesWithIsal) on a second thread into a
 // bounded queue of blocks (kStreamBlocks x kStreamBlockBytes = 24 MiB), each checked as UTF-8

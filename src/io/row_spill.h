@@ -2,7 +2,7 @@
 // Rows of a table scan, grouped by a key and spilled to an unlinked temporary file, to be read
 // back key by key: the Nsight Systems importer reads an export that holds several ranks in one
 // pass over each large table (instead of one pass per rank), with memory bounded by one
-// buffer per key, not by the rows (issue 13, docs/nsys.md).
+// buffer per key, not by the rows (docs/nsys.md).
 //
 // A row is the `ncols` values of a SqliteTableScan row (kNull, kInt with its value, or
 // kOther); a key's rows come back in the order they were appended. Encoding: one kinds byte

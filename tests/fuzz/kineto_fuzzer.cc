@@ -22,6 +22,7 @@
 
 #include "src/common/decimal.h"
 #include "src/importers/importer.h"
+#include "src/importers/kineto/kineto.h"
 #include "src/io/input_file.h"
 #include "tests/fuzz/trace_checks.h"
 

@@ -1,4 +1,4 @@
-// libFuzzer target: the streaming Kineto reader (issue 16) with small windows, checked against
+// libFuzzer target: the streaming Kineto reader (src/importers/kineto/reader.cc) with small windows, checked against
 // itself with a window that holds the whole document.
 //
 // Input: two control bytes, then the file (gzip when it starts 1f 8b, inflated as it is read,
@@ -34,6 +34,7 @@
 #include <string_view>
 
 #include "src/importers/importer.h"
+#include "src/importers/kineto/kineto.h"
 #include "src/io/input_stream.h"
 #include "tests/fuzz/trace_checks.h"
 #include "tests/fuzz/trace_dump.h"

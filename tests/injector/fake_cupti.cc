@@ -124,7 +124,7 @@ FAKE CUptiResult cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, CUpti
 }
 FAKE CUptiResult cuptiActivityFlushAll(uint32_t flag) {
   // FAKE_CUPTI_STALL_MS: a forced flush (the final one) blocks that long, as CUPTI does on a
-  // hung GPU or a stalled host (issue 14: the exit must not wait for it past its bound).
+  // hung GPU or a stalled host (the exit must not wait for it past its bound).
   if (const char* st = std::getenv("FAKE_CUPTI_STALL_MS"); st && (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED))
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(st)));
   std::vector<Rec> recs;

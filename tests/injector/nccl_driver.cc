@@ -371,7 +371,7 @@ int InitAll() {
 }
 
 
-// ---- Issue 14: a hostile host process -------------------------------------------------------
+// ---- A hostile host process -------------------------------------------------------
 
 // Records, then closes every descriptor >= 3 (as a daemonizing program or a sandbox does),
 // opens VICTIM and puts it under every number from 3 to 4095 (so whatever number the

@@ -174,7 +174,7 @@ class TsanTest(unittest.TestCase):
         db.close()
         self.assertEqual(n[0] if n else None, 5)
 
-    # ---- issue 14: a hostile host process ---------------------------------------------------
+    # ---- a hostile host process ---------------------------------------------------
 
     def test_descriptors_closed_and_reused_by_the_program(self):
         victim = os.path.join(self.out, "victim.bin")

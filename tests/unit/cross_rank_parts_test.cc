@@ -22,7 +22,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // An op keyed by sequence number on communicator 0, entirely uncovered by compute.
-OpRecord Rec(int64_t seq, int64_t start, int64_t end, uint16_t op = 0, int64_t bytes = 4096) {
+OpRecord Rec(int64_t seq, int64_t start, int64_t end, Collective op = Collective::kAllReduce, int64_t bytes = 4096) {
   OpRecord r;
   r.key_kind = kKeySeq;
   r.key_major = seq;
@@ -255,13 +255,12 @@ TEST(CrossRankFigures, WaitTransferAndSkewPerCollective) {
   EXPECT_EQ(f.totals[0].counted, 1);
 
   ASSERT_EQ(f.listed.size(), 2u);
-  Interner comms, ops;
+  Interner comms;
   comms.Intern("0");
-  ops.Intern("allreduce");
-  std::vector<ListedCollective> rows = ListedCollectives(f.listed, comms, ops);
+  std::vector<ListedCollective> rows = ListedCollectives(f.listed, comms);
   EXPECT_EQ(rows[0].key, "seq:1");
   EXPECT_EQ(rows[0].seq, 1);
-  EXPECT_EQ(rows[0].op, "allreduce");
+  EXPECT_EQ(rows[0].op, Collective::kAllReduce);
   EXPECT_EQ(rows[0].bytes, 4096);
   EXPECT_EQ(rows[0].start_ns, 100000);
   EXPECT_EQ(rows[0].last_rank, 2);
@@ -293,10 +292,9 @@ TEST(CrossRankFigures, WaitAndTransferFromPluginStartsWhenEveryRankHasThem) {
   EXPECT_EQ(f.totals[1].wait_ns, 0);
   ASSERT_EQ(f.listed.size(), 1u);
   EXPECT_TRUE(f.listed[0].plugin_timed);
-  Interner comms, ops;
+  Interner comms;
   comms.Intern("0");
-  ops.Intern("allreduce");
-  EXPECT_EQ(ListedCollectives(f.listed, comms, ops)[0].timing, "nccl_profiler");
+  EXPECT_EQ(ListedCollectives(f.listed, comms)[0].timing, "nccl_profiler");
 
   // Rank 1 without plugin times (its kernel [150, 900)): every member's kernel, rank 0's too.
   ranks[1] = Rank(1, "h", {Rec(5, 150, 900)});
@@ -306,11 +304,11 @@ TEST(CrossRankFigures, WaitAndTransferFromPluginStartsWhenEveryRankHasThem) {
   EXPECT_EQ((std::pair{f.timed_by_plugin, f.kernel_fallback}), (std::pair<int64_t, int64_t>{0, 1}));
   EXPECT_EQ(f.totals[0].wait_ns, 50);
   EXPECT_EQ(f.totals[0].transfer_ns, 750);
-  EXPECT_EQ(ListedCollectives(f.listed, comms, ops)[0].timing, "kernels");
+  EXPECT_EQ(ListedCollectives(f.listed, comms)[0].timing, "kernels");
 }
 
 TEST(CrossRankFigures, MismatchedEndsBeforeLastArrivalAndOverFull) {
-  OpRecord other = Rec(1, 500, 600, /*op=*/1, /*bytes=*/kUnknown);
+  OpRecord other = Rec(1, 500, 600, Collective::kAllGather, /*bytes=*/kUnknown);
   std::vector<RankOps> ranks = {Rank(0, "h", {Rec(1, 0, 100)}), Rank(1, "h", {other}), Rank(2, "h", {Rec(1, 0, 700)})};
   ranks[0].comm_nranks = {{0, 2}};
   ClockDomains d = AssignClockDomains(ranks);
@@ -410,7 +408,7 @@ TEST(CrossRankResultJson, SectionsInTheOrderTheyAppeared) {
   ListedCollective c;
   c.communicator = "0";
   c.key = "ord:0";
-  c.op = "allreduce";
+  c.op = Collective::kAllReduce;
   c.members = {{0, 5, 6}, {1, 0, 6}};
   r.collectives.push_back(c);
   r.ranks.push_back({0, "h", 1, 5, 6, 5, 11});
@@ -430,6 +428,7 @@ TEST(CrossRankResultJson, SectionsInTheOrderTheyAppeared) {
   EXPECT_TRUE(j["collectives"][0]["seq"].is_null());
   EXPECT_TRUE(j["collectives"][0]["bytes"].is_null());
   EXPECT_EQ(j["collectives"][0]["ranks"], 2);
+  EXPECT_EQ(j["collectives"][0]["op"], "allreduce");  // the kind's name, written at the edge
   EXPECT_EQ(j["cross_rank"][0]["exposed_comm_ns"], 11);
 }
 

@@ -1,4 +1,4 @@
-// The streaming Kineto reader (issue 16): batch edges anywhere give the same trace, the scanner
+// The streaming Kineto reader (memory bounded by its window): batch edges anywhere give the same trace, the scanner
 // is not fooled by strings, keys may follow traceEvents, one event may outgrow the window up to
 // its cap, and every way a document can be cut or spoiled is reported as before.
 #include <fmt/format.h>
@@ -13,6 +13,7 @@
 
 #include "src/common/utf8.h"
 #include "src/importers/importer.h"
+#include "src/importers/kineto/kineto.h"
 #include "src/io/input_stream.h"
 #include "test_util.h"
 #include "tests/fuzz/trace_dump.h"
@@ -28,10 +29,13 @@ std::string Dump(const RankTrace& t) { return testing::DumpTrace(t); }
 // them, and the window is in those blocks (as with the threaded gzip stream), not of `window` bytes.
 // build_thread: ImportOptions::kineto.build_thread (-1: for large inputs, and lent blocks).
 // index_walk: ImportOptions::kineto.index_walk (-1: where simdjson has SIMD, as by default).
+// observer: ImportOptions::observer (null: none).
 StatusOr<RankTrace> Stream(const std::string& text, size_t window, size_t max_read = SIZE_MAX,
                            size_t max_event = 0, bool gunzip = false, bool on_demand_only = false,
-                           size_t lend_front = 0, int build_thread = -1, int index_walk = -1) {
+                           size_t lend_front = 0, int build_thread = -1, int index_walk = -1,
+                           ImportObserver* observer = nullptr) {
   ImportOptions o;
+  o.observer = observer;
   o.kineto.window_bytes = window;
   o.kineto.max_event_bytes = max_event;
   o.kineto.on_demand_only = on_demand_only;
@@ -285,14 +289,14 @@ TEST(KinetoStream, IndexWalkerReadsRegionsAsOnDemandDoes) {
   }
   // In one window, one region up to the separator before "last": the index walker reads events 0
   // to 54 and bails at 55 (nested too deep), which the walker over the bytes and On-Demand read.
-  const uint64_t before = KinetoIndexWalkedEvents();
-  StatusOr<RankTrace> t = Stream(text, size_t{1} << 20, SIZE_MAX, 0, false, false, 0, -1, 1);
+  ImportObserver on;
+  StatusOr<RankTrace> t = Stream(text, size_t{1} << 20, SIZE_MAX, 0, false, false, 0, -1, 1, &on);
   ASSERT_TRUE(t.ok()) << t.status().message();
-  EXPECT_EQ(KinetoIndexWalkedEvents() - before, 55u);
+  EXPECT_EQ(on.kineto_index_walked_events.load(), 55u);
   EXPECT_EQ(t->activities.size(), 49u);  // 61 events, 12 of them runtime calls
-  const uint64_t before_off = KinetoIndexWalkedEvents();
-  ASSERT_TRUE(Stream(text, size_t{1} << 20, SIZE_MAX, 0, false, false, 0, -1, 0).ok());
-  EXPECT_EQ(KinetoIndexWalkedEvents(), before_off);
+  ImportObserver off;
+  ASSERT_TRUE(Stream(text, size_t{1} << 20, SIZE_MAX, 0, false, false, 0, -1, 0, &off).ok());
+  EXPECT_EQ(off.kineto_index_walked_events.load(), 0u);
 }
 
 // The window in blocks the stream lends (the threaded gzip stream's, without a copy): a block's

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analyzers/comm_ops.h"
 #include "reports/report.h"
 #include "src/cli/pipeline.h"
 #include "src/cli/registry.h"
@@ -852,7 +853,7 @@ TEST(RealH100Exports, GemmSampleAgreesWithItsGroundTruth) {
   // Kernel time against event time of the same all-reduces: within 2 %.
   EXPECT_NEAR(static_cast<double>(comm), timed["comm_ns"].get<double>(), 0.02 * timed["comm_ns"].get<double>());
   ASSERT_TRUE(s->op_types.has_value());
-  for (const OpTypeRow& row : *s->op_types) EXPECT_EQ(row.op, "allreduce");
+  for (const OpTypeRow& row : *s->op_types) EXPECT_EQ(row.op, Collective::kAllReduce);
 }
 
 // torchrun with one nsys per rank (`--no-python nsys profile ...`): one export per rank, whose
@@ -883,7 +884,7 @@ TEST(RealH100Exports, OneNsysPerRankGivesTheRanks) {
   for (const Summary* s : {&*per_rank, &*one}) {
     ASSERT_TRUE(s->op_types.has_value());
     std::map<std::string, int64_t> ops;
-    for (const OpTypeRow& row : *s->op_types) ops[row.op] += row.count;
+    for (const OpTypeRow& row : *s->op_types) ops[std::string(OpFamilyName(row.op))] += row.count;
     EXPECT_EQ(ops.count("unknown"), 0u);
     EXPECT_EQ(ops["broadcast"], 8);  // 4 per rank
     EXPECT_EQ(ops["allgather"], 2);

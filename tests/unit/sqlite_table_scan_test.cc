@@ -256,11 +256,11 @@ class ScanTest : public ::testing::Test {
   };
   static std::vector<Cell> LeafCells(const std::vector<uint8_t>& b, uint32_t root) {
     std::vector<Cell> cells;
-    std::vector<uint32_t> todo = {root};
+    std::vector<uint32_t> pending = {root};
     std::vector<uint32_t> leaves;
-    while (!todo.empty()) {  // depth first, left to right
-      const uint32_t pg = todo.back();
-      todo.pop_back();
+    while (!pending.empty()) {  // depth first, left to right
+      const uint32_t pg = pending.back();
+      pending.pop_back();
       const size_t p = (pg - 1) * size_t{512}, h = p + (pg == 1 ? 100 : 0);
       const uint32_t n = (uint32_t{b[h + 3]} << 8) | b[h + 4];
       if (b[h] == 0x0D) {
@@ -270,7 +270,7 @@ class ScanTest : public ::testing::Test {
       std::vector<uint32_t> kids;
       for (uint32_t i = 0; i < n; ++i) kids.push_back(Be32At(b, p + ((uint32_t{b[h + 12 + 2 * i]} << 8) | b[h + 13 + 2 * i])));
       kids.push_back(Be32At(b, h + 8));
-      todo.insert(todo.end(), kids.rbegin(), kids.rend());
+      pending.insert(pending.end(), kids.rbegin(), kids.rend());
     }
     for (uint32_t pg : leaves) {
       const size_t p = (pg - 1) * size_t{512}, h = p + (pg == 1 ? 100 : 0);
@@ -702,10 +702,10 @@ TEST_F(ScanTest, EveryMutationReadsAsSqlOrIsAnError) {
   std::vector<size_t> bytes, pointers, type_names;
   std::vector<uint32_t> tree_pages;
   {
-    std::vector<uint32_t> todo = {root};
-    while (!todo.empty()) {
-      const uint32_t pg = todo.back();
-      todo.pop_back();
+    std::vector<uint32_t> pending = {root};
+    while (!pending.empty()) {
+      const uint32_t pg = pending.back();
+      pending.pop_back();
       tree_pages.push_back(pg);
       const size_t p = (pg - 1) * size_t{512};
       const uint32_t n = (uint32_t{good[p + 3]} << 8) | good[p + 4];
@@ -718,12 +718,12 @@ TEST_F(ScanTest, EveryMutationReadsAsSqlOrIsAnError) {
         if (interior) {
           pointers.push_back(cell);
           bytes.push_back(cell + 4);  // the key's varint
-          todo.push_back(Be32At(good, cell));
+          pending.push_back(Be32At(good, cell));
         }
       }
       if (interior) {
         pointers.push_back(p + 8);
-        todo.push_back(Be32At(good, p + 8));
+        pending.push_back(Be32At(good, p + 8));
       }
     }
     for (const Cell& c : LeafCells(good, root)) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "src/importers/importer.h"
+#include "src/importers/kineto/kineto.h"
 #include "src/io/input_file.h"
 
 namespace overlapprof::testing {

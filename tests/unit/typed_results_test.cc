@@ -99,7 +99,7 @@ TEST(TypedResults, TerminalPrintsFromTheStructs) {
   s.op_types.emplace();
   OpTypeRow a;
   a.rank = 0;
-  a.op = "allreduce";
+  a.op = Collective::kAllReduce;
   a.count = 3;
   a.bytes = 3 << 20;
   a.time_ns = 1000000;

@@ -12,7 +12,7 @@
 // The files of src/importers/kineto/, by job:
 //   importer.cc     this: the importer's registration (Probe, Import of a path)
 //   reader.cc       the window over the stream, the top-level keys, batches, simdjson On-Demand
-//                   (ParseKinetoStream, ParseKinetoJson: src/importers/importer.h)
+//                   (ParseKinetoStream, ParseKinetoJson: kineto.h; the options: kineto_options.h)
 //   fields.h        the field tables: which keys of an event and of its args are read, into what
 //   walk.{h,cc}     the walker over the bytes (the events On-Demand would read, read faster)
 //   index_walk.*    the walker over simdjson's stage 1 (the only user of simdjson's internals)
@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "src/importers/importer.h"
+#include "src/importers/kineto/kineto.h"
 #include "src/io/input_file.h"
 #include "src/io/input_stream.h"
 

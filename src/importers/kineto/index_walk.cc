@@ -3,19 +3,11 @@
 
 #include <simdjson.h>
 
-#include <atomic>
+#include <memory>
 #include <string_view>
-
-#include "src/importers/importer.h"
 
 namespace overlapprof {
 namespace kineto {
-namespace {
-
-// KinetoIndexWalkedEvents(): added once per region.
-std::atomic<uint64_t> g_index_walked_events{0};
-
-}  // namespace
 
 struct StructuralIndexer::Impl {
   std::unique_ptr<simdjson::internal::dom_parser_implementation> stage1;
@@ -47,10 +39,6 @@ bool StructuralIndexer::Index(const char* t, size_t n, IxTokens* out) {
   return true;
 }
 
-void CountIndexWalkedEvents(uint64_t n) { g_index_walked_events.fetch_add(n, std::memory_order_relaxed); }
-
 }  // namespace kineto
-
-uint64_t KinetoIndexWalkedEvents() { return kineto::g_index_walked_events.load(std::memory_order_relaxed); }
 
 }  // namespace overlapprof

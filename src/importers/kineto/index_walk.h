@@ -169,7 +169,4 @@ __attribute__((always_inline)) inline bool IxEvent(const IxTokens& x, uint32_t& 
   }
 }
 
-// Adds n to KinetoIndexWalkedEvents() (src/importers/importer.h): events read by this walker.
-void CountIndexWalkedEvents(uint64_t n);
-
 }  // namespace overlapprof::kineto

@@ -46,6 +46,7 @@
 #include "src/common/decimal.h"
 #include "src/common/utf8.h"
 #include "src/importers/importer.h"
+#include "src/importers/kineto/kineto.h"
 #include "src/importers/kineto/build_thread.h"
 #include "src/importers/kineto/builder.h"
 #include "src/importers/kineto/event.h"
@@ -142,7 +143,8 @@ class KinetoReader {
         max_event_(std::max(o.kineto.max_event_bytes ? o.kineto.max_event_bytes : kMaxEventBytes, kMinWindowBytes)),
         max_top_(std::min(max_event_, kMaxTopLevelValueBytes)),
         walk_(!o.kineto.on_demand_only),
-        ix_mode_(o.kineto.index_walk) {
+        ix_mode_(o.kineto.index_walk),
+        observer_(o.observer) {
     size_t window = std::min(std::max(o.kineto.window_bytes ? o.kineto.window_bytes : kDefaultWindowBytes, kMinWindowBytes),
                              max_event_);
     // No larger than the whole text when its length is known (a small plain file or buffer: the
@@ -882,7 +884,7 @@ class KinetoReader {
         *walked = *walked_sep + 1;
         ++k;
       }
-      kineto::CountIndexWalkedEvents(taken);
+      if (observer_) observer_->kineto_index_walked_events.fetch_add(taken, std::memory_order_relaxed);
       if (!whole || taken == 0) return *walked;  // (taken == 0: no element, which no edge allows)
     }
   }
@@ -1234,6 +1236,7 @@ class KinetoReader {
   std::string sanitized_;  // a batch with invalid UTF-8 replaced, while it is parsed
   const bool walk_;        // events by the walker (WalkEventsDocument), On-Demand where it bails
   const int ix_mode_;      // ImportOptions::kineto.index_walk
+  ImportObserver* const observer_;  // ImportOptions::observer; null: none
   uint64_t next_estimate_ = uint64_t{64} << 20;  // ExpectMore's next checkpoint (bytes read)
   bool ix_tried_ = false;  // IndexWalker() made ix_ (or found it off)
   std::unique_ptr<kineto::StructuralIndexer> ix_;  // stage 1 of the index walker

@@ -1,6 +1,6 @@
 #pragma once
 // The Nsight Systems importer's functions for the rest of the program (src/importers/nsys/;
-// docs/nsys.md). Its options are ImportOptions::nsys (src/importers/importer.h).
+// docs/nsys.md). Its options are ImportOptions::nsys (src/importers/nsys/nsys_options.h).
 #include <cstdint>
 #include <optional>
 #include <string_view>
