@@ -2,12 +2,12 @@
 # Every GPU check in one call, sized for a short lease of a GPU machine (tests/gpu/README.md):
 #   tests/gpu/device_session.sh BUNDLE [PARTS]      PARTS: comma list, default probe,plugin,recorder
 #     probe      the machine: GPU, driver, PyTorch and its NCCL, where NCCL/CUPTI/cuBLAS are
-#     plugin     tests/gpu/run.sh BUNDLE --only-plugin   (NCCL's profiler plugin, issue 15)
+#     plugin     tests/gpu/run.sh BUNDLE --only-plugin   (NCCL's profiler plugin)
 #     recorder   tests/gpu/run.sh BUNDLE --quick          (recorder vs ground truth, overhead, DDP)
 #     workloads  tests/gpu/run.sh BUNDLE --only-workloads (the reference good/bad pairs)
 #     records    tests/gpu/record_runs.sh BUNDLE $RECORD_SETS (stores of the what-if and overlap-cost
 #                validation runs, packed straight into $OUT as records_SET.tar.xz)
-#     nsys       tests/gpu/nsys_capture.sh (Nsight Systems exports for the nsys importer, issue 13;
+#     nsys       tests/gpu/nsys_capture.sh (Nsight Systems exports for the nsys importer;
 #                NSYS_PER_RANK=1: one nsys per rank); its files go straight to $OUT
 # BUNDLE: made here by `tests/gpu/bundle.sh build BUNDLE` (the GPU machine lacks the build deps).
 # Each part has its own time limit (PLUGIN_S, RECORDER_S, WORKLOADS_S seconds), cut to what is left of
@@ -67,7 +67,7 @@ PY
     ls -l /usr/local/cuda/lib64/ 2>/dev/null | grep -E 'libnccl|libcupti|libcublas\.' || echo "no NCCL/CUPTI/cuBLAS in /usr/local/cuda/lib64"
     ls -l /usr/local/cuda/extras/CUPTI/lib64/libcupti.so* 2>/dev/null || echo "no /usr/local/cuda/extras/CUPTI"
     echo "nsys: $(command -v nsys || echo 'not on PATH')"
-    # Issue 13 needs a real export with NCCL's NVTX payloads: where could one come from on this machine?
+    # The nsys importer's fixtures need a real export with NCCL's NVTX payloads: where could one come from on this machine?
     timeout 20 find / -xdev \( -name 'nsys' -o -name 'QdstrmImporter*' -o -name 'libToolsInjection*.so' \) \
       -not -path '/proc/*' 2>/dev/null | head -20 | sed 's/^/nsys part: /'
     ulimit -a | grep -E 'open files|locked'

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Record a real Nsight Systems profile of a 2-rank DDP step (torchrun under `nsys profile`, as users
-# do) and export it to SQLite, for issue 13's fixtures: NCCL's own NVTX ranges with their payloads,
+# do) and export it to SQLite, for the nsys importer's fixtures: NCCL's own NVTX ranges with their payloads,
 # one report holding two processes on one GPU.
 #   tests/gpu/nsys_capture.sh [ITERS]
 # The GPU machine has no `nsys` on PATH, but Nsight Compute ships Nsight Systems' CLI
