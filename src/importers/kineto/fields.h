@@ -69,6 +69,8 @@ inline constexpr Field kEventFields[] = {
 
 // An event's "args" (where ReadsArgs says they are read). Every member they set lies in RawEvent
 // from `device` on (WalkSlot::Clear resets them in one copy; kineto_fields_test checks it).
+// "Seq"/"seq" are the collective's NCCL sequence number (record_param_comms). The CPU ops'
+// "Sequence number" is autograd's (forward/backward pairing), not a collective's: never read as one.
 inline constexpr Field kArgsFields[] = {
     IntField("Seq", &RawEvent::seq),
     IntField("seq", &RawEvent::seq),
