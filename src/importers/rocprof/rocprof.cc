@@ -244,36 +244,25 @@ class Reader {
     out->assign(s);
     return simdjson::SUCCESS;
   }
+  // The unsigned member `key` of an object ({"handle": N}, {"internal": N, "external": M}).
+  static error_code UintMember(od::value v, std::string_view key, uint64_t* out) {
+    od::object o;
+    if (auto e = v.get_object().get(o)) return e;
+    bool found = false;
+    for (auto fr : o) {
+      od::field f;
+      if (auto e = std::move(fr).get(f)) return e;
+      if (Key(f) == key) {
+        if (auto e = Uint(f.value(), out)) return e;
+        found = true;
+      }
+    }
+    return found ? simdjson::SUCCESS : simdjson::NO_SUCH_FIELD;
+  }
   // {"handle": N} (agent, queue and stream ids).
-  static error_code Handle(od::value v, uint64_t* out) {
-    od::object o;
-    if (auto e = v.get_object().get(o)) return e;
-    bool found = false;
-    for (auto fr : o) {
-      od::field f;
-      if (auto e = std::move(fr).get(f)) return e;
-      if (Key(f) == "handle") {
-        if (auto e = Uint(f.value(), out)) return e;
-        found = true;
-      }
-    }
-    return found ? simdjson::SUCCESS : simdjson::NO_SUCH_FIELD;
-  }
+  static error_code Handle(od::value v, uint64_t* out) { return UintMember(v, "handle", out); }
   // {"internal": N, "external": M}: the internal one.
-  static error_code Correlation(od::value v, uint64_t* out) {
-    od::object o;
-    if (auto e = v.get_object().get(o)) return e;
-    bool found = false;
-    for (auto fr : o) {
-      od::field f;
-      if (auto e = std::move(fr).get(f)) return e;
-      if (Key(f) == "internal") {
-        if (auto e = Uint(f.value(), out)) return e;
-        found = true;
-      }
-    }
-    return found ? simdjson::SUCCESS : simdjson::NO_SUCH_FIELD;
-  }
+  static error_code Correlation(od::value v, uint64_t* out) { return UintMember(v, "internal", out); }
 
   Status ReadMetadata(od::object& m, od::document& doc) {
     for (auto fr : m) {
