@@ -659,7 +659,8 @@ class Job {
   // Waits (at most `wait_s` seconds) until the processes the command left behind have exited
   // and no process writes a rank file in `dir`; returns those still there then. Signals sent to
   // `run` meanwhile also reach them. A process that outlives the wait is left running.
-  LeftBehind WaitForLeftBehind(const fs::path& dir, int wait_s) {
+  // `watcher`: its analysis never has a rank file open while this opens one (Watcher::HoldStores).
+  LeftBehind WaitForLeftBehind(const fs::path& dir, int wait_s, Watcher& watcher) {
     const auto begin = std::chrono::steady_clock::now();
     const auto deadline = begin + std::chrono::seconds(wait_s);
     bool said_writers = false, said_running = false;
@@ -667,9 +668,12 @@ class Job {
       LeftBehind left;
       const bool children = ReapChildren();
       if (children) left.running = Descendants();
-      for (const fs::path& f : RankFiles(dir)) {
-        if (pid_t w = WriterOf(f); w != 0) left.writers.emplace_back(f, w);
-        NoteIfGone(PidInName(f.filename().string()));
+      {
+        std::unique_lock<std::mutex> hold = watcher.HoldStores();
+        for (const fs::path& f : RankFiles(dir)) {
+          if (pid_t w = WriterOf(f); w != 0) left.writers.emplace_back(f, w);
+          NoteIfGone(PidInName(f.filename().string()));
+        }
       }
       Publish(left);
       const auto now = std::chrono::steady_clock::now();
@@ -1099,7 +1103,7 @@ CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(con
   // Processes of the job may outlive the command (a worker started after its launcher exited,
   // a grandchild left behind): waited for, and their files settled only once they are gone.
   // Signals keep being forwarded while waiting.
-  const LeftBehind left = job.WaitForLeftBehind(out.resolved(), a.wait_s);
+  const LeftBehind left = job.WaitForLeftBehind(out.resolved(), a.wait_s, watcher);
   watcher.StopAnalysis();  // no store open while the files are settled
   RankFilesFound found = CollectRankFiles(out.resolved(), left, job);
   watcher.Finish();  // the settled files, every window counted

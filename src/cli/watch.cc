@@ -157,6 +157,7 @@ struct Watcher::Impl {
 #endif
   std::thread thread;
   std::mutex mu;  // guards stop
+  std::mutex stores;  // held while the analysis has rank files open (HoldStores)
   std::condition_variable cv;
   bool stop = false;
   bool failing = false;  // the last analysis failed (said once until one succeeds)
@@ -167,7 +168,11 @@ struct Watcher::Impl {
   void AnalyzeOnce(WatchPhase phase) {
     const auto begin = std::chrono::steady_clock::now();
     ++health.analyses;
-    Status st = AnalyzeAndFold(phase);
+    Status st;
+    {
+      std::lock_guard<std::mutex> hold(stores);
+      st = AnalyzeAndFold(phase);
+    }
     health.last_analysis_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     if (st.ok()) {
       health.last_success_unix_seconds =
@@ -268,6 +273,8 @@ void Watcher::Start(const std::string& dir) {
   Impl* impl = impl_.get();
   impl_->thread = WithSignalsBlocked([impl] { return std::thread([impl] { impl->Loop(); }); });
 }
+
+std::unique_lock<std::mutex> Watcher::HoldStores() { return std::unique_lock<std::mutex>(impl_->stores); }
 
 void Watcher::StopAnalysis() {
   if (!impl_->thread.joinable()) return;

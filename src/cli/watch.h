@@ -11,6 +11,7 @@
 // counted, written and served; then the server stops).
 // Threads are started with every signal blocked: run's signal forwarding stays on its main thread.
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "src/common/status.h"
@@ -35,6 +36,11 @@ class Watcher {
   void Start(const std::string& dir);
   void StopAnalysis();
   void Finish();
+  // Held while `run` itself opens a rank file (WriterOf, while it waits for processes left
+  // behind): closing any descriptor of a file drops every POSIX lock this process holds on it,
+  // the analysis' SQLite locks included, so the two never overlap. An analysis in progress is
+  // waited for.
+  std::unique_lock<std::mutex> HoldStores();
 
  private:
   struct Impl;

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -188,6 +189,46 @@ class WatchTest(unittest.TestCase):
         self.assertIsNone(p.poll(), "the job ended before the requests were made")
         _, err = p.communicate(timeout=120)
         self.assertEqual(p.returncode, 0, err)
+
+    def test_a_reader_of_the_live_file_when_the_rank_finishes_loses_nothing(self):
+        # What the watcher does (read the rank files while they are written), made deterministic:
+        # one read connection stays open from the first commit until the rank has committed
+        # "finished" and is leaving WAL mode, which needs every other connection gone.
+        p = subprocess.Popen([CLI, "run", "-o", self.out, "--no-analyze", "--flush-ms", "50", "--", DRIVER,
+                              "cupti_steps", FAKE_CUPTI, "10", "20"], stderr=subprocess.PIPE, text=True,
+                             env=clean_env(RANK=0, WORLD_SIZE=1))
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        deadline = time.time() + 60
+        reader = None
+        while time.time() < deadline:
+            files = [f for f in os.listdir(self.out) if f.endswith(".db")] if os.path.isdir(self.out) else []
+            if files:
+                try:
+                    reader = sqlite3.connect(f"file:{os.path.join(self.out, files[0])}?mode=ro", uri=True)
+                    reader.execute("SELECT count(*) FROM meta").fetchall()
+                    break
+                except sqlite3.Error:
+                    reader.close()
+                    reader = None
+            time.sleep(0.005)
+        self.assertIsNotNone(reader, "no rank file appeared")
+        state = None
+        while time.time() < deadline and state != "finished":
+            r = reader.execute("SELECT value FROM meta WHERE key='recording_state'").fetchall()
+            state = r[0][0] if r else None
+            time.sleep(0.005)
+        self.assertEqual(state, "finished")
+        time.sleep(0.2)  # the rank is leaving WAL mode now, and this connection is still open
+        reader.close()
+        _, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertNotIn("failed", err)
+        path = os.path.join(self.out, [f for f in os.listdir(self.out) if f.endswith(".db")][0])
+        s = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        self.addCleanup(s.close)
+        self.assertEqual(s.execute("SELECT value FROM meta WHERE key='recording_state'").fetchall(), [("finished",)])
+        self.assertEqual(s.execute("SELECT name, value FROM stats WHERE value <> 0").fetchall(), [])
+        self.assertEqual(s.execute("SELECT count(*) FROM comm_op").fetchall(), [(10,)])
 
     def test_bad_watch_options_are_exit_2_before_the_job_starts(self):
         marker = os.path.join(self.tmp, "ran")
