@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "src/cli/options.h"
 #include "src/cli/output.h"
 #include "src/cli/pipeline.h"
@@ -161,6 +163,7 @@ struct Watcher::Impl {
   std::condition_variable cv;
   bool stop = false;
   bool failing = false;  // the last analysis failed (said once until one succeeds)
+  bool expose_failing = false;  // the last textfile write failed (said once until one succeeds)
   std::optional<std::string> old_progress;  // OVERLAPPROF_PROGRESS as it was
   bool progress_set = false;
 
@@ -184,7 +187,12 @@ struct Watcher::Impl {
       if (!failing) WatchNote("the analysis of the rank files failed (the figures keep their last values): " + st.message());
       failing = true;
     }
-    if (Status e = Expose(); !e.ok()) WatchNote(e.message());
+    if (Status e = Expose(); !e.ok()) {
+      if (!expose_failing) WatchNote(e.message() + " (said once; the endpoint, if any, is still updated)");
+      expose_failing = true;
+    } else {
+      expose_failing = false;
+    }
   }
 
   Status AnalyzeAndFold(WatchPhase phase) {
