@@ -161,7 +161,7 @@ class WatchTest(unittest.TestCase):
             final = parse_metrics(f.read())
         self.assertFiguresEqualAnalysis(final, its, whole=True)
         self.assertEqual(per_rank(final, "overlapprof_data_quality_errors"), {"0": 0, "1": 0})
-        self.assertEqual(final[("overlapprof_watch_analysis_failures_total", frozenset())], 0)
+        self.assertEqual(final[("overlapprof_watch_analysis_failures_total", frozenset())], 0, err)
         self.assertEqual([x for x in os.listdir(self.tmp) if x.endswith(".partial")], [])
         promtool_check(self, scraped[0])
         promtool_check(self, during_textfile)
