@@ -133,8 +133,11 @@ class Family {
     if (!labels.empty()) samples_ += "{" + labels + "}";
     samples_ += fmt::format(" {}\n", value);
   }
+  // HELP text escapes backslash and newline (the text format's rule).
   void WriteTo(std::string& out) const {
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name_, help_, name_, type_);
+    std::string help;
+    for (char c : help_) help += c == '\\' ? std::string("\\\\") : c == '\n' ? std::string("\\n") : std::string(1, c);
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name_, help, name_, type_);
     out += samples_;
   }
 
@@ -279,9 +282,7 @@ std::string WatchState::Exposition(const WatchHealth& health) const {
         const std::string help = st ? fmt::format("Data-quality counter {} ({}): {}", name,
                                                   SeverityName(GetStatInfo(*st).severity), GetStatInfo(*st).description)
                                     : "Data-quality counter " + name;
-        std::string one_line;
-        for (char c : help) one_line += c == '\n' ? ' ' : c;
-        it = dq.emplace(name, Family("overlapprof_data_quality_" + name, "gauge", one_line)).first;
+        it = dq.emplace(name, Family("overlapprof_data_quality_" + name, "gauge", help)).first;
       }
       it->second.AddInt(l, v);
     }

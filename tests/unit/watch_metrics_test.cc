@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <regex>
+
 namespace overlapprof {
 namespace {
 
@@ -96,6 +98,26 @@ TEST(WatchMetrics, ExpositionInBaseUnitsWithBoundedLabels) {
   EXPECT_NE(text.find("# TYPE overlapprof_steps_total counter\n"), std::string::npos);
   EXPECT_NE(text.find("overlapprof_watch_analyses_total 2\n"), std::string::npos);
   for (const char* label : {"step=", "comm=", "pid=", "seq="}) EXPECT_EQ(text.find(label), std::string::npos) << label;
+}
+
+TEST(WatchMetrics, EveryDataQualityCounterIsAWellFormedMetric) {
+  Summary s = OneRank(2);
+  for (size_t i = 0; i < kStatCount; ++i) s.ranks[0].stats.Set(static_cast<Stat>(i), 1);
+  WatchState w;
+  w.Fold(s, WatchPhase::kEnded);
+  const std::string text = w.Exposition({});
+  const std::regex sample(R"(overlapprof_[a-zA-Z0-9_]+(\{[^}]*\})? [0-9.e+-]+)");
+  const std::regex comment(R"(# (HELP|TYPE) overlapprof_[a-zA-Z0-9_]+ .*)");
+  size_t dq = 0, pos = 0;
+  while (pos < text.size()) {
+    const size_t end = text.find('\n', pos);
+    ASSERT_NE(end, std::string::npos);
+    const std::string line = text.substr(pos, end - pos);
+    EXPECT_TRUE(std::regex_match(line, line[0] == '#' ? comment : sample)) << line;
+    if (line.rfind("overlapprof_data_quality_", 0) == 0) ++dq;
+    pos = end + 1;
+  }
+  EXPECT_EQ(dq, kStatCount + 2);  // each counter, the errors and warnings sums
 }
 
 TEST(WatchMetrics, ListenAddress) {
