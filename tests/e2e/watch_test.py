@@ -167,7 +167,7 @@ class WatchTest(unittest.TestCase):
         promtool_check(self, during_textfile)
 
     def test_only_get_of_metrics_and_healthz_is_served(self):
-        p = self.start_job(150, 15, ["--watch-listen", "127.0.0.1:0"])
+        p = self.start_job(200, 15, ["--watch-listen", "127.0.0.1:0", "--watch-textfile", self.prom])
         port = self.port_of(p)
         for method in ("POST", "PUT", "DELETE", "HEAD", "OPTIONS"):
             status, _ = get(port, "/metrics", method=method)
@@ -190,6 +190,32 @@ class WatchTest(unittest.TestCase):
         finally:
             for s in idle:
                 s.close()
+        # More connections than the endpoint takes, held open: the analysis keeps its pace.
+        def analyses():
+            with open(self.prom) as f:
+                return parse_metrics(f.read())[("overlapprof_watch_analyses_total", frozenset())]
+        flood = []
+        for _ in range(24):
+            try:
+                flood.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+            except OSError:
+                break
+        try:
+            before = analyses()
+            time.sleep(1.0)  # about 3 intervals of 0.3 s
+            self.assertGreaterEqual(analyses() - before, 2)
+        finally:
+            for s in flood:
+                s.close()
+        deadline = time.time() + 10
+        while True:  # the slots free up once the server sees them closed
+            try:
+                status, _ = get(port, "/metrics")
+                break
+            except (ConnectionError, http.client.HTTPException, socket.timeout):
+                self.assertLess(time.time(), deadline, "the endpoint did not serve again after the flood")
+                time.sleep(0.1)
+        self.assertEqual(status, 200)
         self.assertIsNone(p.poll(), "the job ended before the requests were made")
         _, err = p.communicate(timeout=120)
         self.assertEqual(p.returncode, 0, err)
