@@ -11,6 +11,8 @@ BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo}
 
 packages=(cmake ninja-build g++ pkg-config python3 gzip
           libsqlite3-dev libfmt-dev nlohmann-json3-dev libcli11-dev libsimdjson-dev libdeflate-dev zlib1g-dev
+          libmicrohttpd-dev  # run --watch-listen serves live metrics with it; optional to the build
+          prometheus     # promtool checks the live metrics in the end-to-end test (tests/e2e/watch_test.py)
           libisal-dev    # ISA-L's igzip inflates gzip'd traces as they stream (~2.8x zlib); optional to the build
           libgtest-dev libbenchmark-dev
           clang libclang-rt-14-dev

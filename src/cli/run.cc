@@ -41,6 +41,7 @@
 
 #include "src/cli/options.h"
 #include "src/cli/subcommand.h"
+#include "src/cli/watch_metrics.h"
 #include "src/common/utf8.h"
 #include "src/store/plugin_join.h"
 #include "src/store/writer.h"
@@ -658,7 +659,8 @@ class Job {
   // Waits (at most `wait_s` seconds) until the processes the command left behind have exited
   // and no process writes a rank file in `dir`; returns those still there then. Signals sent to
   // `run` meanwhile also reach them. A process that outlives the wait is left running.
-  LeftBehind WaitForLeftBehind(const fs::path& dir, int wait_s) {
+  // `watcher`: its analysis never has a rank file open while this opens one (Watcher::HoldStores).
+  LeftBehind WaitForLeftBehind(const fs::path& dir, int wait_s, Watcher& watcher) {
     const auto begin = std::chrono::steady_clock::now();
     const auto deadline = begin + std::chrono::seconds(wait_s);
     bool said_writers = false, said_running = false;
@@ -666,9 +668,12 @@ class Job {
       LeftBehind left;
       const bool children = ReapChildren();
       if (children) left.running = Descendants();
-      for (const fs::path& f : RankFiles(dir)) {
-        if (pid_t w = WriterOf(f); w != 0) left.writers.emplace_back(f, w);
-        NoteIfGone(PidInName(f.filename().string()));
+      {
+        std::unique_lock<std::mutex> hold = watcher.HoldStores();
+        for (const fs::path& f : RankFiles(dir)) {
+          if (pid_t w = WriterOf(f); w != 0) left.writers.emplace_back(f, w);
+          NoteIfGone(PidInName(f.filename().string()));
+        }
       }
       Publish(left);
       const auto now = std::chrono::steady_clock::now();
@@ -1078,23 +1083,30 @@ void AnalyzeAfterRun(const OutputDir& out, int code,
 CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(const std::string& dir)>& analyze) {
   if (a.command.empty())
     return MakeError(StatusCode::kInvalidArgument, "run: no command given (usage: overlapprof run [-o DIR] -- CMD ARGS...)");
+  if (!a.watch.listen.empty()) OVERLAPPROF_RETURN_IF_ERROR(ParseListenAddress(a.watch.listen).status());
   const struct sigaction job_sigpipe = IgnoreSigpipe();
   OVERLAPPROF_ASSIGN_OR_RETURN(std::string injector, CheckInjector());
   OutputDir out;
   OVERLAPPROF_RETURN_IF_ERROR(out.Prepare(a));
+  // Before the job: a port that cannot be bound or a textfile that cannot be written is exit 2.
+  Watcher watcher;
+  OVERLAPPROF_RETURN_IF_ERROR(watcher.Prepare(a.watch));
   PreloadPath preload;
   OVERLAPPROF_RETURN_IF_ERROR(preload.Make(injector));
   SetRecordingEnvironment(a, injector, preload.path(), out.resolved());
 
   Job job;
   OVERLAPPROF_RETURN_IF_ERROR(job.Spawn(a.command, job_sigpipe));
+  watcher.Start(out.resolved().string());
   job.WaitForCommand();
   const int code = job.code();
   // Processes of the job may outlive the command (a worker started after its launcher exited,
   // a grandchild left behind): waited for, and their files settled only once they are gone.
   // Signals keep being forwarded while waiting.
-  const LeftBehind left = job.WaitForLeftBehind(out.resolved(), a.wait_s);
+  const LeftBehind left = job.WaitForLeftBehind(out.resolved(), a.wait_s, watcher);
+  watcher.StopAnalysis();  // no store open while the files are settled
   RankFilesFound found = CollectRankFiles(out.resolved(), left, job);
+  watcher.Finish();  // the settled files, every window counted
   for (const auto& [f, w] : left.writers)
     Note(fmt::format("{}: still written by pid {} after {} s: left as it is (not settled, not analyzed)",
                      f.filename().string(), w > 0 ? std::to_string(w) : std::string("?"), a.wait_s));
@@ -1159,6 +1171,18 @@ class RunSubcommand : public Subcommand {
                    "thread's network progress (ProxyOp/ProxyStep counts per operation; more events, more cost)")
         ->check(Quiet(CLI::IsMember({"proxy"})))
         ->type_name("proxy");
+    app.add_option("--watch-textfile", a_.watch.textfile,
+                   "while the job runs, write live overlap metrics to this Prometheus textfile (atomically; "
+                   "docs/watch.md)")
+        ->type_name("PATH");
+    app.add_option("--watch-listen", a_.watch.listen,
+                   "while the job runs, serve live overlap metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9464; "
+                   "docs/watch.md)")
+        ->type_name("ADDR:PORT");
+    app.add_option("--watch-interval", a_.watch.interval_s,
+                   "with --watch-*: analyze the rank files this often, in seconds from 0.1 to 3600 (default 10)")
+        ->check(Quiet(CLI::Range(0.1, 3600.0)))
+        ->type_name("S");
     // Everything from the first positional argument (or after "--") is the command, passed on
     // untouched, its own options included.
     app.prefix_command();

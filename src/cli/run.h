@@ -1,10 +1,12 @@
 #pragma once
-// `overlapprof run [-o DIR] [--force] [--flush-ms N] [--wait-s S] [--nccl-detail proxy] [--no-analyze] -- CMD...`
+// `overlapprof run [-o DIR] [--force] [--flush-ms N] [--wait-s S] [--nccl-detail proxy] [--no-analyze]
+// [--watch-textfile PATH] [--watch-listen ADDR:PORT] [--watch-interval S] -- CMD...`
 // (docs/run.md).
 #include <functional>
 #include <string>
 #include <vector>
 #include "src/cli/command.h"
+#include "src/cli/watch.h"
 
 namespace overlapprof {
 
@@ -17,6 +19,7 @@ struct RunArgs {
   // NCCL profiler plugin detail: "" (operations and their channels) or "proxy" (also the
   // proxy thread's ProxyOp/ProxyStep events: OVERLAPPROF_NCCL_DETAIL=proxy).
   std::string nccl_detail;
+  WatchOptions watch;  // --watch-textfile, --watch-listen, --watch-interval (docs/watch.md)
   std::vector<std::string> command;
 };
 

@@ -628,11 +628,20 @@ Status ReadLayoutMeta(sqlite3* h, const SchemaVersion& version, Layout& layout) 
 
 }  // namespace
 
+// How long a read waits for a writer's exclusive lock (ms).
+constexpr int kReadBusyTimeoutMs = 2000;
+
 StatusOr<RankTrace> ReadStore(const std::string& path, const StoreReadOptions& options) {
   Db db;
   // Defensive mode, no triggers or views, tight limits, cell_size_check, no mmap (sqlite_util.h).
   OVERLAPPROF_RETURN_IF_ERROR(OpenUntrustedReadOnly(db, path, /*max_columns=*/100));
   sqlite3* h = db.get();
+  // A store still being written (`run --watch-*`, docs/watch.md) is read from one snapshot: every
+  // statement below in one read transaction (a chunk committed between two statements would name
+  // strings the first did not read), waiting a while for the writer's short exclusive moments
+  // (its switch out of WAL when it finishes). Closing the connection ends the transaction.
+  sqlite3_busy_timeout(h, kReadBusyTimeoutMs);
+  OVERLAPPROF_RETURN_IF_ERROR(db.Exec("BEGIN"));
   OVERLAPPROF_ASSIGN_OR_RETURN(SchemaVersion version, CheckIdentity(db));
   OVERLAPPROF_ASSIGN_OR_RETURN(Layout layout, FindTables(h, version));
   // Injector stores link activities to launches and comm ops through host calls.

@@ -8,12 +8,20 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 
 #include "overlapprof/version.h"
 #include "src/store/chunks.h"
 #include "src/store/schema.h"
 
 namespace overlapprof {
+
+namespace {
+// StoreWriter::Finish: how long (ms) readers of the live file may delay leaving WAL mode, and
+// the retry step.
+constexpr int kLeaveWalRetryMs = 1000;
+constexpr int kLeaveWalRetryStepMs = 10;
+}  // namespace
 
 struct StoreWriter::Statements {
   Stmt string, device, stream, comm_op, activity, host_call, range, stats, meta, activity_chunk, host_call_chunk, ext_corr,
@@ -451,8 +459,19 @@ Status StoreWriter::Finish(const StatCounters& stats, const std::vector<ExtraSta
   OVERLAPPROF_RETURN_IF_ERROR(Commit());
   OVERLAPPROF_RETURN_IF_ERROR(db_.Exec(std::string(kSchemaIndexes)));
   stmts_.reset();
-  // A self-contained file: no -wal beside it, readable from a read-only directory.
-  OVERLAPPROF_RETURN_IF_ERROR(db_.Exec("PRAGMA journal_mode=DELETE"));
+  // A self-contained file: no -wal beside it, readable from a read-only directory. Leaving WAL
+  // needs every other connection gone: a reader of the live file (`run --watch`, docs/watch.md)
+  // makes it fail at once (SQLite's busy handler is not called for it), so it is retried for up
+  // to kLeaveWalRetryMs; a reader still there then leaves the file in WAL mode, everything
+  // committed (`run` checkpoints it when it settles the file; readers read it as it is).
+  for (int waited_ms = 0;; waited_ms += kLeaveWalRetryStepMs) {
+    Status st = db_.Exec("PRAGMA journal_mode=DELETE");
+    if (st.ok()) break;
+    if ((sqlite3_extended_errcode(db_.get()) & 0xff) != SQLITE_BUSY) return st;
+    if (waited_ms >= kLeaveWalRetryMs) break;
+    struct timespec step {0, kLeaveWalRetryStepMs * 1000L * 1000L};
+    ::nanosleep(&step, nullptr);
+  }
   db_.Close();
   open_ = false;
   if (options_.mode == Mode::kBulk) {

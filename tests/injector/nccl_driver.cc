@@ -284,6 +284,35 @@ int Cupti(const char* fake_cupti) {
   return 0;
 }
 
+// A job that runs for a while (`overlapprof run --watch-*`, tests/e2e/watch_test.py): `steps`
+// iterations 10 ms apart on the GPU clock, each a ProfilerStep#i range around a 6 ms GEMM and a
+// 4 ms all-reduce kernel from 4 ms (2 ms hidden, 2 ms exposed), `sleep_ms` of real time apart.
+int CuptiSteps(const char* fake_cupti, int steps, int sleep_ms) {
+  CuptiDouble d;
+  if (!d.Load(fake_cupti)) return 1;
+  d.init();
+  ncclComm_t comm = InitWorld();
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const uint64_t ms = 1000000, base = uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec) + 100 * ms;
+  for (int i = 0; i < steps; ++i) {
+    std::string step = "ProfilerStep#" + std::to_string(i);
+    nvtxRangePushA(step.c_str());
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    const uint64_t t = base + uint64_t(i) * 10 * ms;
+    d.launch("void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm>(Params)", 7, t, t + 6 * ms,
+             uint64_t(now.tv_sec) * 1000000000u + uint64_t(now.tv_nsec), 0);
+    d.next(t + 4 * ms, t + 8 * ms);
+    NCCL_CHECK(ncclAllReduce(g_buf, g_buf, 1 << 20, ncclFloat32, ncclSum, comm, Stream(0x5100)));
+    nvtxRangePop();
+    struct timespec sl {sleep_ms / 1000, (sleep_ms % 1000) * 1000000L};
+    nanosleep(&sl, nullptr);
+  }
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
 // Peer copies: a GEMM [0, 2) ms on stream 7 and a copy from device 0 to device 1 [1, 4) ms on
 // stream 9 (CUPTI's MEMCPY2 record). Expected: the copy is communication (kind p2p_copy), named
 // with both devices in the store; comm 3 ms, compute 2 ms, overlap 1 ms.
@@ -936,6 +965,7 @@ int main(int argc, char** argv) {
   if (mode == "nvtx") return Nvtx();
   if (mode == "initall") return InitAll();
   if (mode == "cupti" && argc > 2) return Cupti(argv[2]);
+  if (mode == "cupti_steps" && argc > 4) return CuptiSteps(argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
   if (mode == "cupti_race" && argc > 2) return CuptiRace(argv[2]);
   if (mode == "cupti_peer" && argc > 2) return CuptiPeer(argv[2]);
   if (mode == "cupti_events" && argc > 2) return CuptiEvents(argv[2]);
@@ -960,6 +990,6 @@ int main(int argc, char** argv) {
     return FullDiskOps(mode == "fulldisk_early", std::atol(argv[2]), std::atoi(argv[3]), argc > 4 ? argv[4] : nullptr);
   if (mode == "closelow" && argc > 2) return CloseLow(argv[2]);
   std::fprintf(stderr,
-               "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|cupti FAKE_CUPTI|cupti_race FAKE_CUPTI|cupti_peer FAKE_CUPTI|cupti_events FAKE_CUPTI|none|nonblocking_split|ranks|ranks_sub|simulate|finalize|fullfile FAKE_CUPTI LIMIT [PHASE1_MS]\n");
+               "usage: nccl_driver ops|loop N SLEEP_US [EVERY]|threads T K|fork|nonblocking|missing|local LIB|nvtx|initall|cupti FAKE_CUPTI|cupti_steps FAKE_CUPTI STEPS SLEEP_MS|cupti_race FAKE_CUPTI|cupti_peer FAKE_CUPTI|cupti_events FAKE_CUPTI|none|nonblocking_split|ranks|ranks_sub|simulate|finalize|fullfile FAKE_CUPTI LIMIT [PHASE1_MS]\n");
   return 2;
 }
