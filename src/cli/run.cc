@@ -61,31 +61,61 @@ int64_t RealtimeNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-// The injector: $OVERLAPPROF_INJECTOR, else beside the executable (install: ../lib/overlapprof/,
-// build tree: injector/).
-std::string FindInjector() {
-  if (const char* e = std::getenv("OVERLAPPROF_INJECTOR"); e && *e) return e;
+// Where `run` looks for the injector beside its own executable (the real path: a symbolic link
+// to an installed overlapprof, e.g. in ~/.local/bin, still finds the install's injector), in
+// order: the build tree (injector/ beside build/overlapprof), the same folder, and an installed
+// tree (OVERLAPPROF_INJECTOR_RELDIR from the executable's folder, ../lib/overlapprof by default:
+// CMakeLists.txt installs the injector there).
+#ifndef OVERLAPPROF_INJECTOR_RELDIR
+#define OVERLAPPROF_INJECTOR_RELDIR "../lib/overlapprof"
+#endif
+std::vector<fs::path> InjectorCandidates() {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
+  if (ec) return {};
   fs::path dir = exe.parent_path();
-  for (const fs::path& p : {dir / kInjectorName, dir / "injector" / kInjectorName,
-                            dir / ".." / "lib" / "overlapprof" / kInjectorName}) {
-    if (fs::exists(p, ec)) return fs::weakly_canonical(p, ec).string();
-  }
-  return "";
+  return {dir / "injector" / kInjectorName, dir / kInjectorName,
+          (dir / OVERLAPPROF_INJECTOR_RELDIR / kInjectorName).lexically_normal()};
 }
 
-// Phase 1: the injector is there and loads (its constructor only reads the environment, and
-// OVERLAPPROF_OUTPUT_DIR is unset here), so a broken or foreign library is reported before the
-// job starts rather than as a loader message in every rank.
-StatusOr<std::string> CheckInjector() {
-  std::string injector = FindInjector();
-  if (injector.empty()) {
-    return MakeError(StatusCode::kInvalidArgument,
-                     "run: the injector ({}) was not found beside overlapprof; this build has no CUDA toolkit, or set "
-                     "OVERLAPPROF_INJECTOR",
-                     kInjectorName);
+// Phase 1: the injector, in order: --injector PATH, $OVERLAPPROF_INJECTOR, else the first of
+// InjectorCandidates() that exists. One named explicitly must exist (no fallback: recording
+// with another build's injector than the one asked for would be silent). Then it must load
+// (its constructor only reads the environment, and OVERLAPPROF_OUTPUT_DIR is unset here), so a
+// broken or foreign library is reported before the job starts rather than as a loader message
+// in every rank.
+StatusOr<std::string> CheckInjector(const std::string& explicit_path) {
+  std::string injector;
+  std::error_code ec;
+  const char* env = std::getenv("OVERLAPPROF_INJECTOR");
+  if (!explicit_path.empty() || (env && *env)) {
+    const bool flag = !explicit_path.empty();
+    injector = flag ? explicit_path : std::string(env);
+    const char* named_by = flag ? "--injector" : "OVERLAPPROF_INJECTOR";
+    if (!fs::exists(injector, ec))
+      return MakeError(StatusCode::kInvalidArgument, "run: the injector {} names does not exist: {}", named_by,
+                       injector);
+    if (fs::is_directory(injector, ec))
+      return MakeError(StatusCode::kInvalidArgument, "run: {} names a directory, not the injector ({}): {}", named_by,
+                       kInjectorName, injector);
+    // Absolute: the job's processes resolve LD_PRELOAD from their own working directories, and
+    // dlopen searches the library path for a name without '/'.
+    injector = fs::absolute(injector, ec).lexically_normal().string();
+  } else {
+    std::string looked;
+    for (const fs::path& p : InjectorCandidates()) {
+      if (fs::exists(p, ec)) {
+        injector = fs::weakly_canonical(p, ec).string();
+        break;
+      }
+      looked += (looked.empty() ? "" : ", ") + p.string();
+    }
+    if (injector.empty()) {
+      return MakeError(StatusCode::kInvalidArgument,
+                       "run: the injector ({}) was not found (looked in {}); this build has no CUDA toolkit, or name "
+                       "it with --injector PATH or OVERLAPPROF_INJECTOR",
+                       kInjectorName, looked.empty() ? std::string("no folder: /proc/self/exe unreadable") : looked);
+    }
   }
   if (void* h = dlopen(injector.c_str(), RTLD_NOW | RTLD_LOCAL); !h) {
     const char* why = dlerror();
@@ -1079,7 +1109,7 @@ CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(con
   if (a.command.empty())
     return MakeError(StatusCode::kInvalidArgument, "run: no command given (usage: overlapprof run [-o DIR] -- CMD ARGS...)");
   const struct sigaction job_sigpipe = IgnoreSigpipe();
-  OVERLAPPROF_ASSIGN_OR_RETURN(std::string injector, CheckInjector());
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::string injector, CheckInjector(a.injector));
   OutputDir out;
   OVERLAPPROF_RETURN_IF_ERROR(out.Prepare(a));
   PreloadPath preload;
@@ -1144,6 +1174,10 @@ class RunSubcommand : public Subcommand {
                    "SIGKILL loses")
         ->check(Quiet(CLI::Range(10, 600000)))
         ->type_name("MS");
+    app.add_option("--injector", a_.injector,
+                   "the injector to record with (liboverlapprof_inject.so; default: $OVERLAPPROF_INJECTOR, else the "
+                   "one beside overlapprof: injector/ in a build tree, ../lib/overlapprof/ when installed)")
+        ->type_name("PATH");
     app.add_flag("--no-analyze", a_.no_analyze, "only record; do not analyze afterwards");
     app.add_flag("--force", a_.force,
                  "record into an output directory that already holds traces, or into the directory a symbolic "

@@ -1,5 +1,5 @@
 #pragma once
-// `overlapprof run [-o DIR] [--force] [--flush-ms N] [--wait-s S] [--nccl-detail proxy] [--no-analyze] -- CMD...`
+// `overlapprof run [-o DIR] [--force] [--flush-ms N] [--wait-s S] [--nccl-detail proxy] [--injector PATH] [--no-analyze] -- CMD...`
 // (docs/run.md).
 #include <functional>
 #include <string>
@@ -17,6 +17,8 @@ struct RunArgs {
   // NCCL profiler plugin detail: "" (operations and their channels) or "proxy" (also the
   // proxy thread's ProxyOp/ProxyStep events: OVERLAPPROF_NCCL_DETAIL=proxy).
   std::string nccl_detail;
+  // The injector to record with; empty: $OVERLAPPROF_INJECTOR, else found beside the executable.
+  std::string injector;
   std::vector<std::string> command;
 };
 
