@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "overlapprof/git_revision.h"
 #include "overlapprof/version.h"
 #include "src/cli/command.h"
 #include "src/cli/subcommand.h"
@@ -51,7 +52,8 @@ class Formatter : public CLI::Formatter {
 
 int Main(int argc, char** argv) {
   CLI::App app{"overlapprof: how well communication is hidden behind computation in distributed training"};
-  app.set_version_flag("--version", std::string("overlapprof ") + kToolVersion);
+  app.set_version_flag("-V,--version", std::string("overlapprof ") + kToolVersion + " (git " + kGitRevision + ")",
+                       "print the version and the git revision it was built from, then exit");
   app.require_subcommand(1);
 
   std::vector<std::unique_ptr<Subcommand>> commands = MakeCommands();

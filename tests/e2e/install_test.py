@@ -71,6 +71,16 @@ class InstalledTest(unittest.TestCase):
         # Nothing the tests, samples or benchmarks build is installed.
         bins = sorted(os.listdir(os.path.join(self.prefix, "bin")))
         self.assertEqual(bins, ["overlapprof"])
+        for f in ("share/man/man1/overlapprof.1", "share/bash-completion/completions/overlapprof",
+                  "share/zsh/vendor-completions/_overlapprof"):
+            self.assertTrue(os.path.isfile(os.path.join(self.prefix, f)), f)
+
+    def test_installed_version(self):
+        rc, out, err = self.sh([self.bin, "--version"])
+        self.assertEqual(rc, 0, err)
+        rc0, out0, _ = self.sh([CLI, "-V"])
+        self.assertEqual(out, out0)
+        self.assertRegex(out, r"^overlapprof \d+\.\d+\.\d+ \(git ")
 
     def test_analyze_from_another_directory_prints_what_the_build_prints(self):
         trace = os.path.join(DATA, TRACE)

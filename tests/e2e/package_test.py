@@ -79,6 +79,10 @@ class DebianPackageTest(unittest.TestCase):
         self.assertIn("./usr/bin/overlapprof", files)
         if DRIVER:
             self.assertIn("./usr/lib/overlapprof/liboverlapprof_inject.so", files)
+        # The man page and the completions generated from the help (docs/install.md).
+        for f in ("./usr/share/man/man1/overlapprof.1", "./usr/share/bash-completion/completions/overlapprof",
+                  "./usr/share/zsh/vendor-completions/_overlapprof"):
+            self.assertIn(f, files)
 
     def test_unpacked_overlapprof_runs_version_and_analyze(self):
         rc, out, err = sh([self.bin, "--version"], cwd=self.elsewhere, env=clean_env())
