@@ -76,6 +76,12 @@ int Main(int argc, char** argv) {
       return ExitCodeOf(MakeError(StatusCode::kInvalidArgument,
                                   "unknown command '{}' (commands: {}; see overlapprof --help)", argv[1], names));
   }
+  // A first word that is an option, but none of the program's own (--help, --version).
+  if (argc > 1 && argv[1][0] == '-' && std::string_view(argv[1]) != "--" &&
+      !app.get_option_no_throw(std::string(argv[1])))
+    return ExitCodeOf(MakeError(StatusCode::kInvalidArgument,
+                                "unknown option '{}' (options: -h/--help, -V/--version; see overlapprof --help)",
+                                argv[1]));
   // `run ... -- CMD ARGS`: everything after the first "--" is the command, untouched.
   std::vector<std::string> after_dashes;
   if (named && named->takes_command_after_dashes()) {

@@ -72,6 +72,30 @@ class VersionTest(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class UnknownOptionTest(unittest.TestCase):
+    def test_unknown_top_level_option_is_named(self):
+        rc, out, err = sh([CLI, "--bogus"])
+        self.assertEqual(rc, 2, err)
+        self.assertEqual(out, "")
+        self.assertIn("error: unknown option '--bogus' (options: -h/--help, -V/--version", err)
+        self.assertEqual(err.count("\n"), 1, err)
+
+    def test_run_unknown_option_is_not_taken_for_the_command(self):
+        tmp = tempfile.mkdtemp(prefix="overlapprof-bogus-")
+        try:
+            marker = os.path.join(tmp, "ran")
+            for argv in (["run", "--bogus", "--", "touch", marker], ["run", "--bogus", "touch", marker],
+                         ["run", "-o", os.path.join(tmp, "o"), "--bogus=1", "--", "touch", marker]):
+                rc, _, err = sh([CLI, *argv], cwd=tmp)
+                self.assertEqual(rc, 2, err)
+                self.assertRegex(err, r"error: run: unknown option '--bogus(=1)?' \(see overlapprof run --help\)")
+                self.assertNotIn("cannot run", err)
+                self.assertFalse(os.path.exists(marker))
+                self.assertEqual(os.listdir(tmp), [])  # no output directory was made
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 class GeneratedDocsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
