@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "overlapprof/git_revision.h"
 #include "overlapprof/version.h"
 #include "src/cli/command.h"
 #include "src/cli/subcommand.h"
@@ -51,7 +52,8 @@ class Formatter : public CLI::Formatter {
 
 int Main(int argc, char** argv) {
   CLI::App app{"overlapprof: how well communication is hidden behind computation in distributed training"};
-  app.set_version_flag("--version", std::string("overlapprof ") + kToolVersion);
+  app.set_version_flag("-V,--version", std::string("overlapprof ") + kToolVersion + " (git " + kGitRevision + ")",
+                       "print the version and the git revision it was built from, then exit");
   app.require_subcommand(1);
 
   std::vector<std::unique_ptr<Subcommand>> commands = MakeCommands();
@@ -74,6 +76,12 @@ int Main(int argc, char** argv) {
       return ExitCodeOf(MakeError(StatusCode::kInvalidArgument,
                                   "unknown command '{}' (commands: {}; see overlapprof --help)", argv[1], names));
   }
+  // A first word that is an option, but none of the program's own (--help, --version).
+  if (argc > 1 && argv[1][0] == '-' && std::string_view(argv[1]) != "--" &&
+      !app.get_option_no_throw(std::string(argv[1])))
+    return ExitCodeOf(MakeError(StatusCode::kInvalidArgument,
+                                "unknown option '{}' (options: -h/--help, -V/--version; see overlapprof --help)",
+                                argv[1]));
   // `run ... -- CMD ARGS`: everything after the first "--" is the command, untouched.
   std::vector<std::string> after_dashes;
   if (named && named->takes_command_after_dashes()) {

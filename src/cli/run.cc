@@ -62,31 +62,61 @@ int64_t RealtimeNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-// The injector: $OVERLAPPROF_INJECTOR, else beside the executable (install: ../lib/overlapprof/,
-// build tree: injector/).
-std::string FindInjector() {
-  if (const char* e = std::getenv("OVERLAPPROF_INJECTOR"); e && *e) return e;
+// Where `run` looks for the injector beside its own executable (the real path: a symbolic link
+// to an installed overlapprof, e.g. in ~/.local/bin, still finds the install's injector), in
+// order: the build tree (injector/ beside build/overlapprof), the same folder, and an installed
+// tree (OVERLAPPROF_INJECTOR_RELDIR from the executable's folder, ../lib/overlapprof by default:
+// CMakeLists.txt installs the injector there).
+#ifndef OVERLAPPROF_INJECTOR_RELDIR
+#define OVERLAPPROF_INJECTOR_RELDIR "../lib/overlapprof"
+#endif
+std::vector<fs::path> InjectorCandidates() {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
+  if (ec) return {};
   fs::path dir = exe.parent_path();
-  for (const fs::path& p : {dir / kInjectorName, dir / "injector" / kInjectorName,
-                            dir / ".." / "lib" / "overlapprof" / kInjectorName}) {
-    if (fs::exists(p, ec)) return fs::weakly_canonical(p, ec).string();
-  }
-  return "";
+  return {dir / "injector" / kInjectorName, dir / kInjectorName,
+          (dir / OVERLAPPROF_INJECTOR_RELDIR / kInjectorName).lexically_normal()};
 }
 
-// Phase 1: the injector is there and loads (its constructor only reads the environment, and
-// OVERLAPPROF_OUTPUT_DIR is unset here), so a broken or foreign library is reported before the
-// job starts rather than as a loader message in every rank.
-StatusOr<std::string> CheckInjector() {
-  std::string injector = FindInjector();
-  if (injector.empty()) {
-    return MakeError(StatusCode::kInvalidArgument,
-                     "run: the injector ({}) was not found beside overlapprof; this build has no CUDA toolkit, or set "
-                     "OVERLAPPROF_INJECTOR",
-                     kInjectorName);
+// Phase 1: the injector, in order: --injector PATH, $OVERLAPPROF_INJECTOR, else the first of
+// InjectorCandidates() that exists. One named explicitly must exist (no fallback: recording
+// with another build's injector than the one asked for would be silent). Then it must load
+// (its constructor only reads the environment, and OVERLAPPROF_OUTPUT_DIR is unset here), so a
+// broken or foreign library is reported before the job starts rather than as a loader message
+// in every rank.
+StatusOr<std::string> CheckInjector(const std::string& explicit_path) {
+  std::string injector;
+  std::error_code ec;
+  const char* env = std::getenv("OVERLAPPROF_INJECTOR");
+  if (!explicit_path.empty() || (env && *env)) {
+    const bool flag = !explicit_path.empty();
+    injector = flag ? explicit_path : std::string(env);
+    const char* named_by = flag ? "--injector" : "OVERLAPPROF_INJECTOR";
+    if (!fs::exists(injector, ec))
+      return MakeError(StatusCode::kInvalidArgument, "run: the injector {} names does not exist: {}", named_by,
+                       injector);
+    if (fs::is_directory(injector, ec))
+      return MakeError(StatusCode::kInvalidArgument, "run: {} names a directory, not the injector ({}): {}", named_by,
+                       kInjectorName, injector);
+    // Absolute: the job's processes resolve LD_PRELOAD from their own working directories, and
+    // dlopen searches the library path for a name without '/'.
+    injector = fs::absolute(injector, ec).lexically_normal().string();
+  } else {
+    std::string looked;
+    for (const fs::path& p : InjectorCandidates()) {
+      if (fs::exists(p, ec)) {
+        injector = fs::weakly_canonical(p, ec).string();
+        break;
+      }
+      looked += (looked.empty() ? "" : ", ") + p.string();
+    }
+    if (injector.empty()) {
+      return MakeError(StatusCode::kInvalidArgument,
+                       "run: the injector ({}) was not found (looked in {}); this build has no CUDA toolkit, or name "
+                       "it with --injector PATH or OVERLAPPROF_INJECTOR",
+                       kInjectorName, looked.empty() ? std::string("no folder: /proc/self/exe unreadable") : looked);
+    }
   }
   if (void* h = dlopen(injector.c_str(), RTLD_NOW | RTLD_LOCAL); !h) {
     const char* why = dlerror();
@@ -1085,7 +1115,7 @@ CommandResult RunCommand(const RunArgs& a, const std::function<CommandResult(con
     return MakeError(StatusCode::kInvalidArgument, "run: no command given (usage: overlapprof run [-o DIR] -- CMD ARGS...)");
   if (!a.watch.listen.empty()) OVERLAPPROF_RETURN_IF_ERROR(ParseListenAddress(a.watch.listen).status());
   const struct sigaction job_sigpipe = IgnoreSigpipe();
-  OVERLAPPROF_ASSIGN_OR_RETURN(std::string injector, CheckInjector());
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::string injector, CheckInjector(a.injector));
   OutputDir out;
   OVERLAPPROF_RETURN_IF_ERROR(out.Prepare(a));
   // Before the job: a port that cannot be bound or a textfile that cannot be written is exit 2.
@@ -1156,6 +1186,10 @@ class RunSubcommand : public Subcommand {
                    "SIGKILL loses")
         ->check(Quiet(CLI::Range(10, 600000)))
         ->type_name("MS");
+    app.add_option("--injector", a_.injector,
+                   "the injector to record with (liboverlapprof_inject.so; default: $OVERLAPPROF_INJECTOR, else the "
+                   "one beside overlapprof: injector/ in a build tree, ../lib/overlapprof/ when installed)")
+        ->type_name("PATH");
     app.add_flag("--no-analyze", a_.no_analyze, "only record; do not analyze afterwards");
     app.add_flag("--force", a_.force,
                  "record into an output directory that already holds traces, or into the directory a symbolic "
@@ -1191,6 +1225,11 @@ class RunSubcommand : public Subcommand {
   bool takes_command_after_dashes() const override { return true; }
   CommandResult Run(const std::vector<std::string>& after_dashes) override {
     a_.command = app_->remaining();
+    // Before "--", a word starting with '-' that is none of run's options is a mistyped option,
+    // not the command (a command is named after the options or after "--").
+    if (!a_.command.empty() && a_.command.front().size() > 1 && a_.command.front()[0] == '-')
+      return MakeError(StatusCode::kInvalidArgument, "run: unknown option '{}' (see overlapprof run --help)",
+                       a_.command.front());
     a_.command.insert(a_.command.end(), after_dashes.begin(), after_dashes.end());
     return RunCommand(a_, AnalyzeRunDirectory);
   }

@@ -1,5 +1,5 @@
 #pragma once
-// `overlapprof run [-o DIR] [--force] [--flush-ms N] [--wait-s S] [--nccl-detail proxy] [--no-analyze]
+// `overlapprof run [-o DIR] [--force] [--flush-ms N] [--wait-s S] [--nccl-detail proxy] [--injector PATH] [--no-analyze]
 // [--watch-textfile PATH] [--watch-listen ADDR:PORT] [--watch-interval S] -- CMD...`
 // (docs/run.md).
 #include <functional>
@@ -20,6 +20,8 @@ struct RunArgs {
   // proxy thread's ProxyOp/ProxyStep events: OVERLAPPROF_NCCL_DETAIL=proxy).
   std::string nccl_detail;
   WatchOptions watch;  // --watch-textfile, --watch-listen, --watch-interval (docs/watch.md)
+  // The injector to record with; empty: $OVERLAPPROF_INJECTOR, else found beside the executable.
+  std::string injector;
   std::vector<std::string> command;
 };
 

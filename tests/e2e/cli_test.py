@@ -44,7 +44,7 @@ class CliTest(unittest.TestCase):
     def version(self):
         rc, out, _ = run("--version")
         self.assertEqual(rc, 0)
-        return out.strip().split()[-1]
+        return out.split()[1]  # "overlapprof VERSION (git REVISION)"
 
     def test_analyze_real_trace_prints_table_verdict_and_json(self):
         out_json = os.path.join(self.tmp, "s.json")
