@@ -504,7 +504,12 @@ std::vector<std::vector<int64_t>> RunGraph::Replay(const Change& change,
         const TaskChange* tc = task_change(i);
         if (tc && tc->detached) t = time[v - 1];
       }
-      if (t > time[v] || via[v] == kNoIndex) {
+      bool dropped = false;
+      if (edges_[i].kind == EdgeKind::kLaunch || edges_[i].kind == EdgeKind::kEvent) {
+        const TaskChange* tc = task_change(i);
+        dropped = tc && tc->stream_only;
+      }
+      if (!dropped && (t > time[v] || via[v] == kNoIndex)) {
         time[v] = std::max(time[v], t);
         via[v] = i;
       }

@@ -107,6 +107,9 @@ struct TaskChange {
   // A matched collective member that no longer synchronizes: it ends when it starts (no waiting for
   // the other members, no transfer), as when the collective is not issued at all.
   bool detached = false;
+  // Its start waits only for the previous task on its stream: its launch and its other (recorded or
+  // inferred) dependencies are dropped, as when it is issued earlier than they happen.
+  bool stream_only = false;
 };
 
 // How a scenario changes the model's latencies.
