@@ -152,6 +152,22 @@ def main():
         assert "ddp.bucket_cap_mb=25" in out and "assumes: gradient all-reduces regrouped" in out, out
         assert "per rank: rank 0 " in out, out
         assert "by construction" in out, out
+        # compare / check print each run's replay error (never gated) when the summaries carry what_if.
+        a, b, plain = t("a.json"), t("b.json"), t("plain.json")
+        subprocess.run([exe, "analyze", clean, "--what-if", "--json", a], check=True, capture_output=True)
+        subprocess.run([exe, "analyze", strag, "--scenario", "comm*0.5", "--json", b], check=True, capture_output=True)
+        subprocess.run([exe, "analyze", strag, "--json", plain], check=True, capture_output=True)
+        line = ("what-if replay error (not gated): base median 0.00%, max 0.00% over 4 modeled rank(s); "
+                "new median 0.00%, max 0.00% over 4 modeled rank(s)")
+        r = subprocess.run([exe, "compare", a, b], capture_output=True, text=True)
+        assert r.returncode in (0, 1), r
+        assert line in r.stdout, r.stdout
+        r = subprocess.run([exe, "compare", a, plain], capture_output=True, text=True)
+        assert "base median 0.00%, max 0.00% over 4 modeled rank(s); new no what_if section" in r.stdout, r.stdout
+        r = subprocess.run([exe, "compare", plain, plain], capture_output=True, text=True)
+        assert "what-if" not in r.stdout, r.stdout
+        r = subprocess.run([exe, "check", strag, "--baseline", a], capture_output=True, text=True)
+        assert "what-if replay error (not gated): base median 0.00%" in r.stdout, r.stdout
     print("what_if_scenarios_test: ok")
 
 

@@ -99,10 +99,13 @@ TEST(Compare, MalformedSummariesAreRefusedNotReadAsZero) {
                         {"counter": "rank_unknown", "severity": "warning", "value": 1}]}],
       "iterations": [{"overlap_ratio": 0.5, "exposed_comm_ns": 5, "comm_ns": 10, "compute_ns": 20, "wall_ns": 40}],
       "op_types": [{"op": "allreduce", "count": 3, "bytes": null, "time_ns": 10, "exposed_ns": 5}],
-      "data_quality": {"errors": 1, "warnings": 1}})");
+      "data_quality": {"errors": 1, "warnings": 1},
+      "what_if": {"replay": [{"rank": 0, "iterations": 2, "median_error_pct": 0.5, "max_error_pct": 1.5}]}})");
   auto ok = RunViewFromSummary(good, "t");
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_EQ(ok->data_lost, 4);
+  EXPECT_EQ(ok->what_if_ranks, 1);
+  EXPECT_DOUBLE_EQ(ok->what_if_max_error_pct, 1.5);
   EXPECT_EQ(ok->op_count_bytes.at("allreduce"), std::make_pair(int64_t{3}, int64_t{-1}));
   struct Case {
     const char* pointer;
@@ -125,6 +128,11 @@ TEST(Compare, MalformedSummariesAreRefusedNotReadAsZero) {
       {"/op_types/0/count", nullptr, "op_types[0].count is null"},
       {"/ranks", nlohmann::json::array(), "no ranks"},
       {"/data_quality/errors", 2, "data_quality.errors is 2 but the ranks list 1"},
+      {"/what_if/replay/0/median_error_pct", "0.5", "what_if.replay[0].median_error_pct is not a number >= 0"},
+      {"/what_if/replay/0/max_error_pct", -1, "what_if.replay[0].max_error_pct is not a number >= 0"},
+      {"/what_if/replay/0/iterations", 1.5, "what_if.replay[0].iterations is a fraction"},
+      {"/what_if/replay", 5, "what_if.replay is not an array"},
+      {"/what_if", 3, "what_if is not an object"},
   };
   for (const Case& c : cases) {
     nlohmann::json bad = good;
