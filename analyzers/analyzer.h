@@ -14,6 +14,7 @@
 
 #include "analyzers/iterations.h"
 #include "analyzers/summary.h"
+#include "analyzers/what_if_scenarios.h"
 #include "src/common/status.h"
 #include "src/trace/model.h"
 
@@ -32,6 +33,8 @@ struct AnalysisOptions {
   // docs/what-if.md). Off by default: it needs every host call, which costs the Nsight Systems
   // reader its read-while-listing path.
   bool what_if = false;
+  // --scenario SPEC (repeatable; implies what_if): custom scenarios, parsed (analyzers/what_if_scenarios.h).
+  std::vector<whatif::ScenarioSpec> scenarios;
 };
 
 struct RankDerived;  // analyzers/overlap.h

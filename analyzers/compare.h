@@ -46,6 +46,12 @@ struct RunView {
   bool marked_iterations = true;  // every rank's iterations come from markers (ProfilerStep, --step-range)
   int64_t data_lost = 0;  // sum of the values of error-severity counters, over ranks
   std::vector<std::string> data_lost_counters;  // "rank 0: records_dropped_cupti = 5"
+  // The what-if model's replay error (the summary's what_if.replay; docs/what-if.md): the modeled
+  // ranks, the median of their median errors and the largest of their max errors, in percent.
+  // what_if_ranks is -1 when the summary has no what_if section (not analyzed with --what-if).
+  // Printed beside the comparison, never gated.
+  int64_t what_if_ranks = -1;
+  double what_if_median_error_pct = 0, what_if_max_error_pct = 0;
 };
 
 // Two-sided Mann-Whitney U test, normal approximation with tie and continuity corrections.

@@ -13,6 +13,7 @@
 #include "analyzers/overlap.h"
 #include "analyzers/what_if_model.h"
 #include "analyzers/what_if_result.h"
+#include "analyzers/what_if_scenarios.h"
 
 namespace overlapprof {
 
@@ -20,6 +21,7 @@ namespace {
 
 struct PreparedModel : RankWork {
   whatif::RankModel model;
+  whatif::ScenarioRankInputs inputs;  // only with --scenario
 };
 
 double Round2(double v) { return std::round(v * 100.0) / 100.0; }
@@ -47,6 +49,8 @@ class WhatIfAnalyzer : public PreparingAnalyzer {
     if (!rank.derived || !options.what_if) return nullptr;
     auto p = std::make_unique<PreparedModel>();
     p->model = whatif::BuildRankModel(rank.trace, rank.derived->iterations.windows);
+    if (!options.scenarios.empty() && p->model.why_not.empty())
+      p->inputs = whatif::GatherScenarioInputs(rank.trace, p->model, options.scenarios);
     return p;
   }
 
@@ -69,6 +73,8 @@ class WhatIfAnalyzer : public PreparingAnalyzer {
     if (models_.size() <= input) models_.resize(input + 1);
     summary.ranks[rank_index].stats.Add(Stat::dependencies_inferred, p->model.dependencies_inferred);
     models_[input] = std::move(p->model);
+    if (inputs_.size() <= input) inputs_.resize(input + 1);
+    inputs_[input] = std::move(p->inputs);
     summary.NoteSection("what_if");
     return OkStatus();
   }
@@ -82,16 +88,20 @@ class WhatIfAnalyzer : public PreparingAnalyzer {
         if (d.applied)
           for (int64_t r : d.ranks) offset_of[r] = d.offset_ns;
     std::vector<whatif::RankModel> slots;
-    std::vector<int64_t> offsets;
+    std::vector<int64_t> offsets, rank_numbers;
+    std::vector<whatif::ScenarioRankInputs> inputs;
     for (const RankResult& r : summary.ranks) {
       whatif::RankModel m;
       if (r.input_index < models_.size()) m = std::move(models_[r.input_index]);
       else m.why_not = "not modeled";
+      inputs.push_back(r.input_index < inputs_.size() ? std::move(inputs_[r.input_index]) : whatif::ScenarioRankInputs{});
+      rank_numbers.push_back(r.rank);
       auto it = offset_of.find(r.rank);
       offsets.push_back(it != offset_of.end() ? it->second : 0);
       slots.push_back(std::move(m));
     }
     models_.clear();
+    inputs_.clear();
     const whatif::RunGraph graph(std::move(slots), offsets);
     auto result = std::make_shared<WhatIfResult>();
     std::vector<std::vector<whatif::PathSplit>> paths;
@@ -141,23 +151,49 @@ class WhatIfAnalyzer : public PreparingAnalyzer {
     }
     result->measured_step_ns = measured_run;
     result->replayed_step_ns = replayed_run;
-    AddScenarios(graph, any, why_none, replayed_run, *result);
+    AddScenarios(graph, any, why_none, replayed_run, summary, *result);
+    const whatif::ScenarioRun run{graph, inputs, offsets, rank_numbers};
+    const std::string blocked = BlockedReason(graph, any, why_none);
+    for (const whatif::ScenarioSpec& spec : options.scenarios) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(whatif::ScenarioPlan plan, whatif::PlanScenario(spec, run));
+      WhatIfScenario sc;
+      sc.name = spec.text;
+      sc.custom = true;
+      sc.assumptions = plan.assumptions;
+      sc.why_not = !blocked.empty() ? blocked : plan.why_not;
+      if (sc.why_not.empty()) Predict(graph, plan.changes, plan.weights, replayed_run, summary, sc);
+      result->scenarios.push_back(std::move(sc));
+    }
     summary.what_if = std::move(result);
     return OkStatus();
   }
 
  private:
-  // The run's predicted step under `change`: the slowest modeled rank's mean step.
-  static int64_t RunStep(const whatif::RunGraph& graph, const whatif::Change& change) {
-    const std::vector<std::vector<int64_t>> steps = graph.Replay(change);
+  // Fills `sc`'s prediction: per modeled slot the weighted sum of its mean steps under each change;
+  // the run's is the slowest slot's.
+  static void Predict(const whatif::RunGraph& graph, const std::vector<whatif::Change>& changes,
+                      const std::vector<double>& weights, int64_t replayed, const Summary& summary, WhatIfScenario& sc) {
+    std::vector<double> per_slot(graph.ranks().size(), 0.0);
+    for (size_t c = 0; c < changes.size(); ++c) {
+      const std::vector<std::vector<int64_t>> steps = graph.Replay(changes[c]);
+      for (size_t s = 0; s < steps.size(); ++s) per_slot[s] += weights[c] * static_cast<double>(Mean(steps[s]));
+    }
     int64_t run = 0;
-    for (size_t s = 0; s < steps.size(); ++s)
-      if (graph.ranks()[s].why_not.empty()) run = std::max(run, Mean(steps[s]));
-    return run;
+    for (size_t s = 0; s < per_slot.size(); ++s) {
+      if (!graph.ranks()[s].why_not.empty()) continue;
+      const int64_t step = static_cast<int64_t>(std::llround(per_slot[s]));
+      sc.rank_steps.emplace_back(summary.ranks[s].rank, step);
+      run = std::max(run, step);
+    }
+    sc.predictable = true;
+    sc.predicted_step_ns = run;
+    sc.saving_ns = replayed - run;
+    sc.saving_pct = replayed > 0 ? Round2(100.0 * static_cast<double>(sc.saving_ns) / static_cast<double>(replayed)) : 0.0;
   }
 
-  static void AddScenarios(const whatif::RunGraph& graph, bool any, const std::string& why_none, int64_t replayed,
-                           WhatIfResult& out) {
+  // Why no scenario can be predicted on this run, or empty.
+  static std::string BlockedReason(const whatif::RunGraph& graph, bool any, const std::string& why_none) {
+    if (!any) return "no rank could be modeled: " + why_none;
     // A rank whose GPU tasks wait, for a share of its steps, on something the model does not see
     // makes every prediction rest on that unknown: none is given.
     std::string unexplained;
@@ -174,6 +210,12 @@ class WhatIfAnalyzer : public PreparingAnalyzer {
             FormatDuration(m.unexplained_ns / static_cast<int64_t>(m.Iterations())),
             FormatDuration(measured / static_cast<int64_t>(m.Iterations())));
     }
+    return unexplained;
+  }
+
+  static void AddScenarios(const whatif::RunGraph& graph, bool any, const std::string& why_none, int64_t replayed,
+                           const Summary& summary, WhatIfResult& out) {
+    const std::string unexplained = any ? BlockedReason(graph, any, why_none) : std::string();
     auto add = [&](std::string name, std::string assumptions, std::string why_not, const whatif::Change* change) {
       WhatIfScenario sc;
       sc.name = std::move(name);
@@ -181,11 +223,7 @@ class WhatIfAnalyzer : public PreparingAnalyzer {
       if (!any) why_not = "no rank could be modeled: " + why_none;
       else if (why_not.empty() && !unexplained.empty()) why_not = unexplained;
       if (why_not.empty() && change) {
-        sc.predictable = true;
-        sc.predicted_step_ns = RunStep(graph, *change);
-        sc.saving_ns = replayed - sc.predicted_step_ns;
-        sc.saving_pct = replayed > 0 ? Round2(100.0 * static_cast<double>(sc.saving_ns) / static_cast<double>(replayed))
-                                     : 0.0;
+        Predict(graph, {*change}, {1.0}, replayed, summary, sc);
       } else {
         sc.why_not = why_not;
       }
@@ -238,6 +276,7 @@ class WhatIfAnalyzer : public PreparingAnalyzer {
   }
 
   std::vector<whatif::RankModel> models_;  // by input index
+  std::vector<whatif::ScenarioRankInputs> inputs_;  // by input index (--scenario)
 };
 
 }  // namespace

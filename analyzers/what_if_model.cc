@@ -335,6 +335,7 @@ RankModel BuildRankModel(const RankTrace& trace, const std::vector<IterationWind
     m.collectives.push_back({op.communicator, op.seq != kUnknown ? op.seq : -1 - ordinal[a.comm_op], g});
   }
 
+  m.gpu_activity = std::move(gpu_act);
   const size_t W = sel.size();
   for (size_t w = 0; w + 1 < W; ++w)
     m.measured_steps.push_back(m.tasks[m.window_first[w + 1]].start_ns - m.tasks[m.window_first[w]].start_ns);
@@ -439,21 +440,40 @@ std::vector<std::vector<int64_t>> RunGraph::Replay(const Change& change,
       return static_cast<int64_t>(static_cast<double>(edges_[i].lat) * change.compute_factor[s] + 0.5);
     return edges_[i].lat;
   };
+  // The change to the GPU task whose end event is `dst` (a duration or transfer edge), or null.
+  auto task_change = [&](size_t i) -> const TaskChange* {
+    const uint32_t s = edge_slot_[i];
+    if (s >= change.tasks.size() || edges_[i].dst < base_[s]) return nullptr;
+    const uint32_t t = (edges_[i].dst - base_[s]) / 2;
+    return t < change.tasks[s].size() ? &change.tasks[s][t] : nullptr;
+  };
+  auto per_task = [&](size_t i, int64_t v) -> int64_t {
+    const TaskChange* tc = task_change(i);
+    if (!tc) return v;
+    if (tc->factor != 1.0) v = static_cast<int64_t>(static_cast<double>(v) * tc->factor + 0.5);
+    return SatAdd(v, tc->extra_ns);
+  };
   auto latency = [&](size_t i) -> int64_t {
     const Edge& e = edges_[i];
     switch (e.kind) {
       case EdgeKind::kHostWork:
       case EdgeKind::kHostGap:
         if (e.source_is_sync) return e.lat;
-        return change.host_free ? 0 : scaled(i);
+        if (change.host_free) return 0;
+        if (change.host_factor != 1.0)
+          return static_cast<int64_t>(static_cast<double>(scaled(i)) * change.host_factor + 0.5);
+        return scaled(i);
       case EdgeKind::kLaunch:
         return change.host_free ? 0 : e.lat;
       case EdgeKind::kCompute:
-        return scaled(i);
+      case EdgeKind::kMemory:
+      case EdgeKind::kOther:
+        return per_task(i, e.kind == EdgeKind::kCompute ? scaled(i) : e.lat);
       case EdgeKind::kComm:
-        return static_cast<int64_t>(static_cast<double>(e.lat) * change.comm_factor + 0.5);
+        return per_task(i, static_cast<int64_t>(static_cast<double>(e.lat) * change.comm_factor + 0.5));
       case EdgeKind::kTransfer:
-        return SatAdd(SatSub(e.lat, e.aux), static_cast<int64_t>(static_cast<double>(e.aux) * change.comm_factor + 0.5));
+        return SatAdd(SatSub(e.lat, e.aux),
+                      per_task(i, static_cast<int64_t>(static_cast<double>(e.aux) * change.comm_factor + 0.5)));
       default:
         return e.lat;
     }
@@ -477,8 +497,19 @@ std::vector<std::vector<int64_t>> RunGraph::Replay(const Change& change,
     ready.pop_back();
     for (uint32_t i = first_out[u]; i < first_out[u + 1]; ++i) {
       const uint32_t v = edges_[i].dst;
-      const int64_t t = SatAdd(time[u], latency(i));
-      if (t > time[v] || via[v] == kNoIndex) {
+      int64_t t = SatAdd(time[u], latency(i));
+      if (edges_[i].kind == EdgeKind::kTransfer) {
+        // A detached member ends when it starts (its start event precedes its end: dst - 1), final
+        // here since the member's start is a source of this arrival.
+        const TaskChange* tc = task_change(i);
+        if (tc && tc->detached) t = time[v - 1];
+      }
+      bool dropped = false;
+      if (edges_[i].kind == EdgeKind::kLaunch || edges_[i].kind == EdgeKind::kEvent) {
+        const TaskChange* tc = task_change(i);
+        dropped = tc && tc->stream_only;
+      }
+      if (!dropped && (t > time[v] || via[v] == kNoIndex)) {
         time[v] = std::max(time[v], t);
         via[v] = i;
       }

@@ -85,6 +85,9 @@ struct RankModel {
   // The GPU tasks of modeled window w are [window_first[w], window_first[w + 1]) (GPU tasks are
   // stored in start order); window_first has one entry per window and one past the end.
   std::vector<uint32_t> window_first;
+  // GPU task -> its index in the trace's activities (tasks [0, gpu_activity.size()) are the GPU
+  // tasks), so that a scenario can look at what the model does not keep (names, bytes).
+  std::vector<uint32_t> gpu_activity;
   // Measured step k: start of window k + 1's first task - start of window k's first task.
   std::vector<int64_t> measured_steps;
   int64_t dependencies_inferred = 0;
@@ -97,13 +100,30 @@ struct RankModel {
 // Builds the model of one rank from its trace (host calls needed) and iteration windows.
 RankModel BuildRankModel(const RankTrace& trace, const std::vector<IterationWindow>& windows);
 
+// A scenario's change to one GPU task (RankModel::tasks index; host tasks ignore it).
+struct TaskChange {
+  double factor = 1.0;   // its duration (a matched collective member: its transfer) multiplied by this
+  int64_t extra_ns = 0;  // then this added (ns; may be negative: the replay clamps nothing)
+  // A matched collective member that no longer synchronizes: it ends when it starts (no waiting for
+  // the other members, no transfer), as when the collective is not issued at all.
+  bool detached = false;
+  // Its start waits only for the previous task on its stream: its launch and its other (recorded or
+  // inferred) dependencies are dropped, as when it is issued earlier than they happen.
+  bool stream_only = false;
+};
+
 // How a scenario changes the model's latencies.
 struct Change {
   double comm_factor = 1.0;  // transfers and unmatched communication times multiplied by this
   bool host_free = false;    // host work, host gaps inside a step and launch latency at 0
+  // Host work and host gaps (not those after a synchronization) multiplied by this; host_free wins.
+  double host_factor = 1.0;
   // Per rank slot: factor applied to compute durations, and to host work and host gaps other than
   // those after a synchronization (empty: none).
   std::vector<double> compute_factor;
+  // Per rank slot, per task of that slot's RankModel (empty, or shorter: no change). Applied on top
+  // of comm_factor and compute_factor.
+  std::vector<std::vector<TaskChange>> tasks;
 };
 
 // The critical path of one replayed step: the chain of binding edges from the next window's first GPU

@@ -4,6 +4,7 @@
 // JSON summary as the section `what_if` and by the terminal as the "what would help" table.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace overlapprof {
@@ -28,6 +29,9 @@ struct WhatIfScenario {
   double saving_pct = 0;          // saving / replayed step, in percent
   std::string why_not;            // when not predictable: what is missing
   std::string assumptions;        // one line
+  // When predictable: per modeled rank, its predicted mean step (rank, ns), in Summary::ranks order.
+  std::vector<std::pair<int64_t, int64_t>> rank_steps;
+  bool custom = false;            // from --scenario SPEC (`name` is the SPEC)
 };
 
 // One modeled iteration's critical path (its replayed step), split into shares of the path's time.

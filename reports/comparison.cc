@@ -21,6 +21,16 @@ std::string RenderComparisonText(const Comparison& c, const RunView& b, const Ru
   o << "base: " << t(b.source) << " (" << b.ranks << " rank(s), " << b.iterations << " iteration(s))\n";
   o << "new:  " << t(n.source) << " (" << n.ranks << " rank(s), " << n.iterations << " iteration(s))\n";
   for (const std::string& note : c.notes) o << "note: " << t(note) << "\n";
+  if (b.what_if_ranks >= 0 || n.what_if_ranks >= 0) {
+    // The what-if model's replay error of each run (docs/what-if.md): shown, never gated.
+    const auto replay = [](const RunView& v) {
+      if (v.what_if_ranks < 0) return std::string("no what_if section");
+      if (v.what_if_ranks == 0) return std::string("no rank modeled");
+      return fmt::format("median {:.2f}%, max {:.2f}% over {} modeled rank(s)", v.what_if_median_error_pct,
+                         v.what_if_max_error_pct, v.what_if_ranks);
+    };
+    o << "what-if replay error (not gated): base " << replay(b) << "; new " << replay(n) << "\n";
+  }
   o << "\n";
   o << fmt::format("{:<34} {:>12} {:>12} {:>12} {:>10} {:>8}  {}\n", "metric", "base", "new", "change", "p", "gated",
                    "verdict");

@@ -30,6 +30,7 @@ struct AnalyzeArgs {
   int jobs = 0;  // -j: ranks imported at once; 0: DefaultJobs() (src/cli/pipeline.h)
   std::string step_range;
   bool what_if = false;  // --what-if
+  std::vector<std::string> scenarios;  // --scenario SPEC (implies --what-if)
   std::string iterations = "auto";  // --iterations: auto, markers or pattern (IterationModeNamed)
   ImportFlags import;
   // `run`: also write the reports into this directory (overlap.summary.json,
@@ -62,6 +63,8 @@ Status WriteRunReports(const std::string& dir, const Summary& summary, ReportWri
 
 CommandResult RunAnalyze(const AnalyzeArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(a.import));
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<whatif::ScenarioSpec> scenarios, whatif::ParseScenarios(a.scenarios));
+  const bool what_if = a.what_if || !scenarios.empty();
   // A JSON summary is already analyzed: say what takes it.
   for (const std::string& t : a.traces)
     if (IsSummaryFile(t))
@@ -71,13 +74,14 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
                        t, t, t);
   // `run`'s reports include a Chrome trace, which draws host calls.
   TraceNeeds listing = a.report_dir.empty() ? TraceNeeds{} : TraceNeeds::All();
-  listing.host_calls = listing.host_calls || a.what_if;  // the model reads every host call
+  listing.host_calls = listing.host_calls || what_if;  // the model reads every host call
   OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> files, ExpandInputs(a.traces, a.import.cache_dir, listing));
   OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(a.import, files, io));
   AnalysisOptions ao;
   ao.step_range = a.step_range;
   ao.iterations = IterationModeNamed(a.iterations);
-  ao.what_if = a.what_if;
+  ao.what_if = what_if;
+  ao.scenarios = std::move(scenarios);
   // `run`: the HTML page and the Chrome trace take their data from this same pass.
   std::unique_ptr<ReportWriter> html = a.report_dir.empty() ? nullptr : MakeReportWriter("html");
   std::unique_ptr<ReportWriter> chrome = a.report_dir.empty() ? nullptr : MakeReportWriter("chrome-trace");
@@ -125,6 +129,7 @@ class AnalyzeCommand : public Subcommand {
     AddStepRangeOption(app, a_.step_range,
                        "host annotation (NVTX or record_function) that marks an iteration, instead of ProfilerStep#N");
     AddPassOptions(app, a_.import, a_.iterations, a_.what_if);
+    AddScenarioOption(app, a_.scenarios);
   }
   CommandResult Run(const std::vector<std::string>&) override { return RunAnalyze(a_); }
 

@@ -56,6 +56,15 @@ void AddWhatIfOption(CLI::App& app, bool& what_if) {
                "(docs/what-if.md; reads every host call)");
 }
 
+void AddScenarioOption(CLI::App& app, std::vector<std::string>& specs) {
+  app.add_option("--scenario", specs,
+                 "predict a custom change (repeatable; implies --what-if): comm*K, host*K, kernel~REGEX*K, "
+                 "rank=R:median, ddp.bucket_cap_mb=X, ddp.compress=bf16|fp16, ddp.accumulate=N, fsdp.prefetch=+1, "
+                 "pp.slowest=median (docs/what-if.md)")
+      ->allow_extra_args(false)
+      ->type_name("SPEC");
+}
+
 void AddPassOptions(CLI::App& app, ImportFlags& import, std::string& iterations, bool& what_if) {
   AddCacheDirOption(app, import);
   AddCommPatternOptions(app, import.comm_kernel, import.not_comm);

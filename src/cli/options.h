@@ -47,6 +47,8 @@ void AddIterationsOption(CLI::App& app, std::string& iterations);
 
 // --what-if (docs/what-if.md): the causal model of the step, replayed, and its scenarios.
 void AddWhatIfOption(CLI::App& app, bool& what_if);
+// --scenario SPEC (repeatable; implies --what-if): a custom what-if scenario (docs/what-if.md).
+void AddScenarioOption(CLI::App& app, std::vector<std::string>& specs);
 
 // What every command that runs an analysis pass takes, in help order: --cache-dir,
 // --comm-kernel/--not-comm, --comm-timing, --iterations, --what-if, --rank-by-gpu.

@@ -26,6 +26,7 @@ struct ReportArgs {
   std::string trace_iterations;  // Chrome trace: --trace-iterations
   double trace_budget_mb = 0;    // Chrome trace: --trace-budget (0: the default)
   bool what_if = false;  // --what-if
+  std::vector<std::string> scenarios;  // --scenario SPEC (implies --what-if)
   std::string iterations = "auto";  // --iterations (IterationModeNamed)
   ImportFlags import;
 };
@@ -35,15 +36,18 @@ CommandResult RunReport(const ReportArgs& a) {
     return MakeError(StatusCode::kInvalidArgument,
                      "report: name at least one output (--chrome-trace FILE, --json FILE, --html FILE)");
   OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(a.import));
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<whatif::ScenarioSpec> scenarios, whatif::ParseScenarios(a.scenarios));
+  const bool what_if = a.what_if || !scenarios.empty();
   OVERLAPPROF_ASSIGN_OR_RETURN(
       std::vector<TraceInput> files,
       ExpandInputs(a.traces, a.import.cache_dir,
-                   a.chrome_trace.empty() ? TraceNeeds{.host_calls = a.what_if} : TraceNeeds::All()));  // host calls drawn
+                   a.chrome_trace.empty() ? TraceNeeds{.host_calls = what_if} : TraceNeeds::All()));  // host calls drawn
   OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(a.import, files, io));
   AnalysisOptions ao;
   ao.step_range = a.step_range;
   ao.iterations = IterationModeNamed(a.iterations);
-  ao.what_if = a.what_if;
+  ao.what_if = what_if;
+  ao.scenarios = std::move(scenarios);
   ReportOptions ro;
   ro.trace_iterations = a.trace_iterations;
   ro.trace_budget_bytes = static_cast<int64_t>(a.trace_budget_mb * 1e6);
@@ -132,6 +136,7 @@ class ReportCommand : public Subcommand {
         ->check(Quiet(CLI::PositiveNumber))
         ->type_name("MB");
     AddPassOptions(app, a_.import, a_.iterations, a_.what_if);
+    AddScenarioOption(app, a_.scenarios);
   }
   CommandResult Run(const std::vector<std::string>&) override { return RunReport(a_); }
 

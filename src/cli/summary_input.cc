@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -251,8 +253,12 @@ const Shape kRunQuality{.keys = {{"errors", nullptr}}};
 const Shape kRankList{.element = &kRankShape, .stream = kRanks};
 const Shape kIterationList{.element = &kIterationShape, .stream = kIterations};
 const Shape kOpTypeList{.element = &kOpTypeShape, .stream = kOpTypes};
+const Shape kReplayShape{.keys = {{"iterations", nullptr}, {"median_error_pct", nullptr}, {"max_error_pct", nullptr}}};
+const Shape kReplayList{.element = &kReplayShape};
+const Shape kWhatIfShape{.keys = {{"replay", &kReplayList}}};
 const Shape kSummaryShape{.keys = {{"schema", nullptr}, {"ranks", &kRankList}, {"data_quality", &kRunQuality},
-                                   {"op_types", &kOpTypeList}, {"iterations", &kIterationList}}};
+                                   {"op_types", &kOpTypeList}, {"iterations", &kIterationList},
+                                   {"what_if", &kWhatIfShape}}};
 
 // Builds a RunView from the elements of a summary's lists as the parser hands them over, then
 // checks the whole (Finish). The first malformed element decides the error; later ones are not read.
@@ -292,10 +298,46 @@ class RunViewBuilder {
                          "{}: malformed summary: data_quality.errors is {} but the ranks list {} non-zero error counter(s)",
                          source_, errors, error_counters_);
     }
+    if (auto w = s.find("what_if"); w != s.end() && !w->is_null()) OVERLAPPROF_RETURN_IF_ERROR(WhatIf(*w));
     return std::move(v_);
   }
 
  private:
+  // what_if.replay: the modeled ranks' errors (ranks with 0 iterations were not modeled; their
+  // errors are null).
+  Status WhatIf(const nlohmann::json& w) {
+    if (!w.is_object()) return MakeError(StatusCode::kInvalidInput, "{}: malformed summary: what_if is not an object", source_);
+    auto r = w.find("replay");
+    if (r == w.end() || !r->is_array()) return rd_.Malformed("what_if", "replay", r == w.end() ? "is missing" : "is not an array");
+    std::vector<double> medians;
+    double max = 0;
+    for (size_t i = 0; i < r->size(); ++i) {
+      const nlohmann::json& e = (*r)[i];
+      const std::string where = fmt::format("what_if.replay[{}]", i);
+      if (!e.is_object()) return MakeError(StatusCode::kInvalidInput, "{}: malformed summary: {} is not an object", source_, where);
+      OVERLAPPROF_ASSIGN_OR_RETURN(int64_t iterations, rd_.Count(e, "iterations", where));
+      if (iterations == 0) continue;
+      double pct[2];
+      const char* keys[2] = {"median_error_pct", "max_error_pct"};
+      for (int k = 0; k < 2; ++k) {
+        auto it = e.find(keys[k]);
+        if (it == e.end() || !it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0)
+          return rd_.Malformed(where, keys[k], "is not a number >= 0");
+        pct[k] = it->get<double>();
+      }
+      medians.push_back(pct[0]);
+      max = std::max(max, pct[1]);
+    }
+    v_.what_if_ranks = static_cast<int64_t>(medians.size());
+    if (!medians.empty()) {
+      std::sort(medians.begin(), medians.end());
+      const size_t n = medians.size();
+      v_.what_if_median_error_pct = n % 2 ? medians[n / 2] : (medians[n / 2 - 1] + medians[n / 2]) / 2;
+    }
+    v_.what_if_max_error_pct = max;
+    return OkStatus();
+  }
+
   // A counter of the rank being read (its data_quality list comes before the rank closes). Its
   // severity is this overlapprof's (stats.def), never the file's: a summary cannot relabel lost
   // data as a warning. A counter this overlapprof does not know counts as lost data, named so.

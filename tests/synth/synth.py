@@ -518,7 +518,7 @@ def common_prologue(cfg, cm):
             (K_MEM, "memcpy", COMPUTE_STREAM, batch, batch // 25, "fwd")]  # 25 GB/s HtoD
 
 
-def ddp_program(cfg, warm):
+def ddp_program(cfg, warm, no_sync=False):
     cm = 3 if warm else 1
     n = cfg.ranks
     sizes = cfg.layer_bytes
@@ -552,9 +552,13 @@ def ddp_program(cfg, warm):
         ops.append(kern("gemm_wgrad", 0.9 * f, "bwd"))
         if l in bucket_lo:
             idx, nbytes, members = bucket_lo[l]
+            if no_sync:  # gradient accumulation: no hook, no all-reduce in this micro-step
+                continue
             ops.append((K_HOST, cfg.hook_delay_us * 1000, "ddp hook"))
             # The reducer's NCCL stream waits for the gradients (all compute launched so far).
-            ops.append(coll_op(cfg, "dp", n, "allreduce", nbytes, "Float", dep_streams=(COMPUTE_STREAM,),
+            # --grad-compress: a comm hook all-reduces the bucket as 16-bit floats (half the bytes).
+            ar_bytes, ar_dtype = (nbytes // 2, "BFloat16") if cfg.grad_compress != "none" else (nbytes, "Float")
+            ops.append(coll_op(cfg, "dp", n, "allreduce", ar_bytes, ar_dtype, dep_streams=(COMPUTE_STREAM,),
                                phase="bwd", tag=("bucket", idx, tuple(members))))
     ops.append((K_ANNO_E, "## backward ##"))
     optimizer_step(ops, cfg.layer_us * 1000 * L * 0.02 * cm, 3, NCCL_STREAM)
@@ -765,6 +769,10 @@ def parse_args(argv):
                    help="forward GPU time of an average layer (us); default ddp 400, fsdp 800, tp 1000")
     p.add_argument("--model-mb", type=float, default=None, help="parameter bytes (MB); default ddp 750, fsdp 1000")
     p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb (MiB)")
+    p.add_argument("--grad-compress", choices=["none", "bf16", "fp16"], default="none",
+                   help="DDP: gradient all-reduces as 16-bit floats (half the bytes; compression kernels not modeled)")
+    p.add_argument("--accumulate", type=int, default=1,
+                   help="DDP: gradient accumulation over N micro-steps (iterations): only every N-th one all-reduces")
     p.add_argument("--hook-delay-us", type=float, default=30.0, help="DDP hook time before a bucket's launch")
     p.add_argument("--prefetch", choices=["on", "off"], default="on", help="FSDP all-gather prefetch")
     p.add_argument("--tp-overlap", choices=["on", "off"], default="on")
@@ -782,6 +790,8 @@ def parse_args(argv):
     a = p.parse_args(argv)
     if a.ranks < 1 or a.iterations < 1 or a.hosts < 1 or a.hosts > a.ranks:
         p.error("need ranks >= 1, iterations >= 1, 1 <= hosts <= ranks")
+    if a.accumulate < 1:
+        p.error("--accumulate must be >= 1")
     if a.straggler is not None and not (0 <= a.straggler < a.ranks):
         p.error("--straggler must be a rank")
     defaults = {"ddp": (48, 400.0, 750.0), "fsdp": (24, 800.0, 1000.0), "tp": (24, 1000.0, 0.0)}
@@ -824,6 +834,8 @@ def main(argv=None):
     build = PROGRAMS[cfg.scenario]
     steady = build(cfg, False)
     warm = build(cfg, True) if cfg.warmup else steady
+    # --accumulate N (ddp): steady iteration it all-reduces only when it % N == N - 1.
+    no_sync = ddp_program(cfg, False, no_sync=True) if cfg.scenario == "ddp" and cfg.accumulate > 1 else steady
     if cfg.scale_events:
         per_iter = gpu_ops(steady) * N
         first = gpu_ops(warm) * N
@@ -881,6 +893,8 @@ def main(argv=None):
     collectives = []  # (pg, seq, op, size, iteration, tag, [(rank, start, end)])
     for it in range(iters):
         prog = warm if (it == 0 and cfg.warmup) else steady
+        if prog is steady and it % cfg.accumulate != cfg.accumulate - 1:
+            prog = no_sync
         step = cfg.first_step + it
         for R in ranks:
             R.begin_iter(it)
@@ -1070,6 +1084,8 @@ def compute_truth(cfg, ranks, collectives, offsets, host_of, base_ns, pgs_all, i
                                      "start_ns": st + R.offset, "duration_ns": en - st, "overlap_ns": ovl,
                                      "exposed_ns": (en - st) - ovl, "seq": c[8]})
                 E = R.bwd_last_end[it]
+                if not blist:  # an accumulation micro-step (--accumulate): no bucket
+                    continue
                 last_bucket_end = max(c[1] for c in blist)
                 tails.append({"rank": R.r, "iteration": it, "warmup": warm_flags[it], "buckets": len(blist),
                               "backward_host_start_ns": bs + R.offset, "backward_host_ns": be - bs,

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "compare_util.h"
+#include "reports/what_if_report.h"
 
 namespace overlapprof {
 namespace {
@@ -27,12 +28,12 @@ std::string Describe(StatusOr<RunView> r) {
   std::string ops;
   for (const auto& [op, te] : v.op_time_exposed_ns) ops += fmt::format("{}:{}/{} ", op, te.first, te.second);
   for (const auto& [op, cb] : v.op_count_bytes) ops += fmt::format("{}:{}x{} ", op, cb.first, cb.second);
-  return fmt::format("{} {} {} {} {} {} {} {} | {} | {} | {} | {} | {} | {} | {} | {} {} {} | {}", v.ranks, v.comm_ns,
+  return fmt::format("{} {} {} {} {} {} {} {} | {} | {} | {} | {} | {} | {} | {} | {} {} {} | {} | {} {} {}", v.ranks, v.comm_ns,
                      v.compute_ns, v.overlap_ns, v.exposed_comm_ns, v.iterations, v.warmup_iterations, v.world_size,
                      ops, fmt::join(v.iter_overlap_ratio, ","), fmt::join(v.iter_exposed_ns, ","),
                      fmt::join(v.iter_comm_ns, ","), fmt::join(v.iter_compute_ns, ","), fmt::join(v.iter_wall_ns, ","),
                      fmt::join(v.rank_ids, ","), v.marked_iterations, v.data_lost, fmt::join(v.data_lost_counters, ";"),
-                     v.source);
+                     v.source, v.what_if_ranks, v.what_if_median_error_pct, v.what_if_max_error_pct);
 }
 
 // The objects that hold the last segment of `path` ("ranks[].data_quality[].value"): every
@@ -98,10 +99,13 @@ TEST(Compare, MalformedSummariesAreRefusedNotReadAsZero) {
                         {"counter": "rank_unknown", "severity": "warning", "value": 1}]}],
       "iterations": [{"overlap_ratio": 0.5, "exposed_comm_ns": 5, "comm_ns": 10, "compute_ns": 20, "wall_ns": 40}],
       "op_types": [{"op": "allreduce", "count": 3, "bytes": null, "time_ns": 10, "exposed_ns": 5}],
-      "data_quality": {"errors": 1, "warnings": 1}})");
+      "data_quality": {"errors": 1, "warnings": 1},
+      "what_if": {"replay": [{"rank": 0, "iterations": 2, "median_error_pct": 0.5, "max_error_pct": 1.5}]}})");
   auto ok = RunViewFromSummary(good, "t");
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_EQ(ok->data_lost, 4);
+  EXPECT_EQ(ok->what_if_ranks, 1);
+  EXPECT_DOUBLE_EQ(ok->what_if_max_error_pct, 1.5);
   EXPECT_EQ(ok->op_count_bytes.at("allreduce"), std::make_pair(int64_t{3}, int64_t{-1}));
   struct Case {
     const char* pointer;
@@ -124,6 +128,11 @@ TEST(Compare, MalformedSummariesAreRefusedNotReadAsZero) {
       {"/op_types/0/count", nullptr, "op_types[0].count is null"},
       {"/ranks", nlohmann::json::array(), "no ranks"},
       {"/data_quality/errors", 2, "data_quality.errors is 2 but the ranks list 1"},
+      {"/what_if/replay/0/median_error_pct", "0.5", "what_if.replay[0].median_error_pct is not a number >= 0"},
+      {"/what_if/replay/0/max_error_pct", -1, "what_if.replay[0].max_error_pct is not a number >= 0"},
+      {"/what_if/replay/0/iterations", 1.5, "what_if.replay[0].iterations is a fraction"},
+      {"/what_if/replay", 5, "what_if.replay is not an array"},
+      {"/what_if", 3, "what_if is not an object"},
   };
   for (const Case& c : cases) {
     nlohmann::json bad = good;
@@ -240,6 +249,32 @@ TEST(SummaryInput, EveryKeyTheGateReadsIsOneTheWriterEmitsAndIsReadBack) {
     goldens.emplace_back(name, nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(f), {})));
   }
   ASSERT_GE(goldens.size(), 10u);
+  {
+    // The what_if section is written only with --what-if, which no golden uses: a golden with the
+    // section as the writer (WhatIfJson) emits it, two modeled ranks and one not.
+    WhatIfResult w;
+    for (int r = 0; r < 3; ++r) {
+      WhatIfReplayRank row;
+      row.rank = r;
+      row.iterations = r == 2 ? 0 : 4;
+      row.median_error_pct = 0.5 + r;
+      row.max_error_pct = 2.25 + r;
+      if (r == 2) row.why_not = "fewer than two consecutive steady iterations";
+      w.replay.push_back(row);
+    }
+    nlohmann::json with = goldens.front().second;
+    with["what_if"] = nlohmann::json::parse(WhatIfJson(w).dump());
+    StatusOr<RunView> read = RunViewFromSummary(with, "with_what_if");
+    ASSERT_TRUE(read.ok()) << read.status().message();
+    const RunView& v = *read;
+    EXPECT_EQ(v.what_if_ranks, 2);
+    EXPECT_DOUBLE_EQ(v.what_if_median_error_pct, 1.0);
+    EXPECT_DOUBLE_EQ(v.what_if_max_error_pct, 3.25);
+    StatusOr<RunView> plain = RunViewFromSummary(goldens.front().second, "x");
+    ASSERT_TRUE(plain.ok());
+    EXPECT_EQ(plain->what_if_ranks, -1);
+    goldens.emplace_back("with_what_if", std::move(with));
+  }
   const std::vector<std::string> keys = SummaryKeysRead();
   ASSERT_GE(keys.size(), 25u);
   std::set<std::string> noticed;  // keys whose change some golden's read noticed
@@ -251,7 +286,9 @@ TEST(SummaryInput, EveryKeyTheGateReadsIsOneTheWriterEmitsAndIsReadBack) {
       const std::string leaf = segs.back();
       std::vector<nlohmann::json*> holders;
       Parents(golden, segs, 0, holders);
-      for (nlohmann::json* h : holders) EXPECT_TRUE(h->contains(leaf)) << name << ": the writer did not emit " << key;
+      // what_if is written only with --what-if (no golden): its keys are checked where it is present.
+      if (key != "what_if")
+        for (nlohmann::json* h : holders) EXPECT_TRUE(h->contains(leaf)) << name << ": the writer did not emit " << key;
       // Changed (a scalar) or dropped (a list, or a scalar whose change the read may rightly
       // ignore, as a counter's severity: stats.def decides).
       for (const bool drop : {false, true}) {
