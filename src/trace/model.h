@@ -43,6 +43,7 @@ enum class CommRule : uint8_t {
   kKernelName = 3,   // a kernel-name family (src/trace/classify.h kCommKernelFamilies)
   kPeerCopy = 4,     // a peer-to-peer memcpy (op Collective::kPeerCopy)
   kUserPattern = 5,  // --comm-kernel REGEX
+  kCopyEngine = 6,   // a memcpy an NCCL call or a c10d op launched (copy-engine collectives, NCCL 2.29+)
 };
 
 std::string_view ActivityKindName(ActivityKind k);
