@@ -144,17 +144,33 @@ void NameOpsFromNcclRanges(std::vector<NcclRange>& ranges, RankTrace& trace, con
         by_corr.emplace_back(a.correlation_id, i);
     }
     std::sort(by_corr.begin(), by_corr.end());
+    // One op per NCCL call: the op of a kernel launched inside the same range, else the first
+    // copy's (by range index).
+    std::map<size_t, uint32_t> op_of_range;
+    for (uint32_t i = 0; i < trace.comm_ops.size(); ++i) {
+      const CommOp& op = trace.comm_ops[i];
+      if (op.host_tid == kUnknown || op.host_enter_ns == kUnknown) continue;
+      auto [first, last, inner] = innermost(op.host_tid, op.host_enter_ns);
+      if (inner != last) op_of_range.emplace(static_cast<size_t>(inner - ranges.begin()), i);
+    }
     for (const CopyLaunch& c : copies) {
       auto [first, last, inner] = innermost(c.tid, c.start_ns);
       if (inner == last || inner->api == NcclApi::kOther || inner->api == NcclApi::kGroupStart) continue;
+      const size_t range = static_cast<size_t>(inner - ranges.begin());
       for (auto it = std::lower_bound(by_corr.begin(), by_corr.end(), std::pair(c.correlation, uint32_t{0}));
            it != by_corr.end() && it->first == c.correlation; ++it) {
         Activity& a = trace.activities[it->second];
         if (a.comm_op != kNoIndex) continue;
+        if (auto known = op_of_range.find(range); known != op_of_range.end()) {
+          a.comm_op = known->second;  // the call's op: its kernel's, or its first copy's
+          a.category = Category::kComm;
+          continue;
+        }
         CommOp& op = RankTraceBuilder::NewCommOp(trace, a, CommRule::kCopyEngine);
         op.bytes = a.bytes;
         op.host_tid = c.tid;
         op.host_enter_ns = c.start_ns;
+        op_of_range.emplace(range, a.comm_op);
       }
     }
   }
