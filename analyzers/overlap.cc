@@ -210,6 +210,29 @@ std::string RankVerdict(const OverlapFigures& f) {
 
 namespace {
 
+// meta `overlap_env` into RankResult::overlap_env. A value that is not a JSON object of strings
+// (a damaged or forged store) is left out with a notice, never guessed at.
+void ReadOverlapEnv(const RunMeta& m, RankResult& r) {
+  if (m.overlap_env_json.empty()) return;
+  const nlohmann::json j = nlohmann::json::parse(m.overlap_env_json, nullptr, false);
+  std::map<std::string, std::string> env;
+  bool ok = j.is_object();
+  if (ok) {
+    for (const auto& [name, value] : j.items()) {
+      if (!value.is_string()) {
+        ok = false;
+        break;
+      }
+      env.emplace(name, value.get<std::string>());
+    }
+  }
+  if (!ok) {
+    r.notices.push_back("the store's meta overlap_env is not a JSON object of strings: the job's environment is ignored");
+    return;
+  }
+  r.overlap_env = std::move(env);
+}
+
 // The rank's identity and inputs as the trace states them: rank, source, device, counters,
 // notices, the rules that classified its comm ops, and a notice naming kernels that look like
 // communication but that no rule classified.
@@ -231,6 +254,7 @@ void DescribeRank(const RankTrace& t, size_t rank_index, RankResult& r) {
   r.extra_stats = t.extra_stats;
   r.notices = t.notices;
   for (const CommOp& op : t.comm_ops) ++r.comm_rules[std::string(CommRuleName(op.rule))];
+  ReadOverlapEnv(t.meta, r);
   // A kernel that looks like communication but that no rule classified: a new library shows
   // up as a warning naming it, never as a silent 0 (docs/classification.md).
   std::vector<std::string> comm_like;

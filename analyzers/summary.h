@@ -71,6 +71,10 @@ struct RankResult {
   std::string timing_source;
   int64_t nccl_profiler_ops = 0;        // the plugin's ops in the trace
   int64_t nccl_profiler_timed_ops = 0;  // of those, the ones whose intervals the analysis used
+  // The job's overlap-relevant environment as the recorder stored it (meta `overlap_env`,
+  // docs/schema.md): variable -> value. Unset (not rendered) when the trace does not say, so
+  // summaries of other traces are unchanged; set and empty when none of the variables was set.
+  std::optional<std::map<std::string, std::string>> overlap_env;
 };
 
 struct IterationResult {

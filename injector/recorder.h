@@ -10,7 +10,9 @@
 //   preload constructor, no OVERLAPPROF_OUTPUT_DIR ─────────────────────────────► kInert
 //   preload constructor, OVERLAPPROF_OUTPUT_DIR set ──► kUndecided
 //   kUndecided ── first NCCL call or InitializeInjection (one CAS winner) ──► kActivating
-//   kActivating ── ring, descriptors, writer thread, handlers all set up ──► kActive
+//   kActivating ── the run's metadata read from the environment (rank, and once, the listed
+//               │  variables that change overlap: overlap_env.h, meta overlap_env), then ring,
+//               │  descriptors, writer thread, handlers all set up ──────────► kActive
 //               └─ any of them failed ─────────────────────────────────────► kInert
 //   kActive ── exit (atexit) or a terminating signal left at its default disposition
 //           │  (runtime.cc, kFlushSignals: HUP INT QUIT TERM USR1 USR2 ALRM VTALRM PROF XCPU

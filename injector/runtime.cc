@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "injector/injector.h"
+#include "injector/overlap_env.h"
 #include "src/common/rank_env.h"
 #include "injector/ring.h"
 #include "injector/sink.h"
@@ -391,6 +392,10 @@ bool Recorder::DoActivate() {
   cfg->meta.source_format = "overlapprof";
   cfg->meta.tool_version = kToolVersion;
   cfg->meta.backend = "nccl";
+  // Once, here: the listed variables only (overlap_env.h); environ is only read.
+  bool env_truncated = false;
+  cfg->meta.overlap_env_json = OverlapEnvJson(environ, &env_truncated);
+  if (env_truncated) stats_.Add(Stat::overlap_env_truncated);
   int64_t restart = EnvInt(kRestart, 0);
   std::string name = cfg->meta.rank != kUnknown ? "rank" + std::to_string(cfg->meta.rank) + "_" : std::string("norank_");
   name += Sanitize(host) + "_pid" + std::to_string(cfg->meta.pid) + "_restart" + std::to_string(restart) + ".db";

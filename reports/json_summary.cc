@@ -387,6 +387,7 @@ SummaryDocument BuildSummaryDocument(const Summary& s) {
       j["timing_source"] = r.timing_source;
       j["nccl_profiler_ops"] = Json{{"total", r.nccl_profiler_ops}, {"timed", r.nccl_profiler_timed_ops}};
     }
+    if (r.overlap_env) j["overlap_env"] = *r.overlap_env;  // only where the recorder stored it
     j["notices"] = r.notices;
     j["data_quality"] = DataQuality(r);
     ranks.push_back(std::move(j));

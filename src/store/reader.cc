@@ -163,6 +163,7 @@ class Reader {
     m.pg_config_json = get_text("pg_config");
     m.nccl_profiler_json = get_text("nccl_profiler");
     m.timing_source = get_text("timing_source");
+    m.overlap_env_json = get_text("overlap_env");
     return OkStatus();
   }
 

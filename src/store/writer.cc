@@ -144,6 +144,8 @@ Status StoreWriter::WriteMeta(const RunMeta& m) {
   OVERLAPPROF_RETURN_IF_ERROR(put_text("backend", m.backend));
   OVERLAPPROF_RETURN_IF_ERROR(put_text("nccl_version", m.nccl_version));
   OVERLAPPROF_RETURN_IF_ERROR(put_text("pg_config", m.pg_config_json));
+  // Only the recorder knows the job's environment: no key when the source did not say.
+  if (!m.overlap_env_json.empty()) OVERLAPPROF_RETURN_IF_ERROR(put_text("overlap_env", m.overlap_env_json));
   return OkStatus();
 }
 

@@ -65,6 +65,41 @@ uint32_t FindFirst(const FirstByKey& v, int64_t key, size_t& hint) {
 
 }  // namespace
 
+namespace {
+
+// Copy-engine collectives (NCCL 2.29+): an NCCL call whose GPU work is copies only (every
+// activity linked to its launch is a memcpy; the ops of its group with it), or that NCCL's
+// profiler plugin reported as a copy-engine op (CeColl, joined to the call), is communication by
+// rule copy_engine instead of identity.
+void MarkCopyEngineOps(RankTrace& t) {
+  // Per op: 1 = a memcpy linked to it, 2 = a kernel (not copies only).
+  std::vector<uint8_t> seen(t.comm_ops.size(), 0);
+  for (const Activity& a : t.activities) {
+    if (a.comm_op == kNoIndex || a.comm_op >= seen.size() || a.kind == ActivityKind::kSync) continue;
+    seen[a.comm_op] |= a.kind == ActivityKind::kMemcpy ? 1 : 2;
+  }
+  std::vector<int64_t> copy_launches;  // launch ids of the copy-only ops
+  for (size_t i = 0; i < t.comm_ops.size(); ++i) {
+    CommOp& c = t.comm_ops[i];
+    if (seen[i] != 1 || c.rule != CommRule::kIdentity || c.op == Collective::kPeerCopy) continue;
+    c.rule = CommRule::kCopyEngine;
+    if (c.launch_id != kUnknown) copy_launches.push_back(c.launch_id);
+  }
+  std::sort(copy_launches.begin(), copy_launches.end());
+  for (size_t i = 0; i < t.comm_ops.size(); ++i) {
+    CommOp& c = t.comm_ops[i];
+    if (seen[i] == 0 && c.rule == CommRule::kIdentity && c.launch_id != kUnknown &&
+        std::binary_search(copy_launches.begin(), copy_launches.end(), c.launch_id))
+      c.rule = CommRule::kCopyEngine;
+  }
+  for (const NcclPluginOp& p : t.nccl_plugin_ops)
+    if ((p.flags & NcclPluginOp::kCopyEngine) && p.comm_op < t.comm_ops.size() && seen[p.comm_op] != 2 &&
+        t.comm_ops[p.comm_op].rule == CommRule::kIdentity)
+      t.comm_ops[p.comm_op].rule = CommRule::kCopyEngine;
+}
+
+}  // namespace
+
 void LinkInjectorRecords(RankTrace& t) {
   NameGroupedAllToAll(t);
   // Launch times (no host calls, nothing to link: not counted as unmatched).
@@ -108,6 +143,7 @@ void LinkInjectorRecords(RankTrace& t) {
   }
   if (!t.activities.empty())
     t.stats.Add(Stat::comm_ops_without_gpu_activity, std::count(linked.begin(), linked.end(), false));
+  MarkCopyEngineOps(t);
   // Copies between two GPUs (the recorder stores them as copy kind PtoP, docs/classification.md
   // rule 4) are communication no NCCL call announced: each becomes its own p2p_copy op.
   for (Activity& a : t.activities)

@@ -42,6 +42,7 @@ std::string_view CommRuleName(CommRule r) {
     case CommRule::kKernelName: return "kernel_name";
     case CommRule::kPeerCopy: return "peer_copy";
     case CommRule::kUserPattern: return "user_pattern";
+    case CommRule::kCopyEngine: return "copy_engine";
   }
   return "unknown";
 }

@@ -43,6 +43,7 @@ enum class CommRule : uint8_t {
   kKernelName = 3,   // a kernel-name family (src/trace/classify.h kCommKernelFamilies)
   kPeerCopy = 4,     // a peer-to-peer memcpy (op Collective::kPeerCopy)
   kUserPattern = 5,  // --comm-kernel REGEX
+  kCopyEngine = 6,   // a memcpy an NCCL call or a c10d op launched (copy-engine collectives, NCCL 2.29+)
 };
 
 std::string_view ActivityKindName(ActivityKind k);
@@ -222,6 +223,10 @@ struct RunMeta {
   // `timing_source` ("nccl_profiler" or "kernels"), set after the join, empty in older stores.
   std::string nccl_profiler_json;
   std::string timing_source;
+  // The recorder's meta `overlap_env` (injector stores, schema 1.3): a JSON object of the listed
+  // environment variables that change overlap (injector/overlap_env.h) and their values in the
+  // job, "{}" when none was set; empty when the trace does not say (imported traces, older stores).
+  std::string overlap_env_json;
 };
 
 // A CUDA event's record, or a wait on it, as the recorder saw them (CUPTI's CUDA_EVENT and

@@ -541,6 +541,55 @@ class InjectorTest(unittest.TestCase):
         ext = dict(s.q("SELECT external_id, correlation_id FROM external_correlation"))
         self.assertTrue(all(o["launch_id"] in ext for o in ops))  # each op's launch was tagged
 
+    def test_overlap_env_stores_the_listed_variables_only(self):
+        # The listed variables (exact names and the NCCL_P2P_* / TORCH_NCCL_* prefixes) with their
+        # values; unlisted ones (a look-alike name, NCCL_DEBUG, a secret) are neither stored nor shown.
+        env = env_with(RANK=0, WORLD_SIZE=2, OVERLAPPROF_CUPTI_LIB=FAKE_CUPTI, CUDA_DEVICE_MAX_CONNECTIONS=1,
+                       NCCL_MAX_NCHANNELS=4, NCCL_P2P_LEVEL="NVL", TORCH_NCCL_AVOID_RECORD_STREAMS=1,
+                       NCCL_CTA_POLICY='quo"te\u00e9', NCCL_DEBUG="WARN", NCCL_P2PX=7, NCCL_P2P_="bare",
+                       OVERLAPPROF_TEST_SECRET="hunter2-secret")
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "cupti", FAKE_CUPTI], env=env)
+        self.assertEqual(rc, 0, err)
+        s = self.only_store()
+        self.assertClean(s)
+        stored = json.loads(s.meta("overlap_env"))
+        self.assertEqual(set(stored) - {"NCCL_PROFILER_PLUGIN"},
+                         {"CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_MAX_NCHANNELS", "NCCL_P2P_LEVEL",
+                          "TORCH_NCCL_AVOID_RECORD_STREAMS", "NCCL_CTA_POLICY"})
+        self.assertEqual(stored["CUDA_DEVICE_MAX_CONNECTIONS"], "1")
+        self.assertEqual(stored["NCCL_P2P_LEVEL"], "NVL")
+        # Bytes of 0x80 and above one by one (é is c3 a9 in UTF-8), the quote escaped.
+        self.assertEqual(stored["NCCL_CTA_POLICY"], 'quo"te\u00c3\u00a9')
+        self.assertEqual(s.stat("overlap_env_truncated"), 0)
+        with open(s.path, "rb") as f:
+            raw = f.read()
+        self.assertNotIn(b"hunter2-secret", raw)
+        self.assertNotIn(b"NCCL_DEBUG", raw)
+        rc, js, err = run(["analyze", self.out, "--json", "-"])
+        self.assertEqual(rc, 0, err)
+        [r] = json.loads(js)["ranks"]
+        self.assertEqual(r["overlap_env"], stored)
+        # Not under `run`'s plugin and with none of the variables set: an empty object, not absent.
+        shutil.rmtree(self.out)
+        rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "ops"],
+                           env=env_with(RANK=0, WORLD_SIZE=2))
+        self.assertEqual(rc, 0, err)
+        s2 = self.only_store()
+        self.assertEqual(set(json.loads(s2.meta("overlap_env"))) - {"NCCL_PROFILER_PLUGIN"}, set())
+
+    def test_overlap_env_bounds_are_counted(self):
+        # A value over 256 bytes is cut there; more than 64 listed variables keep 64; both counted.
+        for extra, check in (({"NCCL_ALGO": "R" * 300}, lambda st: self.assertEqual(st["NCCL_ALGO"], "R" * 256)),
+                             ({f"TORCH_NCCL_X{i:03d}": "v" for i in range(70)},
+                              lambda st: self.assertEqual(len(st), 64))):
+            shutil.rmtree(self.out, ignore_errors=True)
+            rc, out, err = run(["run", "-o", self.out, "--no-analyze", "--", DRIVER, "ops"],
+                               env=env_with(RANK=0, WORLD_SIZE=2, **extra))
+            self.assertEqual(rc, 0, err)
+            s = self.only_store()
+            check(json.loads(s.meta("overlap_env")))
+            self.assertEqual(s.stat("overlap_env_truncated"), 1)
+
     def test_cupti_peer_copy_is_communication_with_both_devices(self):
         # nccl_driver.cc's "cupti_peer" mode: a GEMM [0, 2) ms and a copy from device 0 to device 1
         # [1, 4) ms, as CUPTI reports copies between GPUs (a MEMCPY2 record).

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <map>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -223,6 +224,34 @@ TEST(KinetoImport, RejectsDocumentsThatAreNotTraces) {
     EXPECT_EQ(t.status().code(), StatusCode::kInvalidInput) << c.text;
     EXPECT_NE(t.status().message().find(c.expect), std::string::npos) << c.text << " -> " << t.status().message();
   }
+}
+
+// Copy-engine collectives: a memcpy whose External id is a communication host op's is communication
+// by rule copy_engine (a kernel under the same kind of op stays host_op); a memcpy tied to no such
+// op stays memory.
+TEST(KinetoImport, CopiesLaunchedByACommunicationOpAreCopyEngineCommunication) {
+  std::string json = R"J({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "nccl:all_gather", "pid": 0, "tid": 3, "ts": 10, "dur": 20, "args": {"External id": 5}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 20, "ts": 12, "dur": 5, "args": {"device": 0, "stream": 20, "correlation": 1, "External id": 5, "bytes": 4096}},
+    {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 0, "tid": 3, "ts": 40, "dur": 20, "args": {"External id": 6}},
+    {"ph": "X", "cat": "kernel", "name": "my_reduce_kernel", "pid": 0, "tid": 20, "ts": 42, "dur": 5, "args": {"device": 0, "stream": 20, "correlation": 2, "External id": 6}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 0, "tid": 3, "ts": 70, "dur": 20, "args": {"External id": 7}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7, "ts": 72, "dur": 5, "args": {"device": 0, "stream": 7, "correlation": 3, "External id": 7, "bytes": 4096}}
+  ]})J";
+  StatusOr<RankTrace> t = ParseJsonText(json);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->activities.size(), 3u);
+  std::map<int64_t, const Activity*> by_corr;
+  for (const Activity& a : t->activities) by_corr[a.correlation_id] = &a;
+  ASSERT_EQ(t->comm_ops.size(), 2u);
+  ASSERT_EQ(by_corr[1]->category, Category::kComm);
+  EXPECT_EQ(t->comm_ops[by_corr[1]->comm_op].rule, CommRule::kCopyEngine);
+  EXPECT_EQ(t->comm_ops[by_corr[1]->comm_op].op, Collective::kAllGather);
+  ASSERT_EQ(by_corr[2]->category, Category::kComm);
+  EXPECT_EQ(t->comm_ops[by_corr[2]->comm_op].rule, CommRule::kHostOp);
+  EXPECT_EQ(by_corr[3]->category, Category::kMemory);
+  EXPECT_EQ(by_corr[3]->comm_op, kNoIndex);
+  EXPECT_EQ(CommRuleName(CommRule::kCopyEngine), "copy_engine");
 }
 
 }  // namespace

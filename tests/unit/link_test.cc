@@ -182,5 +182,48 @@ TEST(Link, GroupOfSendsAndRecvsToEveryPeerIsAnAllToAll) {
   EXPECT_EQ(t.comm_ops[9].bytes, kUnknown);
 }
 
+// Copy-engine collectives: an NCCL call whose linked GPU work is copies only is rule copy_engine,
+// with the other ops of its group; a call with a kernel stays identity, even beside a copy; a
+// call NCCL's profiler plugin reported as a copy-engine op (joined to it) is copy_engine; a copy
+// no call launched stays memory.
+TEST(Link, CallsWhoseGpuWorkIsCopiesOnlyAreCopyEngineCommunication) {
+  RankTrace t;
+  t.host_calls = {Call(100, 1), Call(110, 2), Call(120, 3), Call(130, 4), Call(140, 5)};
+  auto hooked = [](int64_t launch_id) {
+    CommOp c = Op(launch_id);
+    c.source = CommSource::kNcclHook;
+    c.rule = DeriveCommRule(c);
+    return c;
+  };
+  // Ops 0 and 1 one group (launch 7, copies only); op 2 (launch 8) a kernel and a copy; op 3
+  // (launch 9) no GPU activity, a copy-engine op by the plugin; op 4 (launch 10) a kernel.
+  t.comm_ops = {hooked(7), hooked(7), hooked(8), hooked(9), hooked(10)};
+  t.external_correlations = {{1, 7}, {2, 8}, {3, 8}, {5, 10}};
+  auto copy = [](int64_t start, int64_t corr) {
+    Activity a = Kernel(start, corr);
+    a.kind = ActivityKind::kMemcpy;
+    a.category = Category::kMemory;
+    return a;
+  };
+  t.activities = {copy(150, 1), Kernel(160, 2), copy(170, 3), copy(180, 4), Kernel(190, 5)};
+  NcclPluginOp ce;
+  ce.flags = NcclPluginOp::kCopyEngine;
+  ce.comm_op = 3;
+  NcclPluginOp ce_with_kernel;
+  ce_with_kernel.flags = NcclPluginOp::kCopyEngine;
+  ce_with_kernel.comm_op = 4;
+  t.nccl_plugin_ops = {ce, ce_with_kernel};
+  LinkInjectorRecords(t);
+  EXPECT_EQ(t.activities[0].category, Category::kComm);
+  EXPECT_EQ(t.comm_ops[0].rule, CommRule::kCopyEngine);
+  EXPECT_EQ(t.comm_ops[1].rule, CommRule::kCopyEngine);
+  EXPECT_EQ(t.comm_ops[2].rule, CommRule::kIdentity);
+  EXPECT_EQ(t.activities[2].category, Category::kComm);  // a copy of a call with a kernel: still its op's
+  EXPECT_EQ(t.comm_ops[3].rule, CommRule::kCopyEngine);
+  EXPECT_EQ(t.comm_ops[4].rule, CommRule::kIdentity);
+  EXPECT_EQ(t.activities[3].category, Category::kMemory);  // correlation 4: no NCCL call
+  EXPECT_EQ(t.activities[3].comm_op, kNoIndex);
+}
+
 }  // namespace
 }  // namespace overlapprof

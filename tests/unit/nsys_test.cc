@@ -453,6 +453,54 @@ TEST(NsysImporter, OpsNamedFromNcclsOwnRanges) {
   EXPECT_EQ(t->stats.Get(Stat::nsys_nccl_payloads_unread), 9);
 }
 
+// Copy-engine collectives: a memcpy whose runtime call lies inside NCCL's ncclAllGather range is
+// communication (rule copy_engine, named all-gather from the range); one inside an ncclAllReduce
+// that also launched a kernel joins that kernel's op (one op per call); a memcpy launched outside
+// any NCCL range stays memory, as does one inside ncclGroupStart (not a launching call).
+TEST(NsysImporter, CopiesLaunchedInsideNcclCallsAreCopyEngineCommunication) {
+  const std::string path = MakeDb("nccl_copies.sqlite", fmt::format(R"(
+CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO StringIds VALUES (1, 'gemm_kernel'), (2, 'ncclDevKernel_AllReduce_Sum_f32_RING_LL'),
+  (3, 'cudaLaunchKernel'), (4, 'cudaMemcpyAsync'), (10, 'ncclGroupStart'), (14, 'ncclAllGather'), (15, 'ncclAllReduce');
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+  streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, demangledName INTEGER);
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (10000, 12000, 0, 7, 1, {p}, 1), (15000, 16000, 0, 9, 5, {p}, 2);
+CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY(start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+  streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, bytes INTEGER, copyKind INTEGER);
+INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES
+  (11000, 11500, 0, 9, 2, {p}, 4096, 8), (13000, 13500, 0, 9, 3, {p}, 4096, 8), (14000, 14500, 0, 9, 4, {p}, 64, 8),
+  (16000, 16200, 0, 9, 6, {p}, 64, 8);
+CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INTEGER NOT NULL, end INTEGER NOT NULL, globalTid INTEGER,
+  correlationId INTEGER, nameId INTEGER NOT NULL);
+INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES
+  (1500, 1510, {t}, 1, 3), (2500, 2510, {t}, 2, 4), (3500, 3510, {t}, 3, 4), (4005, 4008, {t}, 4, 4),
+  (5500, 5510, {t}, 5, 3), (5520, 5530, {t}, 6, 4);
+CREATE TABLE NVTX_EVENTS(start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, text TEXT,
+  globalTid INTEGER, textId INTEGER, domainId INTEGER);
+INSERT INTO NVTX_EVENTS VALUES (2400, 2600, 59, NULL, {t}, 14, 1), (4000, 4010, 59, NULL, {t}, 10, 1),
+  (5400, 5600, 59, NULL, {t}, 15, 1);
+)",
+                                                                 fmt::arg("p", Gpid(100)), fmt::arg("t", Gtid(100, 5))));
+  StatusOr<RankTrace> t = ImportFile(path, {});
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  std::map<int64_t, const Activity*> by_corr;
+  for (const Activity& a : t->activities) by_corr[a.correlation_id] = &a;
+  ASSERT_EQ(by_corr.size(), 6u);
+  ASSERT_EQ(t->comm_ops.size(), 2u);
+  ASSERT_EQ(by_corr[2]->category, Category::kComm);
+  const CommOp& op = t->comm_ops[by_corr[2]->comm_op];
+  EXPECT_EQ(op.rule, CommRule::kCopyEngine);
+  EXPECT_EQ(op.op, Collective::kAllGather);
+  EXPECT_EQ(op.bytes, 4096);
+  EXPECT_EQ(by_corr[3]->category, Category::kMemory);
+  EXPECT_EQ(by_corr[4]->category, Category::kMemory);
+  EXPECT_EQ(by_corr[1]->category, Category::kCompute);
+  ASSERT_EQ(by_corr[6]->category, Category::kComm);
+  EXPECT_EQ(by_corr[6]->comm_op, by_corr[5]->comm_op);
+  EXPECT_EQ(t->comm_ops[by_corr[5]->comm_op].op, Collective::kAllReduce);
+  EXPECT_EQ(t->comm_ops[by_corr[5]->comm_op].rule, CommRule::kKernelName);
+}
+
 // NCCL's NVTX payloads in binaryData (src/importers/nvtx_payload.h), with the schemas of a real
 // export (NCCL 2.28.9) plus a send schema with NCCL's "Peer rank" entry. Payload blobs are made
 // here (the real exports at hand hold none); `Hex` is SQLite's blob literal of the header + payload.

@@ -266,7 +266,10 @@ void TraceBuilder::ClassifyByHostOp() {
       if (op.op == Collective::kUnknown) op.op = CollectiveFromHostOp(host_op);
       continue;
     }
-    RankTraceBuilder::NewCommOp(t_, a, CommRule::kHostOp).op = CollectiveFromHostOp(host_op);
+    // A copy an NCCL call or a c10d op launched: a copy-engine collective's transfer (NCCL 2.29+)
+    // or the op's own staging copy; either way the op's time on the GPU (docs/classification.md).
+    const CommRule rule = a.kind == ActivityKind::kMemcpy ? CommRule::kCopyEngine : CommRule::kHostOp;
+    RankTraceBuilder::NewCommOp(t_, a, rule).op = CollectiveFromHostOp(host_op);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "src/trace/classify.h"
+#include "src/trace/rank_builder.h"
 
 namespace overlapprof::nsys {
 
@@ -82,7 +83,7 @@ void ApplyPayloads(CommOp& op, It begin, It end, const std::map<uint64_t, std::p
 // keeps the kernel's name. With their payloads (ApplyPayloads), the op also gets its bytes,
 // communicator, the rank's place in it (from the communicator's ncclCommInitRank* payload) and
 // its root or peer. Linear in the ranges plus, per op, a binary search and its group's calls.
-void NameOpsFromNcclRanges(std::vector<NcclRange>& ranges, RankTrace& trace) {
+void NameOpsFromNcclRanges(std::vector<NcclRange>& ranges, RankTrace& trace, const std::vector<CopyLaunch>& copies) {
   if (ranges.empty()) return;
   std::sort(ranges.begin(), ranges.end(), [](const NcclRange& a, const NcclRange& b) {
     return std::tie(a.tid, a.start_ns, a.end_ns) < std::tie(b.tid, b.start_ns, b.end_ns);
@@ -110,14 +111,12 @@ void NameOpsFromNcclRanges(std::vector<NcclRange>& ranges, RankTrace& trace) {
   for (const NcclRange& r : ranges)
     if (r.payload && r.payload->communicator && r.payload->rank && r.payload->nranks)
       members[*r.payload->communicator] = {*r.payload->rank, *r.payload->nranks};
-  for (CommOp& op : trace.comm_ops) {
-    if (op.host_tid == kUnknown || op.host_enter_ns == kUnknown) continue;
-    const int64_t t = op.host_enter_ns;
-    // The ranges of this thread that started at or before the launch; the innermost one
-    // holding it is the latest-starting of them that has not ended.
-    auto first = std::lower_bound(ranges.begin(), ranges.end(), op.host_tid,
+  // The ranges of thread `tid` that started at or before `t` ([first, last)) and the innermost
+  // one holding t (the latest-starting of them that has not ended; `last` when none).
+  auto innermost = [&](int64_t tid, int64_t t) {
+    auto first = std::lower_bound(ranges.begin(), ranges.end(), tid,
                                   [](const NcclRange& r, int64_t tid) { return r.tid < tid; });
-    auto last = std::upper_bound(first, ranges.end(), std::make_pair(op.host_tid, t),
+    auto last = std::upper_bound(first, ranges.end(), std::make_pair(tid, t),
                                  [](const std::pair<int64_t, int64_t>& k, const NcclRange& r) {
                                    return std::tie(k.first, k.second) < std::tie(r.tid, r.start_ns);
                                  });
@@ -134,6 +133,50 @@ void NameOpsFromNcclRanges(std::vector<NcclRange>& ranges, RankTrace& trace) {
         break;
       }
     }
+    return std::tuple(first, last, inner);
+  };
+  if (!copies.empty()) {
+    // The memcpys not yet communication, by correlation id (ids from the file: a sorted vector).
+    std::vector<std::pair<int64_t, uint32_t>> by_corr;
+    for (uint32_t i = 0; i < trace.activities.size(); ++i) {
+      const Activity& a = trace.activities[i];
+      if (a.kind == ActivityKind::kMemcpy && a.comm_op == kNoIndex && a.correlation_id != kUnknown)
+        by_corr.emplace_back(a.correlation_id, i);
+    }
+    std::sort(by_corr.begin(), by_corr.end());
+    // One op per NCCL call: the op of a kernel launched inside the same range, else the first
+    // copy's (by range index).
+    std::map<size_t, uint32_t> op_of_range;
+    for (uint32_t i = 0; i < trace.comm_ops.size(); ++i) {
+      const CommOp& op = trace.comm_ops[i];
+      if (op.host_tid == kUnknown || op.host_enter_ns == kUnknown) continue;
+      auto [first, last, inner] = innermost(op.host_tid, op.host_enter_ns);
+      if (inner != last) op_of_range.emplace(static_cast<size_t>(inner - ranges.begin()), i);
+    }
+    for (const CopyLaunch& c : copies) {
+      auto [first, last, inner] = innermost(c.tid, c.start_ns);
+      if (inner == last || inner->api == NcclApi::kOther || inner->api == NcclApi::kGroupStart) continue;
+      const size_t range = static_cast<size_t>(inner - ranges.begin());
+      for (auto it = std::lower_bound(by_corr.begin(), by_corr.end(), std::pair(c.correlation, uint32_t{0}));
+           it != by_corr.end() && it->first == c.correlation; ++it) {
+        Activity& a = trace.activities[it->second];
+        if (a.comm_op != kNoIndex) continue;
+        if (auto known = op_of_range.find(range); known != op_of_range.end()) {
+          a.comm_op = known->second;  // the call's op: its kernel's, or its first copy's
+          a.category = Category::kComm;
+          continue;
+        }
+        CommOp& op = RankTraceBuilder::NewCommOp(trace, a, CommRule::kCopyEngine);
+        op.bytes = a.bytes;
+        op.host_tid = c.tid;
+        op.host_enter_ns = c.start_ns;
+        op_of_range.emplace(range, a.comm_op);
+      }
+    }
+  }
+  for (CommOp& op : trace.comm_ops) {
+    if (op.host_tid == kUnknown || op.host_enter_ns == kUnknown) continue;
+    auto [first, last, inner] = innermost(op.host_tid, op.host_enter_ns);
     if (inner == last) continue;
     Collective name = Collective::kUnknown;
     auto calls_begin = inner, calls_end = std::next(inner);  // the calls behind the op

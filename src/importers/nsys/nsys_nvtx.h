@@ -28,9 +28,20 @@ struct NcclRange {
 // (ncclCommCount, communicator calls such as ncclCommInitRank*) are kOther.
 NcclRange NcclApiOf(std::string_view name);
 
+// The runtime call that launched a memcpy (not a peer copy): its correlation id, thread, start.
+struct CopyLaunch {
+  int64_t correlation;
+  int64_t tid;
+  int64_t start_ns;
+};
+
 // Names the comm ops of `t` from the NCCL ranges of the rank's process (on the trace clock;
-// emptied), for the ops whose launch (host_tid, host_enter_ns) lies inside them.
-void NameOpsFromNcclRanges(std::vector<NcclRange>& ranges, RankTrace& t);
+// emptied), for the ops whose launch (host_tid, host_enter_ns) lies inside them. First, each
+// copy of `copies` launched inside an NCCL collective, send, receive or group end (innermost
+// range of its thread) becomes communication of that call: the op of a kernel the same call
+// launched, else one op of rule copy_engine for the call's copies (docs/classification.md),
+// which is then named as the kernels' ops are.
+void NameOpsFromNcclRanges(std::vector<NcclRange>& ranges, RankTrace& t, const std::vector<CopyLaunch>& copies = {});
 
 // NCCL's payload schemas (nvtx_payload.h) of the export: empty when it has none or more rows
 // than NCCL's (not NCCL's then).

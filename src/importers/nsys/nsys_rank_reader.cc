@@ -148,6 +148,10 @@ StatusOr<bool> NsysRankReader::BeginRuntime() {
   OVERLAPPROF_ASSIGN_OR_RETURN(auto cols, db_.Columns(kRuntime));
   for (const char* c : {"start", "end", "correlationId"})
     if (!cols.count(c)) return false;  // no launch times (counted as unmatched by EndLaunches)
+  for (const Activity& a : t_.activities)
+    if (a.kind == ActivityKind::kMemcpy && a.comm_op == kNoIndex && a.correlation_id != kUnknown)
+      copy_correlations_.push_back(a.correlation_id);
+  std::sort(copy_correlations_.begin(), copy_correlations_.end());
   return builder_.ExpectLaunches(t_);
 }
 
@@ -236,7 +240,9 @@ Status NsysRankReader::ReadNvtx() {
     if (sqlite3_column_type(st, 4) == SQLITE_INTEGER) r.tid = sqlite3_column_int64(st, 4);
     t_.ranges.push_back(r);
   }
-  NameOpsFromNcclRanges(nccl_ranges_, t_);
+  NameOpsFromNcclRanges(nccl_ranges_, t_, copy_launches_);
+  std::vector<CopyLaunch>().swap(copy_launches_);
+  std::vector<int64_t>().swap(copy_correlations_);
   return OkStatus();
 }
 

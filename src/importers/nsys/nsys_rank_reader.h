@@ -5,6 +5,7 @@
 // NsysFileSession may instead feed it rows of a pass over a whole table (GpuRow, RuntimeRow),
 // shared with the file's other ranks. One reader per rank and thread; it holds its own
 // connection.
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -153,6 +154,10 @@ class NsysRankReader {
   std::shared_ptr<const Partition> partition_;  // this rank's rows, spilled (null: scan the tables)
   uint32_t memset_name_ = 0;  // BeginGpuTable
   std::vector<NcclRange> nccl_ranges_;  // NCCL's API ranges of this process (ReadNvtx), ns on the trace clock
+  // Copy-engine communication (NameOpsFromNcclRanges): the correlation ids of the memcpys that
+  // are not communication (sorted; BeginRuntime), and the calls that launched them (RuntimeRow).
+  std::vector<int64_t> copy_correlations_;
+  std::vector<CopyLaunch> copy_launches_;
 };
 
 // One row of a GPU-activity table (GpuColumns), any rank: others are skipped.
@@ -222,6 +227,9 @@ Status NsysRankReader::RuntimeRow(const Row& row) {
     OVERLAPPROF_ASSIGN_OR_RETURN(h.name_id, Name(row.Int(4)));
   }
   if (needs_.host_calls) t_.host_calls.push_back(h);
+  if (!builder_.Launched(w) && h.tid != kUnknown && !copy_correlations_.empty() &&
+      std::binary_search(copy_correlations_.begin(), copy_correlations_.end(), corr))
+    copy_launches_.push_back({corr, h.tid, h.start_ns});
   builder_.Launch(t_, w, h);
   return OkStatus();
 }
