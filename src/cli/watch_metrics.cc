@@ -199,7 +199,7 @@ std::string WatchState::Exposition(const WatchHealth& health) const {
       }
     }
     for (const OpTypeRow& row : f.op_types) {
-      Sum::Op& o = s.ops[row.op];
+      Sum::Op& o = s.ops[std::string(OpFamilyName(row.op))];
       o.count += row.count;
       o.time += row.time_ns;
       o.exposed += row.exposed_ns;

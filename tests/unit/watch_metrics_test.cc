@@ -33,7 +33,7 @@ Summary OneRank(int n, const std::string& path = "rank0.db", int64_t rank = 0) {
   s.step_breakdown = b;
   OpTypeRow op;
   op.rank = rank;
-  op.op = "allreduce";
+  op.op = Collective::kAllReduce;
   op.count = n;
   op.bytes = int64_t{1} << 20;
   op.time_ns = 4'000'000 * n;
