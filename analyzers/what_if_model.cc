@@ -66,9 +66,10 @@ std::vector<IterationWindow> ModeledWindows(const std::vector<IterationWindow>& 
 // trace's CUDA event records and the waits on them (RankTrace::event_links, joined by sync id): a
 // wait waits for the last GPU task enqueued on the record's stream before the record call (by the
 // host times of the launch and record calls); a stream wait holds the first GPU task enqueued on the
-// waiting stream after the wait call, a host wait the wait call's return. Streams are matched by
-// native id (a wait's stream entry names no device). Task indices as BuildRankModel's: GPU tasks
-// [0, G), host tasks G + (call index - h_lo).
+// waiting stream after the wait call, a host wait the wait call's return. Only waits whose task is
+// modeled on both ends count (else the rules apply). Streams are matched by native id (a wait's
+// stream entry names no device). Task indices as BuildRankModel's: GPU tasks [0, G), host tasks
+// G + (call index - h_lo).
 struct RecordedWaits {
   std::vector<std::pair<uint32_t, uint32_t>> gpu;   // (waiting GPU task, GPU task waited for), sorted
   std::vector<std::pair<uint32_t, uint32_t>> host;  // (waiting host task, GPU task waited for), sorted
@@ -109,6 +110,15 @@ RecordedWaits FindRecordedWaits(const RankTrace& trace, const std::vector<uint32
     if (a.launch_ns != kUnknown) on_stream[native(a.stream)].emplace_back(a.launch_ns, g);
   }
   for (auto& [id, v] : on_stream) std::stable_sort(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  // Per native stream id: the latest launch of a GPU task before the modeled ones (a wait made
+  // before it holds that task, not a modeled one).
+  std::map<int64_t, int64_t> launched_before;
+  for (size_t i = 0; i < (gpu_act.empty() ? 0 : gpu_act.front()); ++i) {
+    const Activity& a = acts[i];
+    if (a.kind == ActivityKind::kSync || a.launch_ns == kUnknown) continue;
+    auto [it, fresh] = launched_before.emplace(native(a.stream), a.launch_ns);
+    if (!fresh) it->second = std::max(it->second, a.launch_ns);
+  }
   // sync id -> the record: (native stream, record call start).
   std::vector<std::tuple<int64_t, int64_t, int64_t>> records;
   for (const EventLink& l : trace.event_links) {
@@ -133,14 +143,17 @@ RecordedWaits FindRecordedWaits(const RankTrace& trace, const std::vector<uint32
     if (l.kind == EventLinkKind::kStreamWait) {
       auto s = on_stream.find(native(l.stream));
       if (s == on_stream.end()) continue;
-      auto it = std::lower_bound(s->second.begin(), s->second.end(), trace.host_calls[c].start_ns,
-                                 [](const auto& x, int64_t v) { return x.first < v; });
+      const int64_t at = trace.host_calls[c].start_ns;
+      auto it = std::lower_bound(s->second.begin(), s->second.end(), at, [](const auto& x, int64_t v) { return x.first < v; });
       if (it == s->second.end()) continue;
+      if (auto b = launched_before.find(native(l.stream)); b != launched_before.end() && b->second >= at)
+        continue;  // it holds a task before the modeled ones
+      if (producer == kNoIndex || producer == it->second) continue;
       out.gpu_known[it->second] = true;
-      if (producer != kNoIndex && producer != it->second) out.gpu.emplace_back(it->second, producer);
-    } else if (c >= h_lo && c < h_hi) {
+      out.gpu.emplace_back(it->second, producer);
+    } else if (c >= h_lo && c < h_hi && producer != kNoIndex) {
       out.host_known[c - h_lo] = true;
-      if (producer != kNoIndex) out.host.emplace_back(static_cast<uint32_t>(G + (c - h_lo)), producer);
+      out.host.emplace_back(static_cast<uint32_t>(G + (c - h_lo)), producer);
     }
   }
   for (auto* v : {&out.gpu, &out.host}) {
