@@ -104,6 +104,12 @@ def main():
         within(f["bandwidth_gbps"], 50 / 1.5, 0.01, "fitted all-reduce bandwidth (GB/s)")
         f = {f["op"]: f for f in cases["ddp"]["fit"]}["allreduce"]  # +-5% noise on every transfer
         within(f["bandwidth_gbps"], 50 / 1.5, 0.1, "fitted all-reduce bandwidth with noise (GB/s)")
+        # Recorded dependencies through the CLI: an Nsight Systems export with CUPTI 12.8's eventSyncId.
+        w = analyze(exe, os.path.join(HERE, "..", "data", "nsys", "h100_ddp2.sqlite"))
+        assert len(w["replay"]) == 2, w["replay"]
+        for r in w["replay"]:
+            assert r["iterations"] >= 2 and r["dependencies_recorded"] >= 50, r
+            assert r["max_error_pct"] == 0.0, r
         # The terminal's table, after the step split.
         # Off by default: no model, no section, no table.
         r = subprocess.run([exe, "analyze", os.path.join(tmp, "ddp"), "--json", "-"], check=True, capture_output=True,
