@@ -353,7 +353,8 @@ TEST(WhatIfModel, RecordedEventsReplaceTheInferredCrossStreamEdges) {
   ExpectWithinOnePercent(RunStep(b.graph->Replay(ch)), RunStep(Build(truth_cfg).measured));
   // A recorded wait that ends long before the start does not explain it: counted.
   c.hidden_wait_ns = 1000000;
-  for (const RankModel& m : Build(c).graph->ranks())
+  const Built hidden = Build(c);
+  for (const RankModel& m : hidden.graph->ranks())
     EXPECT_GE(m.unexplained_ns, static_cast<int64_t>(m.Iterations()) * c.hidden_wait_ns) << "rank " << m.rank;
 }
 
@@ -364,7 +365,9 @@ TEST(WhatIfModel, RecordedEventsReplaceTheInferredCrossStreamEdges) {
 // ended). Rule E would make C wait for K (the task that ended last, at C's start) and rule S the
 // synchronization for K (the last task that ended before the return): with communication free,
 // both would predict a shorter step. The records say neither waits for K: no saving.
-RankTrace RecordedEdgeTrace(bool with_links, std::vector<IterationWindow>* windows) {
+// `early_record`: in that iteration the event is recorded before P is launched (it covers nothing
+// modeled).
+RankTrace RecordedEdgeTrace(bool with_links, std::vector<IterationWindow>* windows, int early_record = -1) {
   RankTrace t;
   t.meta.rank = 0;
   int64_t corr = 0;
@@ -404,7 +407,8 @@ RankTrace RecordedEdgeTrace(bool with_links, std::vector<IterationWindow>* windo
     const int64_t b = it * kStep + 100000;
     kernel(7, b, b + 10000, b + 297000, Category::kCompute, "gemm");                        // P
     kernel(9, b + 3000, b + 13000, b + 300000, Category::kComm, "ncclDevKernel_AllReduce");  // K
-    const int64_t rec = call("cudaEventRecord", b + 6000, b + 7000);
+    const int64_t rec = it == early_record ? call("cudaEventRecord", b - 5000, b - 4000)
+                                           : call("cudaEventRecord", b + 6000, b + 7000);
     link(EventLinkKind::kRecord, rec, it + 1, t.StreamIndex(0, 7));
     const int64_t wait = call("cudaStreamWaitEvent", b + 8000, b + 9000);
     link(EventLinkKind::kStreamWait, wait, it + 1, t.StreamIndex(0xffffffffu, 20));
@@ -483,6 +487,15 @@ TEST(WhatIfModel, TransferSamplesFitTheGeneratorsLatencyAndBandwidth) {
   const RunGraph alone(std::move(one), {0});
   ASSERT_EQ(alone.transfer_samples().size(), static_cast<size_t>(c.iterations));
   EXPECT_TRUE(alone.transfer_samples()[0].kernel);
+}
+
+// A wait whose record covers no modeled task holds nothing: the rules apply to what it would hold.
+TEST(WhatIfModel, WaitOnARecordCoveringNothingModeledIsInferred) {
+  std::vector<IterationWindow> w;
+  const RankModel m = BuildRankModel(RecordedEdgeTrace(true, &w, 0), w);
+  ASSERT_EQ(m.why_not, "");
+  EXPECT_EQ(m.dependencies_recorded, 4);  // iterations 1 and 2
+  EXPECT_EQ(m.dependencies_inferred, 2);  // iteration 0: C waits for K (rule E), the synchronization for K (rule S)
 }
 
 TEST(WhatIfModel, TooFewSteadyIterationsIsNotModeled) {
