@@ -114,6 +114,7 @@ class WhatIfAnalyzer : public PreparingAnalyzer {
       WhatIfReplayRank row;
       row.rank = summary.ranks[s].rank;
       row.dependencies_inferred = m.dependencies_inferred;
+      row.dependencies_recorded = m.dependencies_recorded;
       row.why_not = m.why_not;
       if (m.why_not.empty()) {
         std::vector<double> err;
@@ -148,6 +149,19 @@ class WhatIfAnalyzer : public PreparingAnalyzer {
         why_none = m.why_not;
       }
       result->replay.push_back(std::move(row));
+    }
+    for (const whatif::TransferFit& f : whatif::FitTransfers(graph.transfer_samples())) {
+      WhatIfFitRow row;
+      row.op = std::string(CollectiveName(f.op));
+      row.from_kernels = f.from_kernels;
+      row.samples = f.samples;
+      row.sizes = f.sizes;
+      row.fitted = f.fitted;
+      row.why_not = f.why_not;
+      row.latency_ns = std::llround(f.latency_ns);
+      row.bandwidth_gbps = Round2(f.bytes_per_ns);
+      row.median_excess_pct = Round2(f.median_excess_pct);
+      result->fit.push_back(std::move(row));
     }
     result->measured_step_ns = measured_run;
     result->replayed_step_ns = replayed_run;

@@ -1,7 +1,10 @@
 #include "analyzers/what_if_model.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <iterator>
 #include <limits>
+#include <map>
 #include <tuple>
 
 namespace overlapprof::whatif {
@@ -57,6 +60,107 @@ std::vector<IterationWindow> ModeledWindows(const std::vector<IterationWindow>& 
     if (sel.size() == kMaxModelIterations + 1) break;
   }
   return sel;
+}
+
+// The recorded dependencies of a rank's modeled tasks (docs/what-if.md, "Recorded edges"), from the
+// trace's CUDA event records and the waits on them (RankTrace::event_links, joined by sync id): a
+// wait waits for the last GPU task enqueued on the record's stream before the record call (by the
+// host times of the launch and record calls); a stream wait holds the first GPU task enqueued on the
+// waiting stream after the wait call, a host wait the wait call's return. Only waits whose task is
+// modeled on both ends count (else the rules apply). Streams are matched by native id (a wait's
+// stream entry names no device). Task indices as BuildRankModel's: GPU tasks [0, G), host tasks
+// G + (call index - h_lo).
+struct RecordedWaits {
+  std::vector<std::pair<uint32_t, uint32_t>> gpu;   // (waiting GPU task, GPU task waited for), sorted
+  std::vector<std::pair<uint32_t, uint32_t>> host;  // (waiting host task, GPU task waited for), sorted
+  std::vector<bool> gpu_known;   // per GPU task: a recorded wait holds it (rules C and E not applied)
+  std::vector<bool> host_known;  // per host task - G: a recorded host wait (rule S not applied)
+};
+
+RecordedWaits FindRecordedWaits(const RankTrace& trace, const std::vector<uint32_t>& gpu_act, size_t h_lo,
+                                size_t h_hi) {
+  RecordedWaits out;
+  const uint32_t G = static_cast<uint32_t>(gpu_act.size());
+  out.gpu_known.assign(G, false);
+  out.host_known.assign(h_hi - h_lo, false);
+  if (trace.event_links.empty()) return out;
+  const std::vector<Activity>& acts = trace.activities;
+  auto native = [&](uint32_t stream) {
+    return stream < trace.streams.size() ? trace.streams[stream].native_id : kUnknown;
+  };
+  // Correlation id -> host call index, for the links' calls (the first call with an id).
+  std::vector<int64_t> want;
+  for (const EventLink& l : trace.event_links)
+    if (l.correlation_id != kUnknown) want.push_back(l.correlation_id);
+  std::sort(want.begin(), want.end());
+  want.erase(std::unique(want.begin(), want.end()), want.end());
+  std::vector<std::pair<int64_t, size_t>> call_of;
+  for (size_t i = 0; i < trace.host_calls.size(); ++i)
+    if (std::binary_search(want.begin(), want.end(), trace.host_calls[i].correlation_id))
+      call_of.emplace_back(trace.host_calls[i].correlation_id, i);
+  std::stable_sort(call_of.begin(), call_of.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  auto call = [&](int64_t corr) -> size_t {
+    auto it = std::lower_bound(call_of.begin(), call_of.end(), corr, [](const auto& x, int64_t v) { return x.first < v; });
+    return it != call_of.end() && it->first == corr ? it->second : SIZE_MAX;
+  };
+  // Per native stream id: the modeled GPU tasks with a known launch, in launch order.
+  std::map<int64_t, std::vector<std::pair<int64_t, uint32_t>>> on_stream;
+  for (uint32_t g = 0; g < G; ++g) {
+    const Activity& a = acts[gpu_act[g]];
+    if (a.launch_ns != kUnknown) on_stream[native(a.stream)].emplace_back(a.launch_ns, g);
+  }
+  for (auto& [id, v] : on_stream) std::stable_sort(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  // Per native stream id: the latest launch of a GPU task before the modeled ones (a wait made
+  // before it holds that task, not a modeled one).
+  std::map<int64_t, int64_t> launched_before;
+  for (size_t i = 0; i < (gpu_act.empty() ? 0 : gpu_act.front()); ++i) {
+    const Activity& a = acts[i];
+    if (a.kind == ActivityKind::kSync || a.launch_ns == kUnknown) continue;
+    auto [it, fresh] = launched_before.emplace(native(a.stream), a.launch_ns);
+    if (!fresh) it->second = std::max(it->second, a.launch_ns);
+  }
+  // sync id -> the record: (native stream, record call start).
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> records;
+  for (const EventLink& l : trace.event_links) {
+    if (l.kind != EventLinkKind::kRecord || l.sync_id == kUnknown) continue;
+    const size_t c = call(l.correlation_id);
+    if (c != SIZE_MAX) records.emplace_back(l.sync_id, native(l.stream), trace.host_calls[c].start_ns);
+  }
+  std::stable_sort(records.begin(), records.end(),
+                   [](const auto& x, const auto& y) { return std::get<0>(x) < std::get<0>(y); });
+  for (const EventLink& l : trace.event_links) {
+    if (l.kind == EventLinkKind::kRecord) continue;
+    auto r = std::lower_bound(records.begin(), records.end(), l.sync_id,
+                              [](const auto& x, int64_t v) { return std::get<0>(x) < v; });
+    const size_t c = call(l.correlation_id);
+    if (r == records.end() || std::get<0>(*r) != l.sync_id || c == SIZE_MAX) continue;  // not joined: inferred
+    uint32_t producer = kNoIndex;
+    if (auto s = on_stream.find(std::get<1>(*r)); s != on_stream.end()) {
+      auto it = std::lower_bound(s->second.begin(), s->second.end(), std::get<2>(*r),
+                                 [](const auto& x, int64_t v) { return x.first < v; });
+      if (it != s->second.begin()) producer = std::prev(it)->second;
+    }
+    if (l.kind == EventLinkKind::kStreamWait) {
+      auto s = on_stream.find(native(l.stream));
+      if (s == on_stream.end()) continue;
+      const int64_t at = trace.host_calls[c].start_ns;
+      auto it = std::lower_bound(s->second.begin(), s->second.end(), at, [](const auto& x, int64_t v) { return x.first < v; });
+      if (it == s->second.end()) continue;
+      if (auto b = launched_before.find(native(l.stream)); b != launched_before.end() && b->second >= at)
+        continue;  // it holds a task before the modeled ones
+      if (producer == kNoIndex || producer == it->second) continue;
+      out.gpu_known[it->second] = true;
+      out.gpu.emplace_back(it->second, producer);
+    } else if (c >= h_lo && c < h_hi && producer != kNoIndex) {
+      out.host_known[c - h_lo] = true;
+      out.host.emplace_back(static_cast<uint32_t>(G + (c - h_lo)), producer);
+    }
+  }
+  for (auto* v : {&out.gpu, &out.host}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  }
+  return out;
 }
 
 }  // namespace
@@ -150,6 +254,19 @@ RankModel BuildRankModel(const RankTrace& trace, const std::vector<IterationWind
     e.source_is_sync = sync;
     m.edges.push_back(e);
   };
+  auto add_recorded = [&](uint32_t src, uint32_t dst, int64_t lat, EdgeKind kind) {
+    add(src, dst, lat, kind);
+    m.edges.back().recorded = true;
+    ++m.dependencies_recorded;
+  };
+  const RecordedWaits rec = FindRecordedWaits(trace, gpu_act, h_lo, h_hi);
+  for (uint32_t h = 0; h < H; ++h)
+    if (rec.host_known[h]) m.tasks[G + h].kind = TaskKind::kHostSync;  // it returns once the GPU got there
+  // The recorded waits of task t: [first, last) of rec.gpu or rec.host.
+  auto recorded_of = [](const std::vector<std::pair<uint32_t, uint32_t>>& v, uint32_t t) {
+    return std::equal_range(v.begin(), v.end(), std::make_pair(t, uint32_t{0}),
+                            [](const auto& x, const auto& y) { return x.first < y.first; });
+  };
 
   // Host: per thread in order; the latest-ending call of another thread that ended before a call
   // started, when later than the thread's own previous call, is what it waited for (rule H).
@@ -201,18 +318,27 @@ RankModel BuildRankModel(const RankTrace& trace, const std::vector<IterationWind
       last_launched[acts[gpu_act[g]].stream] = g;
     }
     uint32_t waited = kNoIndex;
-    for (const auto& [stream, g] : last_launched)
-      if (m.tasks[g].end_ns <= t.end_ns && (waited == kNoIndex || m.tasks[g].end_ns > m.tasks[waited].end_ns))
-        waited = g;
+    const bool recorded = rec.host_known[h - G];
+    if (recorded) {
+      // The event it waits for, recorded: rule S not applied.
+      const auto [first, last] = recorded_of(rec.host, h);
+      for (auto it = first; it != last; ++it)
+        if (waited == kNoIndex || m.tasks[it->second].end_ns > m.tasks[waited].end_ns) waited = it->second;
+    } else {
+      for (const auto& [stream, g] : last_launched)
+        if (m.tasks[g].end_ns <= t.end_ns && (waited == kNoIndex || m.tasks[g].end_ns > m.tasks[waited].end_ns))
+          waited = g;
+    }
     if (waited == kNoIndex) {
       add(StartEv(h), EndEv(h), dur, EdgeKind::kHostWork, true);
       continue;
     }
-    const bool did_wait = m.tasks[waited].end_ns > t.start_ns;
     const int64_t ret = t.end_ns - m.tasks[waited].end_ns;
+    const bool did_wait = m.tasks[waited].end_ns > t.start_ns && ret >= 0;
     add(StartEv(h), EndEv(h), did_wait ? std::min(dur, ret) : dur, EdgeKind::kHostWork, true);
-    add(EndEv(waited), EndEv(h), did_wait ? ret : 0, EdgeKind::kSyncWait);
-    if (did_wait) ++m.dependencies_inferred;
+    if (recorded) add_recorded(EndEv(waited), EndEv(h), did_wait ? ret : std::min<int64_t>(0, ret), EdgeKind::kSyncWait);
+    else add(EndEv(waited), EndEv(h), did_wait ? ret : 0, EdgeKind::kSyncWait);
+    if (did_wait && !recorded) ++m.dependencies_inferred;
   }
 
   // The launch latency (10th percentile) of GPU tasks whose stream was idle when they were launched: a
@@ -270,7 +396,11 @@ RankModel BuildRankModel(const RankTrace& trace, const std::vector<IterationWind
     if (prev != kNoIndex) ready = m.tasks[prev].end_ns;
     if (launch[g] != kNoIndex) ready = std::max(ready, l_at + typical_launch);
     uint32_t event = kNoIndex;
+    // A recorded wait holds this task: the tasks it names, and no inferred cross-stream edge.
+    const bool recorded = rec.gpu_known[g];
+    const auto [rec_first, rec_last] = recorded_of(rec.gpu, g);
     for (const auto& [s, st] : streams) {
+      if (recorded) break;
       if (s == a.stream || st.task.empty()) continue;
       auto it = std::upper_bound(st.max_end.begin(), st.max_end.end(), t.start_ns);
       if (it == st.max_end.begin()) continue;
@@ -282,8 +412,20 @@ RankModel BuildRankModel(const RankTrace& trace, const std::vector<IterationWind
     if (event != kNoIndex &&
         !(m.tasks[event].end_ns > ready && t.start_ns - m.tasks[event].end_ns <= kEventToleranceNs))
       event = kNoIndex;
+    // The recorded task that ended last explains the start where it ended after the stream and the
+    // launch allowed.
+    uint32_t rec_bind = kNoIndex;
+    for (auto it = rec_first; it != rec_last; ++it)
+      if (m.tasks[it->second].end_ns > ready &&
+          (rec_bind == kNoIndex || m.tasks[it->second].end_ns > m.tasks[rec_bind].end_ns))
+        rec_bind = it->second;
+    if (rec_bind != kNoIndex) event = rec_bind;
+    for (auto it = rec_first; it != rec_last; ++it)
+      if (it->second != rec_bind)
+        add_recorded(EndEv(it->second), StartEv(g), std::min<int64_t>(0, t.start_ns - m.tasks[it->second].end_ns),
+                     EdgeKind::kEvent);
     // Rule C holds where the data agree (the task it waits for ended by the start).
-    uint32_t current = waits_for_current[g];
+    uint32_t current = recorded ? kNoIndex : waits_for_current[g];
     if (current != kNoIndex && (m.tasks[current].end_ns > t.start_ns || current == event)) current = kNoIndex;
     if (current != kNoIndex && event == kNoIndex && m.tasks[current].end_ns > ready) {
       event = current;  // it explains the start
@@ -307,7 +449,11 @@ RankModel BuildRankModel(const RankTrace& trace, const std::vector<IterationWind
       const int64_t slack = t.start_ns - l_at;
       add(StartEv(launch[g]), StartEv(g), launch_binds ? slack : std::min(typical_launch, slack), EdgeKind::kLaunch);
     }
-    if (event != kNoIndex) {
+    if (event != kNoIndex && event == rec_bind) {
+      const int64_t slack = t.start_ns - m.tasks[event].end_ns;
+      add_recorded(EndEv(event), StartEv(g), slack, EdgeKind::kEvent);
+      if (slack > kUnexplainedDelayNs) m.unexplained_ns += slack;
+    } else if (event != kNoIndex) {
       add(EndEv(event), StartEv(g), t.start_ns - m.tasks[event].end_ns, EdgeKind::kEvent);
       ++m.dependencies_inferred;
     }
@@ -332,7 +478,7 @@ RankModel BuildRankModel(const RankTrace& trace, const std::vector<IterationWind
     if (a.comm_op == kNoIndex || a.comm_op >= trace.comm_ops.size() || kernels_of_op[a.comm_op] != 1) continue;
     const CommOp& op = trace.comm_ops[a.comm_op];
     if (IsPointToPoint(op.op)) continue;
-    m.collectives.push_back({op.communicator, op.seq != kUnknown ? op.seq : -1 - ordinal[a.comm_op], g});
+    m.collectives.push_back({op.communicator, op.seq != kUnknown ? op.seq : -1 - ordinal[a.comm_op], g, op.op, op.bytes});
   }
 
   m.gpu_activity = std::move(gpu_act);
@@ -364,6 +510,9 @@ RunGraph::RunGraph(std::vector<RankModel> ranks, const std::vector<int64_t>& off
       if (g.empty() || g.back().first != s) g.emplace_back(s, c.task);
     }
   }
+  std::vector<std::map<uint32_t, const CollectiveMember*>> member_of(ranks_.size());  // slot: task -> member
+  for (uint32_t s = 0; s < ranks_.size(); ++s)
+    for (const CollectiveMember& c : ranks_[s].collectives) member_of[s].emplace(c.task, &c);
   std::vector<std::vector<bool>> matched(ranks_.size());
   for (size_t s = 0; s < ranks_.size(); ++s) matched[s].assign(ranks_[s].tasks.size(), false);
   first_arrival_ = events_;
@@ -389,6 +538,8 @@ RunGraph::RunGraph(std::vector<RankModel> ranks, const std::vector<int64_t>& off
         ++negative_transfers_;
         transfer = 0;
       }
+      if (const CollectiveMember* c = member_of[s][t]; c && c->bytes != kUnknown)
+        samples_.push_back({c->op, c->bytes, transfer, false});
       Edge outv;
       outv.src = arrival;
       outv.dst = base_[s] + EndEv(t);
@@ -402,6 +553,9 @@ RunGraph::RunGraph(std::vector<RankModel> ranks, const std::vector<int64_t>& off
   }
   for (uint32_t s = 0; s < ranks_.size(); ++s) {
     if (!ranks_[s].why_not.empty()) continue;
+    for (const CollectiveMember& c : ranks_[s].collectives)
+      if (!matched[s][c.task] && c.bytes != kUnknown)
+        samples_.push_back({c.op, c.bytes, ranks_[s].tasks[c.task].end_ns - ranks_[s].tasks[c.task].start_ns, true});
     for (const Edge& e : ranks_[s].edges) {
       if (e.kind == EdgeKind::kComm && matched[s][e.src / 2]) continue;  // timed by its collective
       Edge r = e;

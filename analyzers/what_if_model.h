@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "analyzers/iterations.h"
+#include "analyzers/what_if_fit.h"
 #include "src/trace/model.h"
 
 namespace overlapprof::whatif {
@@ -42,8 +43,8 @@ enum class EdgeKind : uint8_t {
   kHostGap,       // previous host call's end -> host call start (same thread, or inferred across threads)
   kLaunch,        // launch call start -> GPU task start
   kStream,        // previous task on the stream ends -> GPU task start
-  kEvent,         // inferred: task on another stream ends -> GPU task start
-  kSyncWait,      // inferred: GPU task end -> synchronizing host call end
+  kEvent,         // task on another stream ends -> GPU task start (recorded or inferred: Edge::recorded)
+  kSyncWait,      // GPU task end -> synchronizing host call end (recorded or inferred: Edge::recorded)
   kCompute,       // compute GPU task start -> end (measured duration)
   kComm,          // communication GPU task not matched across ranks: start -> end
   kMemory,        // memcpy / memset start -> end
@@ -60,6 +61,7 @@ struct Edge {
   int64_t aux = 0;  // kTransfer: the transfer time (lat - aux is the clock offset term)
   EdgeKind kind = EdgeKind::kHostWork;
   bool source_is_sync = false;  // kHostGap: the source is a synchronizing host call
+  bool recorded = false;        // kEvent, kSyncWait: from the trace's event records (EventLink), not inferred
 };
 
 struct Task {
@@ -73,6 +75,8 @@ struct CollectiveMember {
   std::string communicator;
   int64_t key = 0;
   uint32_t task = 0;
+  Collective op = Collective::kUnknown;
+  int64_t bytes = kUnknown;  // CommOp::bytes
 };
 
 // One rank's model. Task and event indices are the rank's own until the run's graph joins them.
@@ -91,6 +95,10 @@ struct RankModel {
   // Measured step k: start of window k + 1's first task - start of window k's first task.
   std::vector<int64_t> measured_steps;
   int64_t dependencies_inferred = 0;
+  // Edges from the trace's own records of CUDA events (RankTrace::event_links: a stream or the host
+  // waiting for an event record); where one exists for a task, rules C and E (GPU) or S (host) are
+  // not applied to it.
+  int64_t dependencies_recorded = 0;
   // Sum over the modeled GPU tasks of their start delay beyond what their stream, launch and
   // inferred dependencies explain, where it exceeds kUnexplainedDelayNs (ns).
   int64_t unexplained_ns = 0;
@@ -148,6 +156,9 @@ class RunGraph {
   const std::vector<RankModel>& ranks() const { return ranks_; }
   int64_t matched_collectives() const { return matched_; }
   int64_t negative_transfers() const { return negative_transfers_; }
+  // The modeled ranks' collective members with known bytes, timed (for FitTransfers): a matched
+  // member's transfer, an unmatched one's kernel duration.
+  const std::vector<TransferSample>& transfer_samples() const { return samples_; }
   // Per slot: the sum of its compute tasks' durations (for the straggler scenario).
   std::vector<int64_t> ComputeTime() const;
 
@@ -166,6 +177,7 @@ class RunGraph {
   uint32_t first_arrival_ = 0;
   uint32_t events_ = 0;
   int64_t matched_ = 0, negative_transfers_ = 0;
+  std::vector<TransferSample> samples_;
 };
 
 }  // namespace overlapprof::whatif

@@ -18,6 +18,7 @@ struct WhatIfReplayRank {
   int64_t measured_step_ns = 0;  // mean over the modeled iterations
   int64_t replayed_step_ns = 0;
   int64_t dependencies_inferred = 0;
+  int64_t dependencies_recorded = 0;  // from the trace's CUDA event records
   std::string why_not;
 };
 
@@ -45,12 +46,26 @@ struct WhatIfPathRow {
   int64_t waiting_for = -1;  // the rank waited on longest; -1 none (or unknown)
 };
 
+// The transfer-time model of one collective family, fitted on the trace's collectives
+// (analyzers/what_if_fit.h): time = latency + bytes / bandwidth.
+struct WhatIfFitRow {
+  std::string op;                // CollectiveName
+  bool from_kernels = false;     // fitted on kernel durations (waiting included), not matched transfers
+  int64_t samples = 0, sizes = 0;
+  bool fitted = false;
+  std::string why_not;
+  int64_t latency_ns = 0;
+  double bandwidth_gbps = 0;     // bytes per ns; 0 when the time does not grow with the size
+  double median_excess_pct = 0;  // how far the samples lie above the fit (median, percent)
+};
+
 struct WhatIfResult {
   std::vector<WhatIfReplayRank> replay;  // in Summary::ranks order
   int64_t measured_step_ns = 0;          // the run's: the slowest modeled rank's mean measured step
   int64_t replayed_step_ns = 0;          // the same, replayed
   std::vector<WhatIfScenario> scenarios;
   std::vector<WhatIfPathRow> critical_path;  // per modeled rank and iteration, in replay order
+  std::vector<WhatIfFitRow> fit;             // per collective family with timed members
 };
 
 }  // namespace overlapprof

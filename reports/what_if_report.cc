@@ -21,6 +21,7 @@ Json WhatIfJson(const WhatIfResult& w) {
     j["measured_step_ns"] = r.iterations > 0 ? Json(r.measured_step_ns) : Json(nullptr);
     j["replayed_step_ns"] = r.iterations > 0 ? Json(r.replayed_step_ns) : Json(nullptr);
     j["dependencies_inferred"] = r.dependencies_inferred;
+    j["dependencies_recorded"] = r.dependencies_recorded;
     j["why_not"] = r.why_not.empty() ? Json(nullptr) : Json(r.why_not);
     replay.push_back(std::move(j));
   }
@@ -55,12 +56,26 @@ Json WhatIfJson(const WhatIfResult& w) {
     j["waiting_for"] = p.waiting_for >= 0 ? Json(p.waiting_for) : Json(nullptr);
     paths.push_back(std::move(j));
   }
+  Json fit = Json::array();
+  for (const WhatIfFitRow& f : w.fit) {
+    Json j = Json::object();
+    j["op"] = f.op;
+    j["source"] = f.from_kernels ? "kernel durations" : "transfers";
+    j["samples"] = f.samples;
+    j["sizes"] = f.sizes;
+    j["latency_ns"] = f.fitted ? Json(f.latency_ns) : Json(nullptr);
+    j["bandwidth_gbps"] = f.fitted ? Json(f.bandwidth_gbps) : Json(nullptr);
+    j["median_excess_pct"] = f.fitted ? Json(f.median_excess_pct) : Json(nullptr);
+    j["why_not"] = f.fitted ? Json(nullptr) : Json(f.why_not);
+    fit.push_back(std::move(j));
+  }
   Json out = Json::object();
   out["replay"] = std::move(replay);
   out["measured_step_ns"] = w.measured_step_ns;
   out["replayed_step_ns"] = w.replayed_step_ns;
   out["scenarios"] = std::move(scenarios);
   out["critical_path"] = std::move(paths);
+  out["fit"] = std::move(fit);
   return out;
 }
 

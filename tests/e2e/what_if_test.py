@@ -93,6 +93,23 @@ def main():
                            capture_output=True, text=True)
         s = scenario(json.loads(r.stdout)["what_if"], "ranks arrive together")
         assert not s["predictable"] and s["predicted_step_ns"] is None and s["why_not"] == "fewer than two modeled ranks", s
+        # The latency/bandwidth fit on the run's matched transfers gives back synth's model of an all-reduce on 4
+        # ranks: 20 us + bytes * 2 (n - 1) / n / 50 GB/s (without noise; with it, the lower envelope).
+        exact = os.path.join(tmp, "ddp-exact")
+        synth(exact, "--scenario", "ddp", "--noise", "0")
+        fits = {f["op"]: f for f in analyze(exe, exact)["fit"]}
+        f = fits["allreduce"]
+        assert f["source"] == "transfers" and f["sizes"] >= 2 and f["why_not"] is None, f
+        within(f["latency_ns"], 20000, 0.01, "fitted all-reduce latency (ns)")
+        within(f["bandwidth_gbps"], 50 / 1.5, 0.01, "fitted all-reduce bandwidth (GB/s)")
+        f = {f["op"]: f for f in cases["ddp"]["fit"]}["allreduce"]  # +-5% noise on every transfer
+        within(f["bandwidth_gbps"], 50 / 1.5, 0.1, "fitted all-reduce bandwidth with noise (GB/s)")
+        # Recorded dependencies through the CLI: an Nsight Systems export with CUPTI 12.8's eventSyncId.
+        w = analyze(exe, os.path.join(HERE, "..", "data", "nsys", "h100_ddp2.sqlite"))
+        assert len(w["replay"]) == 2, w["replay"]
+        for r in w["replay"]:
+            assert r["iterations"] >= 2 and r["dependencies_recorded"] >= 50, r
+            assert r["max_error_pct"] == 0.0, r
         # The terminal's table, after the step split.
         # Off by default: no model, no section, no table.
         r = subprocess.run([exe, "analyze", os.path.join(tmp, "ddp"), "--json", "-"], check=True, capture_output=True,

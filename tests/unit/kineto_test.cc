@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 #include <map>
+#include <algorithm>
+#include <tuple>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -252,6 +254,52 @@ TEST(KinetoImport, CopiesLaunchedByACommunicationOpAreCopyEngineCommunication) {
   EXPECT_EQ(by_corr[3]->category, Category::kMemory);
   EXPECT_EQ(by_corr[3]->comm_op, kNoIndex);
   EXPECT_EQ(CommRuleName(CommRule::kCopyEngine), "copy_engine");
+}
+
+}  // namespace
+}  // namespace overlapprof
+
+namespace overlapprof {
+namespace {
+
+// PyTorch's cuda_sync events (enable_cuda_sync_events) become the recorded dependencies
+// (RankTrace::event_links), as the recorder's: a stream wait and a host wait on the record whose
+// call's correlation id they name (its stream from wait_on_stream), and a cuda_event record. Read
+// only where host calls are (the what-if model's input).
+TEST(KinetoImport, CudaSyncEventsBecomeEventLinks) {
+  const std::string json = R"J({"traceEvents": [
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaEventRecord", "pid": 1, "tid": 2, "ts": 10, "dur": 1, "args": {"correlation": 10}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "pid": 1, "tid": 2, "ts": 12, "dur": 1, "args": {"correlation": 11}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaEventSynchronize", "pid": 1, "tid": 2, "ts": 14, "dur": 5, "args": {"correlation": 12}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaEventRecord", "pid": 1, "tid": 2, "ts": 20, "dur": 1, "args": {"correlation": 13}},
+    {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 20, "ts": 12, "dur": 0,
+     "args": {"cuda_sync_kind": "Stream Wait Event", "stream": 20, "correlation": 11, "device": 0, "context": 1,
+              "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 10, "wait_on_cuda_event_id": 3}},
+    {"ph": "X", "cat": "cuda_sync", "name": "Event Sync", "pid": 0, "tid": -1, "ts": 14, "dur": 5,
+     "args": {"cuda_sync_kind": "Event Sync", "stream": -1, "correlation": 12, "device": 0, "context": 1,
+              "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 10, "wait_on_cuda_event_id": 3}},
+    {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 7, "ts": 30, "dur": 5,
+     "args": {"cuda_sync_kind": "Stream Sync", "stream": 7, "correlation": 14, "device": 0, "context": 1}},
+    {"ph": "X", "cat": "cuda_event", "name": "cudaEventRecord", "pid": 0, "tid": 9, "ts": 20, "dur": 0,
+     "args": {"stream": 9, "correlation": 13, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 5, "dur": 10, "args": {"stream": 7, "device": 0, "correlation": 1}}
+  ]})J";
+  StatusOr<RankTrace> t = testing::ParseJsonText(json);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  std::vector<std::tuple<int, int64_t, int64_t, int64_t>> links;  // kind, correlation, sync id, native stream
+  for (const EventLink& l : t->event_links)
+    links.emplace_back(static_cast<int>(l.kind), l.correlation_id, l.sync_id,
+                       l.stream == kNoIndex ? -2 : t->streams[l.stream].native_id);
+  std::sort(links.begin(), links.end());
+  const std::vector<std::tuple<int, int64_t, int64_t, int64_t>> want = {
+      {1, 10, 10, 7}, {1, 13, 13, 9}, {2, 11, 10, 20}, {3, 12, 10, -2}};
+  EXPECT_EQ(links, want);
+  ImportOptions lean;
+  lean.store_needs = TraceNeeds{};
+  StatusOr<RankTrace> without = testing::ParseJsonText(json, lean);
+  ASSERT_TRUE(without.ok());
+  EXPECT_TRUE(without->event_links.empty());
+  EXPECT_EQ(without->streams.size(), t->streams.size() - 1);  // stream 9 only named by the record
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -198,6 +199,52 @@ TEST(NsysImporter, EveryWayOfReadingGivesTheSameRanks) {
       size_t built = 0;
       EXPECT_EQ(ReadEveryRank(path, kReadWays[0], needs, &built, lean), first) << path << ": listed without host calls";
       EXPECT_GT(built, 0u);
+    }
+  }
+}
+
+// An export whose CUPTI gives eventSyncId (h100_ddp2: CUPTI_ACTIVITY_KIND_CUDA_EVENT records, and
+// synchronizations naming them): with host calls, the records and waits become RankTrace::event_links
+// (docs/what-if.md, "Recorded edges"), the same every way of reading, each with its API call kept as a
+// host call; without host calls, none.
+TEST(NsysImporter, EventRecordsAndWaitsBecomeEventLinks) {
+  const std::string path = testing::DataFile("nsys/h100_ddp2.sqlite");
+  std::vector<std::string> first;
+  for (const ReadWay& w : kReadWays) {
+    for (const bool host_calls : {true, false}) {
+      ImportOptions o;
+      o.nsys.read_mode = w.mode;
+      o.store_needs = host_calls ? TraceNeeds::All() : TraceNeeds{};
+      StatusOr<std::vector<TraceInput>> inputs = ExpandInputs({path}, "", o.store_needs, o);
+      ASSERT_TRUE(inputs.ok()) << inputs.status().message();
+      std::vector<std::string> ranks;
+      int64_t kinds[4] = {};
+      for (const TraceInput& in : *inputs) {
+        StatusOr<RankTrace> t = ImportFile(in, o);
+        ASSERT_TRUE(t.ok()) << t.status().message();
+        std::set<int64_t> calls;
+        for (const HostCall& h : t->host_calls) calls.insert(h.correlation_id);
+        std::string fp;
+        for (const EventLink& l : t->event_links) {
+          ++kinds[static_cast<int>(l.kind)];
+          EXPECT_TRUE(calls.count(l.correlation_id)) << w.name << ": the call of link " << l.correlation_id;
+          fp += fmt::format("{} {} {} {}\n", static_cast<int>(l.kind), l.correlation_id, l.sync_id,
+                            l.stream == kNoIndex ? -1 : t->streams[l.stream].native_id);
+        }
+        ranks.push_back(fp);
+      }
+      if (!host_calls) {
+        EXPECT_EQ(kinds[1] + kinds[2] + kinds[3], 0) << w.name;
+        continue;
+      }
+      // The export's own counts (sqlite3): 254 records, 267 event synchronizations and 156 of 208 stream
+      // waits with an eventSyncId; records are read where a wait of the rank names one.
+      EXPECT_GT(kinds[static_cast<int>(EventLinkKind::kRecord)], 0) << w.name;
+      EXPECT_LE(kinds[static_cast<int>(EventLinkKind::kRecord)], 254) << w.name;
+      EXPECT_EQ(kinds[static_cast<int>(EventLinkKind::kHostWait)], 267) << w.name;
+      EXPECT_EQ(kinds[static_cast<int>(EventLinkKind::kStreamWait)], 156) << w.name;
+      if (first.empty()) first = ranks;
+      else EXPECT_EQ(ranks, first) << w.name << " vs " << kReadWays[0].name;
     }
   }
 }

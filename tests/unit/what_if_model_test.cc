@@ -33,6 +33,12 @@ struct GenConfig {
   bool host_free = false;      // launch calls, host work between launches and launch latency take 0
   double host_ratio = 0.85;    // host time per compute launch, as a fraction of the kernel's
   int64_t hidden_wait_ns = 0;  // the optimizer also waits this long after the all-reduce, for nothing the trace records
+  // The waits are recorded (RankTrace::event_links, as the recorder writes them): the all-reduce's
+  // stream waits for an event recorded on the compute stream, the optimizer's for one on stream 20.
+  bool record_events = false;
+  // Iteration i's all-reduce carries (i + 1) * 4 MiB and transfers in 20 µs + bytes / 50 GB/s (else
+  // no bytes, 300 µs).
+  bool sized = false;
 };
 
 constexpr int64_t kApiNs = 3000, kLaunchLatNs = 4000, kSyncReturnNs = 4000, kGapNs = 150000;
@@ -61,6 +67,28 @@ void Launch(GenRank& g, const GenConfig& c, int64_t host_ns) {
   call.name_id = g.trace.names.Intern("cudaLaunchKernel");
   g.trace.host_calls.push_back(call);
   g.h += c.host_free ? 0 : host_ns;
+}
+
+// cudaEventRecord on `stream`, then cudaStreamWaitEvent of `waiter` on it (1 µs each), as the
+// recorder stores them: the waiting stream as a (no device, native id) entry.
+void RecordAndWait(GenRank& g, int stream, int waiter) {
+  const int64_t sync_id = g.corr + 1000000;
+  for (EventLinkKind kind : {EventLinkKind::kRecord, EventLinkKind::kStreamWait}) {
+    HostCall call;
+    call.start_ns = g.h;
+    call.end_ns = g.h + 1000;
+    call.correlation_id = ++g.corr;
+    call.tid = 1;
+    call.name_id = g.trace.names.Intern(kind == EventLinkKind::kRecord ? "cudaEventRecord" : "cudaStreamWaitEvent");
+    g.trace.host_calls.push_back(call);
+    g.h += 1000;
+    EventLink l;
+    l.kind = kind;
+    l.correlation_id = call.correlation_id;
+    l.sync_id = sync_id;
+    l.stream = kind == EventLinkKind::kRecord ? g.trace.StreamIndex(0, stream) : g.trace.StreamIndex(0xffffffffu, waiter);
+    g.trace.event_links.push_back(l);
+  }
 }
 
 size_t Kernel(GenRank& g, const GenConfig& c, int stream, int64_t dur, int64_t waits_for, Category cat,
@@ -95,6 +123,7 @@ std::vector<RankTrace> Generate(const GenConfig& c, std::vector<std::vector<Iter
       }
       if (it > 0) g.windows.back().end_ns = first;
       g.windows.push_back({first, 0, it, true, false});
+      if (c.record_events) RecordAndWait(g, 7, 20);
       Launch(g, c, 10000);
       g.coll_act = Kernel(g, c, 20, 0, last_compute_end, Category::kComm, "ncclDevKernel_AllReduce");
       g.coll_start = g.trace.activities[g.coll_act].start_ns;
@@ -102,18 +131,21 @@ std::vector<RankTrace> Generate(const GenConfig& c, std::vector<std::vector<Iter
       op.communicator = "pg0";
       op.seq = it + 1;
       op.op = Collective::kAllReduce;
+      if (c.sized) op.bytes = (it + 1) * (int64_t{4} << 20);
       op.stream = g.trace.activities[g.coll_act].stream;
       g.trace.comm_ops.push_back(op);
       g.trace.activities[g.coll_act].comm_op = static_cast<uint32_t>(g.trace.comm_ops.size() - 1);
     }
     int64_t last = 0;
     for (const GenRank& g : ranks) last = std::max(last, g.coll_start);
-    const int64_t transfer = static_cast<int64_t>(300000.0 * c.transfer_factor);
+    const int64_t transfer = static_cast<int64_t>(
+        (c.sized ? 20000.0 + static_cast<double>((it + 1) * (int64_t{4} << 20)) / 50.0 : 300000.0) * c.transfer_factor);
     for (int r = 0; r < c.ranks; ++r) {
       GenRank& g = ranks[r];
       Activity& coll = g.trace.activities[g.coll_act];
       coll.end_ns = last + transfer;
       g.stream_free[20] = coll.end_ns;
+      if (c.record_events) RecordAndWait(g, 20, 7);
       Launch(g, c, 5000);
       Kernel(g, c, 7, 50000, coll.end_ns + c.hidden_wait_ns, Category::kCompute, "adam");
       int64_t gpu_done = 0;
@@ -292,6 +324,178 @@ TEST(WhatIfModel, DelaysNothingExplainsAreCounted) {
   c.hidden_wait_ns = whatif::kEventToleranceNs / 2;  // within the event tolerance: an inferred edge explains it
   Built small = Build(c);
   for (const RankModel& m : small.graph->ranks()) EXPECT_EQ(m.unexplained_ns, 0) << "rank " << m.rank;
+}
+
+// With the waits recorded, the cross-stream edges come from the records (none inferred: the
+// all-reduce's wait for the compute and the optimizer's for the all-reduce), the replay is exact and
+// the predictions still match the generator's re-run.
+TEST(WhatIfModel, RecordedEventsReplaceTheInferredCrossStreamEdges) {
+  GenConfig c;
+  c.record_events = true;
+  Built b = Build(c);
+  const auto replayed = b.graph->Replay({});
+  for (size_t r = 0; r < replayed.size(); ++r) EXPECT_EQ(replayed[r], b.measured[r]) << "rank " << r;
+  for (const RankModel& m : b.graph->ranks()) {
+    // Two recorded waits per modeled window (6 windows: 5 steps + the last); the synchronization is
+    // still inferred (rule S), nothing else.
+    EXPECT_EQ(m.dependencies_recorded, 2 * c.iterations) << "rank " << m.rank;
+    for (const whatif::Edge& e : m.edges) {
+      if (e.kind == whatif::EdgeKind::kEvent) {
+        EXPECT_TRUE(e.recorded) << "rank " << m.rank;
+      }
+    }
+    EXPECT_EQ(m.unexplained_ns, 0);
+  }
+  Change ch;
+  ch.comm_factor = 0.5;
+  GenConfig truth_cfg = c;
+  truth_cfg.transfer_factor = 0.5;
+  ExpectWithinOnePercent(RunStep(b.graph->Replay(ch)), RunStep(Build(truth_cfg).measured));
+  // A recorded wait that ends long before the start does not explain it: counted.
+  c.hidden_wait_ns = 1000000;
+  const Built hidden = Build(c);
+  for (const RankModel& m : hidden.graph->ranks())
+    EXPECT_GE(m.unexplained_ns, static_cast<int64_t>(m.Iterations()) * c.hidden_wait_ns) << "rank " << m.rank;
+}
+
+// One rank, three iterations of: P (compute, stream 7) and K (a communication kernel matched to
+// nothing, stream 9) run together, P ends 3 µs before K; C (stream 20) starts when K ends. The
+// trace records that C's stream waits for an event recorded after P, and that the host's
+// cudaEventSynchronize waits for the same event, returning 4 µs after P ended (1 µs after K
+// ended). Rule E would make C wait for K (the task that ended last, at C's start) and rule S the
+// synchronization for K (the last task that ended before the return): with communication free,
+// both would predict a shorter step. The records say neither waits for K: no saving.
+// `early_record`: in that iteration the event is recorded before P is launched (it covers nothing
+// modeled).
+RankTrace RecordedEdgeTrace(bool with_links, std::vector<IterationWindow>* windows, int early_record = -1) {
+  RankTrace t;
+  t.meta.rank = 0;
+  int64_t corr = 0;
+  auto call = [&](const char* name, int64_t start, int64_t end) {
+    HostCall h;
+    h.start_ns = start;
+    h.end_ns = end;
+    h.correlation_id = ++corr;
+    h.tid = 1;
+    h.name_id = t.names.Intern(name);
+    t.host_calls.push_back(h);
+    return corr;
+  };
+  auto kernel = [&](int stream, int64_t launch, int64_t start, int64_t end, Category cat, const char* name) {
+    const int64_t id = call("cudaLaunchKernel", launch, launch + 2000);
+    Activity a;
+    a.correlation_id = id;
+    a.launch_ns = launch;
+    a.start_ns = start;
+    a.end_ns = end;
+    a.stream = t.StreamIndex(0, stream);
+    a.category = cat;
+    a.name_id = t.names.Intern(name);
+    t.activities.push_back(a);
+  };
+  auto link = [&](EventLinkKind kind, int64_t id, int64_t sync_id, uint32_t stream) {
+    if (!with_links) return;
+    EventLink l;
+    l.kind = kind;
+    l.correlation_id = id;
+    l.sync_id = sync_id;
+    l.stream = stream;
+    t.event_links.push_back(l);
+  };
+  const int64_t kStep = 1000000;
+  for (int it = 0; it < 3; ++it) {
+    const int64_t b = it * kStep + 100000;
+    kernel(7, b, b + 10000, b + 297000, Category::kCompute, "gemm");                        // P
+    kernel(9, b + 3000, b + 13000, b + 300000, Category::kComm, "ncclDevKernel_AllReduce");  // K
+    const int64_t rec = it == early_record ? call("cudaEventRecord", b - 5000, b - 4000)
+                                           : call("cudaEventRecord", b + 6000, b + 7000);
+    link(EventLinkKind::kRecord, rec, it + 1, t.StreamIndex(0, 7));
+    const int64_t wait = call("cudaStreamWaitEvent", b + 8000, b + 9000);
+    link(EventLinkKind::kStreamWait, wait, it + 1, t.StreamIndex(0xffffffffu, 20));
+    kernel(20, b + 20000, b + 300000, b + 400000, Category::kCompute, "elementwise");  // C
+    const int64_t sync = call("cudaEventSynchronize", b + 295000, b + 301000);
+    link(EventLinkKind::kHostWait, sync, it + 1, kNoIndex);
+    windows->push_back({b + 10000, b + kStep + 10000, it, true, false});
+  }
+  windows->back().end_ns = 3 * kStep + 100000;
+  t.Finalize();
+  return t;
+}
+
+TEST(WhatIfModel, RecordedEdgeWinsOverTheInferredOne) {
+  std::vector<IterationWindow> w;
+  const RankTrace t = RecordedEdgeTrace(true, &w);
+  RankModel m = BuildRankModel(t, w);
+  ASSERT_EQ(m.why_not, "");
+  EXPECT_EQ(m.dependencies_recorded, 6);  // per window: C waits for P, the synchronization for P
+  EXPECT_EQ(m.dependencies_inferred, 0);
+  // Every event edge and synchronization edge starts at P's end (P: the GPU tasks on stream 7).
+  int checked = 0;
+  for (const whatif::Edge& e : m.edges) {
+    if (e.kind != whatif::EdgeKind::kEvent && e.kind != whatif::EdgeKind::kSyncWait) continue;
+    EXPECT_TRUE(e.recorded);
+    const whatif::Task& src = m.tasks[e.src / 2];
+    EXPECT_EQ((src.end_ns - 100000) % 1000000, 297000) << "edge from the task ending at " << src.end_ns;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 6);
+  const std::vector<int64_t> measured = m.measured_steps;
+  RunGraph g({std::move(m)}, {0});
+  EXPECT_EQ(g.Replay({})[0], measured);
+  Change free_comm;
+  free_comm.comm_factor = 0.0;
+  EXPECT_EQ(g.Replay(free_comm)[0], measured);  // nothing waits for K
+
+  // Without the records, the rules infer the waits on K, and the same scenario predicts a saving.
+  std::vector<IterationWindow> w2;
+  RankModel inferred = BuildRankModel(RecordedEdgeTrace(false, &w2), w2);
+  ASSERT_EQ(inferred.why_not, "");
+  EXPECT_EQ(inferred.dependencies_recorded, 0);
+  EXPECT_GE(inferred.dependencies_inferred, 6);
+  RunGraph g2({std::move(inferred)}, {0});
+  EXPECT_LT(g2.Replay(free_comm)[0][0], measured[0]);
+}
+
+// A wait whose record is not in the trace (not joined) leaves the rules in place.
+TEST(WhatIfModel, WaitWithoutItsRecordIsInferred) {
+  std::vector<IterationWindow> w;
+  RankTrace t = RecordedEdgeTrace(true, &w);
+  std::erase_if(t.event_links, [](const EventLink& l) { return l.kind == EventLinkKind::kRecord; });
+  const RankModel m = BuildRankModel(t, w);
+  EXPECT_EQ(m.dependencies_recorded, 0);
+  EXPECT_GE(m.dependencies_inferred, 6);
+}
+
+// The run's matched transfers are the fit's samples: the generator's latency and bandwidth come back.
+TEST(WhatIfModel, TransferSamplesFitTheGeneratorsLatencyAndBandwidth) {
+  GenConfig c;
+  c.sized = true;
+  Built b = Build(c);
+  const std::vector<whatif::TransferSample>& s = b.graph->transfer_samples();
+  EXPECT_EQ(s.size(), static_cast<size_t>(c.ranks * c.iterations));
+  const std::vector<whatif::TransferFit> fits = whatif::FitTransfers(s);
+  ASSERT_EQ(fits.size(), 1u);
+  EXPECT_EQ(fits[0].op, Collective::kAllReduce);
+  EXPECT_FALSE(fits[0].from_kernels);
+  EXPECT_NEAR(fits[0].latency_ns, 20000, 2);
+  EXPECT_NEAR(fits[0].bytes_per_ns, 50, 0.01);
+  // One rank alone: its kernels' durations (waiting for the others included) are the samples.
+  std::vector<std::vector<IterationWindow>> windows;
+  std::vector<RankTrace> traces = Generate(c, &windows);
+  std::vector<RankModel> one;
+  one.push_back(BuildRankModel(traces[0], windows[0]));
+  const RunGraph alone(std::move(one), {0});
+  ASSERT_EQ(alone.transfer_samples().size(), static_cast<size_t>(c.iterations));
+  EXPECT_TRUE(alone.transfer_samples()[0].kernel);
+}
+
+// A wait whose record covers no modeled task holds nothing: the rules apply to what it would hold.
+TEST(WhatIfModel, WaitOnARecordCoveringNothingModeledIsInferred) {
+  std::vector<IterationWindow> w;
+  const RankModel m = BuildRankModel(RecordedEdgeTrace(true, &w, 0), w);
+  ASSERT_EQ(m.why_not, "");
+  EXPECT_EQ(m.dependencies_recorded, 4);  // iterations 1 and 2
+  EXPECT_EQ(m.dependencies_inferred, 2);  // iteration 0: C waits for K (rule E), the synchronization for K (rule S)
 }
 
 TEST(WhatIfModel, TooFewSteadyIterationsIsNotModeled) {

@@ -132,7 +132,11 @@ void TraceBuilder::AddEvent(const RawEvent& ev) {
     case Cat::kMemcpy:
     case Cat::kMemset:
     case Cat::kSync:
+      if (opts_.store_needs.host_calls) MaybeAddEventLink(ev, cat);
       return AddActivity(ev, cat);
+    case Cat::kCudaEvent:
+      if (opts_.store_needs.host_calls) MaybeAddEventLink(ev, cat);
+      return;
     case Cat::kRuntime: {
       HostCall h;
       int64_t end;
@@ -244,6 +248,60 @@ void TraceBuilder::AddActivity(const RawEvent& ev, Cat cat) {
     unnamed_p2p_.emplace_back(a.comm_op, IdFromToken(ev.external_id));
   }
   PushBack(t_.activities, a);
+}
+
+void TraceBuilder::MaybeAddEventLink(const RawEvent& ev, Cat cat) {
+  SyncLink l;
+  l.correlation = ev.correlation;
+  l.device = ev.device != kUnknown ? ev.device : ev.pid;
+  l.stream = ev.stream;
+  if (cat == Cat::kCudaEvent) {
+    if (l.correlation == kUnknown || l.stream == kUnknown || l.stream < 0) return;
+    sync_links_.push_back(l);  // a record
+    return;
+  }
+  // cuda_sync: "Event Sync" (cudaEventSynchronize: the host waits), any other kind naming the
+  // record it waits for ("Stream Wait Event", older "Wait on stream": a stream waits).
+  if (ev.wait_on_record == kUnknown || ev.wait_on_record < 0 || l.correlation == kUnknown) return;
+  l.kind = ev.has_name && KeyIs(ev.name, "Event Sync") ? EventLinkKind::kHostWait : EventLinkKind::kStreamWait;
+  if (l.kind == EventLinkKind::kStreamWait && (l.stream == kUnknown || l.stream < 0)) return;
+  l.record = ev.wait_on_record;
+  l.record_stream = ev.wait_on_stream;
+  sync_links_.push_back(l);
+}
+
+void TraceBuilder::BuildEventLinks() {
+  // sync id: the record call's correlation id (unique per cudaEventRecord call, as CUPTI's sync id).
+  std::vector<EventLink> records;
+  for (const SyncLink& s : sync_links_) {
+    EventLink r;
+    r.kind = EventLinkKind::kRecord;
+    if (s.kind == EventLinkKind::kRecord) {
+      r.correlation_id = r.sync_id = s.correlation;
+      r.stream = t_.StreamIndex(s.device, s.stream);
+      records.push_back(r);
+      continue;
+    }
+    if (s.record_stream != kUnknown && s.record_stream >= 0) {
+      r.correlation_id = r.sync_id = s.record;
+      r.stream = t_.StreamIndex(s.device, s.record_stream);
+      records.push_back(r);
+    }
+    EventLink w;
+    w.kind = s.kind;
+    w.correlation_id = s.correlation;
+    w.sync_id = s.record;
+    if (s.kind == EventLinkKind::kStreamWait) w.stream = t_.StreamIndex(s.device, s.stream);
+    t_.event_links.push_back(w);
+  }
+  // One record per record call (several waits name it; a cuda_event event may too): the first.
+  std::stable_sort(records.begin(), records.end(),
+                   [](const EventLink& x, const EventLink& y) { return x.sync_id < y.sync_id; });
+  records.erase(std::unique(records.begin(), records.end(),
+                            [](const EventLink& x, const EventLink& y) { return x.sync_id == y.sync_id; }),
+                records.end());
+  t_.event_links.insert(t_.event_links.end(), records.begin(), records.end());
+  std::vector<SyncLink>().swap(sync_links_);
 }
 
 void TraceBuilder::ClassifyByHostOp() {
@@ -442,6 +500,7 @@ Status TraceBuilder::Finish() {
                        "baseTimeNanoseconds + ts falls outside 0..2^62 ns (the range overlapprof accepts)");
   }
   ClassifyByHostOp();
+  BuildEventLinks();  // before the streams are named: it may add the streams events were recorded on
   for (Stream& s : t_.streams) {
     auto it = thread_names_.find({s.device, s.native_id});
     s.name = it != thread_names_.end() ? it->second : fmt::format("stream {}", s.native_id);

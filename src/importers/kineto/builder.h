@@ -126,6 +126,16 @@ class TraceBuilder {
   std::string host_text_;
   // Comm ops named only by a SendRecv kernel: (comm op index, the kernel's External id).
   std::vector<std::pair<size_t, int64_t>> unnamed_p2p_;
+  // CUDA event records and the waits on them (cuda_sync and cuda_event events), kept where host
+  // calls are (ImportOptions::store_needs) and made RankTrace::event_links in Finish.
+  struct SyncLink {
+    EventLinkKind kind = EventLinkKind::kRecord;
+    int64_t correlation = kUnknown, record = kUnknown;  // the call's and (waits) its record's correlation id
+    int64_t device = kUnknown, stream = kUnknown, record_stream = kUnknown;
+  };
+  std::vector<SyncLink> sync_links_;
+  void MaybeAddEventLink(const RawEvent& ev, Cat cat);
+  void BuildEventLinks();
   // Send/recv ops: comm op index -> (Src Rank, Dst Rank), global ranks; turned into peers in Finish.
   std::map<size_t, std::pair<int64_t, int64_t>> p2p_ranks_;
   int64_t base_ns_ = 0;

@@ -14,7 +14,9 @@ namespace overlapprof::kineto {
 
 // The event categories the importer tells apart ("cat").
 enum class Cat : uint8_t {
-  kUnknown, kKernel, kMemcpy, kMemset, kSync, kRuntime, kUserAnnotation, kGpuAnnotation, kCpuOp, kOther
+  kUnknown, kKernel, kMemcpy, kMemset, kSync, kRuntime, kUserAnnotation, kGpuAnnotation, kCpuOp,
+  kCudaEvent,  // "cuda_event": a cudaEventRecord's stream (PyTorch's enable_cuda_sync_events)
+  kOther
 };
 
 // s == lit, with the length known when compiled: a memcmp of a constant size, which the compiler
@@ -50,6 +52,7 @@ inline Cat DecodeLowerCat(std::string_view l) {
     case 10:
       if (KeyIs(l, "gpu_memcpy")) return Cat::kMemcpy;
       if (KeyIs(l, "gpu_memset")) return Cat::kMemset;
+      if (KeyIs(l, "cuda_event")) return Cat::kCudaEvent;
       break;
     case 11:
       if (KeyIs(l, "cuda_driver")) return Cat::kRuntime;
@@ -102,6 +105,9 @@ struct RawEvent {
   int64_t src_rank = kUnknown, dst_rank = kUnknown;  // "Src Rank"/"Dst Rank" of a send/recv (global ranks)
   // A copy between two GPUs (Kineto's CUPTI MEMCPY2 records): "fromDevice", "inDevice", "toDevice".
   int64_t from_device = kUnknown, in_device = kUnknown, to_device = kUnknown;
+  // A cuda_sync event waiting for a CUDA event record (PyTorch's enable_cuda_sync_events): the
+  // stream the event was recorded on, and the correlation id of the cudaEventRecord call.
+  int64_t wait_on_stream = kUnknown, wait_on_record = kUnknown;
 };
 
 // An integer id from its raw JSON token (a number, or a decimal string), kUnknown when it is neither.

@@ -94,13 +94,15 @@ inline constexpr Field kArgsFields[] = {
     IntField("toDevice", &RawEvent::to_device),
     IntField("inDevice", &RawEvent::in_device),
     IntField("fromDevice", &RawEvent::from_device),
+    IntField("wait_on_stream", &RawEvent::wait_on_stream),
+    IntField("wait_on_cuda_event_record_corr_id", &RawEvent::wait_on_record),
 };
 
 namespace fields_internal {
 
 template <const auto& T>
 inline constexpr size_t kRows = std::size(T);
-inline constexpr size_t kMaxKeyLength = 31;  // VisitField's switch
+inline constexpr size_t kMaxKeyLength = 33;  // VisitField's switch
 
 template <const auto& T>
 constexpr bool KeysAreValid() {
@@ -213,7 +215,8 @@ __attribute__((always_inline)) inline bool VisitField(std::string_view key, Fn&&
     OVERLAPPROF_FIELD_LENGTH(21) OVERLAPPROF_FIELD_LENGTH(22) OVERLAPPROF_FIELD_LENGTH(23)
     OVERLAPPROF_FIELD_LENGTH(24) OVERLAPPROF_FIELD_LENGTH(25) OVERLAPPROF_FIELD_LENGTH(26)
     OVERLAPPROF_FIELD_LENGTH(27) OVERLAPPROF_FIELD_LENGTH(28) OVERLAPPROF_FIELD_LENGTH(29)
-    OVERLAPPROF_FIELD_LENGTH(30) OVERLAPPROF_FIELD_LENGTH(31)
+    OVERLAPPROF_FIELD_LENGTH(30) OVERLAPPROF_FIELD_LENGTH(31) OVERLAPPROF_FIELD_LENGTH(32)
+    OVERLAPPROF_FIELD_LENGTH(33)
     default:
       return false;
   }

@@ -152,7 +152,55 @@ StatusOr<bool> NsysRankReader::BeginRuntime() {
     if (a.kind == ActivityKind::kMemcpy && a.comm_op == kNoIndex && a.correlation_id != kUnknown)
       copy_correlations_.push_back(a.correlation_id);
   std::sort(copy_correlations_.begin(), copy_correlations_.end());
-  return builder_.ExpectLaunches(t_);
+  if (needs_.host_calls) OVERLAPPROF_RETURN_IF_ERROR(ReadEventRecords());
+  std::sort(event_calls_.begin(), event_calls_.end());
+  event_calls_.erase(std::unique(event_calls_.begin(), event_calls_.end()), event_calls_.end());
+  const bool launches = builder_.ExpectLaunches(t_);
+  return launches || !event_calls_.empty();
+}
+
+void NsysRankReader::AddEventWait(int64_t sync_type, int64_t sync_id, const Activity& a) {
+  // CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE (1), _STREAM_WAIT_EVENT (2); an invalid
+  // id is CUPTI_SYNCHRONIZATION_INVALID_VALUE (32 or 64 bits of ones), and 0 (records number from 1:
+  // a wait with 0 names an event recorded before the capture).
+  if ((sync_type != 1 && sync_type != 2) || sync_id <= 0 || sync_id == 0xffffffffll) return;
+  EventLink l;
+  l.kind = sync_type == 1 ? EventLinkKind::kHostWait : EventLinkKind::kStreamWait;
+  l.correlation_id = a.correlation_id;
+  l.sync_id = sync_id;
+  if (l.kind == EventLinkKind::kStreamWait) l.stream = a.stream;
+  t_.event_links.push_back(l);
+  event_calls_.push_back(a.correlation_id);
+}
+
+// The event records of this rank (CUPTI 12.8+ exports: eventSyncId), where any wait names one.
+Status NsysRankReader::ReadEventRecords() {
+  if (t_.event_links.empty() || !db_.Has(kCudaEvent)) return OkStatus();
+  OVERLAPPROF_ASSIGN_OR_RETURN(auto cols, db_.Columns(kCudaEvent));
+  for (const char* c : {"deviceId", "streamId", "correlationId", "eventSyncId", "globalPid"})
+    if (!cols.count(c)) return OkStatus();
+  Stmt s;
+  OVERLAPPROF_RETURN_IF_ERROR(db_.Prep(s, fmt::format("SELECT correlationId, streamId, eventSyncId FROM {} WHERE "
+                                                      "deviceId = ?1 AND {} = ?2",
+                                                      kCudaEvent, kPidOfGlobalPid)));
+  s.Bind(1, unit_.device);
+  s.Bind(2, unit_.pid);
+  for (;;) {
+    StatusOr<bool> row = s.Step(kCudaEvent);
+    if (!row.ok()) return DamagedFile(row.status());
+    if (!*row) break;
+    if (s.IsNull(0) || s.IsNull(1) || s.IsNull(2)) continue;
+    const int64_t sync_id = s.Int(2);
+    if (sync_id <= 0 || sync_id == 0xffffffffll) continue;
+    EventLink l;
+    l.kind = EventLinkKind::kRecord;
+    l.correlation_id = s.Int(0);
+    l.sync_id = sync_id;
+    l.stream = t_.StreamIndex(unit_.device, s.Int(1));
+    t_.event_links.push_back(l);
+    event_calls_.push_back(l.correlation_id);
+  }
+  return OkStatus();
 }
 
 void NsysRankReader::EndRuntime() {

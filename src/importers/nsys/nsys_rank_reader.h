@@ -130,6 +130,12 @@ class NsysRankReader {
   }
 
   Status ReadGpuTable(GpuTable g);
+  // The recorded dependencies (RankTrace::event_links, docs/what-if.md): a synchronization row
+  // waiting for an event record (syncType 1 event synchronize, 2 stream wait), and the records
+  // (kCudaEvent, read by BeginRuntime). Their API calls are kept as host calls (event_calls_).
+  void AddEventWait(int64_t sync_type, int64_t sync_id, const Activity& a);
+  Status ReadEventRecords();
+  std::vector<int64_t> event_calls_;  // correlation ids of the event calls, sorted by BeginRuntime
   Status ReadRuntime();
   Status ReadNvtx();
   Status ReadDeviceAndHost();
@@ -199,9 +205,12 @@ Status NsysRankReader::GpuRow(const Row& row, const GpuTable& g) {
       a.name_id = t_.names.Intern(
           SyncTypeName(row.IsInt(7) ? row.Int(7) : 0));
       a.category = Category::kOther;
+      // A wait on an event record (CUPTI 12.8+: its eventSyncId), for the what-if model.
+      if (needs_.host_calls && row.IsInt(5) && row.IsInt(7) && a.correlation_id != kUnknown)
+        AddEventWait(row.Int(7), row.Int(5), a);
       break;
   }
-  if (row.IsInt(5)) {
+  if (row.IsInt(5) && a.kind != ActivityKind::kSync) {
     int64_t b = row.Int(5);
     if (b >= 0) a.bytes = b;
   }
@@ -215,6 +224,19 @@ template <typename Row>
 Status NsysRankReader::RuntimeRow(const Row& row) {
   if (!row.IsInt(2)) return OkStatus();
   const int64_t corr = row.Int(2);
+  if (!event_calls_.empty() && std::binary_search(event_calls_.begin(), event_calls_.end(), corr) &&
+      PidOf(row, 3) == unit_.pid) {
+    // An event record or wait (only read with host calls): kept for its place in program order.
+    HostCall h;
+    if (!ReadSpan(row, &h.start_ns, &h.end_ns)) return OkStatus();
+    h.correlation_id = corr;
+    if (row.IsInt(3)) h.tid = row.Int(3) & 16777215;
+    if (row.IsInt(4)) {
+      OVERLAPPROF_ASSIGN_OR_RETURN(h.name_id, Name(row.Int(4)));
+    }
+    t_.host_calls.push_back(h);
+    return OkStatus();
+  }
   if (!builder_.InRange(corr) || PidOf(row, 3) != unit_.pid) return OkStatus();
   const size_t w = builder_.Waiting(corr);
   if (w == RankTraceBuilder::kNotWaiting) return OkStatus();

@@ -116,6 +116,7 @@ StatusOr<std::vector<std::string>> NsysDb::GpuColumns(GpuTable& g) const {
     g.bytes_col = "bytes";
   if (g.kind == ActivityKind::kMemcpy && cols.count("copyKind")) g.copy_kind_col = "copyKind";
   if (g.kind == ActivityKind::kSync && cols.count("syncType")) g.sync_type_col = "syncType";
+  if (g.kind == ActivityKind::kSync && cols.count("eventSyncId")) g.bytes_col = "eventSyncId";
   return std::vector<std::string>{"start",         "end",           "streamId", g.corr_col, g.name_col, g.bytes_col,
                                   g.copy_kind_col, g.sync_type_col, "deviceId", g.pid_col};
 }

@@ -21,6 +21,8 @@ inline constexpr const char* kMemcpy = "CUPTI_ACTIVITY_KIND_MEMCPY";
 inline constexpr const char* kMemset = "CUPTI_ACTIVITY_KIND_MEMSET";
 inline constexpr const char* kSync = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
 inline constexpr const char* kRuntime = "CUPTI_ACTIVITY_KIND_RUNTIME";
+// cudaEventRecord calls (their stream, eventSyncId: CUPTI 12.8+), for the what-if model's recorded edges.
+inline constexpr const char* kCudaEvent = "CUPTI_ACTIVITY_KIND_CUDA_EVENT";
 inline constexpr const char* kNvtx = "NVTX_EVENTS";
 inline constexpr const char* kPayloadSchemas = "NVTX_PAYLOAD_SCHEMAS";
 inline constexpr const char* kPayloadEntries = "NVTX_PAYLOAD_SCHEMA_ENTRIES";
@@ -81,6 +83,7 @@ struct SqlRow {
 struct GpuTable {
   const char* table;
   ActivityKind kind;
+  // bytes_col (column 5): bytes of a memcpy or memset; eventSyncId of a synchronization (CUPTI 12.8+).
   std::string name_col = "", corr_col = "", bytes_col = "", copy_kind_col = "", sync_type_col = "", pid_col = "";
 };
 // The GPU-activity tables in the order a rank reads them.
