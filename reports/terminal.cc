@@ -6,6 +6,7 @@
 #include <map>
 
 #include "analyzers/overlap.h"
+#include "reports/interference_report.h"
 #include "reports/report.h"
 #include "reports/what_if_report.h"
 #include "src/common/utf8.h"
@@ -280,6 +281,7 @@ class TerminalReport : public ReportWriter {
     WriteTimingSources(page);
     WriteStepSplit(page);
     WriteWhatIfTable(s, out);
+    WriteInterferenceLine(s, out);
     WriteOpTypes(page);
     WriteCrossRank(page);
     WritePointToPoint(page);
