@@ -133,6 +133,8 @@ class InstanceCollector {
     totals_.resize(steady.size());
     seen_slot_.assign(t.names.size(), kNoIndex);
     seen_count_.assign(t.names.size(), 0);
+    compute_by_position_.resize(t.names.size());
+    comm_by_position_.resize(t.names.size());
   }
 
   void CollectInstances() {
@@ -142,6 +144,7 @@ class InstanceCollector {
     for (const Activity& a : t_.activities) {
       if (a.kind != ActivityKind::kKernel || a.end_ns <= a.start_ns) continue;
       if (a.category != Category::kCompute && a.category != Category::kComm) continue;
+      if (a.name_id >= seen_slot_.size()) continue;  // not a name of this trace's table
       if (wi < w.size() && a.start_ns < w[wi].start_ns) {
         const int64_t at = IterationAt(w, a.start_ns);  // activities out of start order
         wi = at == kUnknown ? 0 : static_cast<size_t>(at);
@@ -171,9 +174,8 @@ class InstanceCollector {
   std::vector<InterferenceTotals>& totals() { return totals_; }
 
  private:
-  // The k-th launch of the kernel's name in its iteration.
+  // The k-th launch of the kernel's name in its iteration (`name_id` < the trace's names).
   int64_t PositionOf(uint32_t name_id, uint32_t slot) {
-    if (name_id >= seen_slot_.size()) return kUnknown;
     if (seen_slot_[name_id] != slot) {
       seen_slot_[name_id] = slot;
       seen_count_[name_id] = 0;
@@ -185,18 +187,38 @@ class InstanceCollector {
     const int64_t position = PositionOf(a.name_id, slot);
     const CommOp* op = is_comm && a.comm_op < t_.comm_ops.size() ? &t_.comm_ops[a.comm_op] : nullptr;
     if (op && op->bytes != kUnknown) {
-      key_.clear();
-      fmt::format_to(std::back_inserter(key_), "{}|{}|{}|{}", a.name_id, static_cast<int>(op->op), op->bytes,
-                     op->communicator);
-      auto [it, fresh] = by_op_.try_emplace(key_, static_cast<uint32_t>(ids_.size()));
+      const OpKey key{a.name_id, op->op, op->bytes, op->communicator};
+      auto [it, fresh] = by_op_.try_emplace(key, static_cast<uint32_t>(ids_.size()));
       if (fresh) ids_.push_back({WorkKind::kComm, a.name_id, kUnknown, a.comm_op, {}, {}});
       return it->second;
     }
-    const uint64_t key = (uint64_t{a.name_id} << 32) | static_cast<uint32_t>(position) | (is_comm ? 1ull << 63 : 0);
-    auto [it, fresh] = by_position_.try_emplace(key, static_cast<uint32_t>(ids_.size()));
-    if (fresh) ids_.push_back({is_comm ? WorkKind::kComm : WorkKind::kCompute, a.name_id, position, kNoIndex, {}, {}});
-    return it->second;
+    // By name, then position: plain vectors (one lookup per kernel of the trace).
+    std::vector<uint32_t>& at = (is_comm ? comm_by_position_ : compute_by_position_)[a.name_id];
+    const auto k = static_cast<size_t>(position);
+    if (at.size() <= k) at.resize(k + 1, kNoIndex);
+    if (at[k] == kNoIndex) {
+      at[k] = static_cast<uint32_t>(ids_.size());
+      ids_.push_back({is_comm ? WorkKind::kComm : WorkKind::kCompute, a.name_id, position, kNoIndex, {}, {}});
+    }
+    return at[k];
   }
+
+  // A communication kernel's identity by its op (the communicator viewed in the trace's op).
+  struct OpKey {
+    uint32_t name_id;
+    Collective op;
+    int64_t bytes;
+    std::string_view communicator;
+    bool operator==(const OpKey&) const = default;
+  };
+  struct OpKeyHash {
+    size_t operator()(const OpKey& k) const {
+      size_t h = std::hash<std::string_view>()(k.communicator);
+      for (uint64_t v : {uint64_t{k.name_id}, static_cast<uint64_t>(k.op), static_cast<uint64_t>(k.bytes)})
+        h = (h ^ v) * 0x100000001b3ull;
+      return h;
+    }
+  };
 
   const RankTrace& t_;
   const RankDerived& d_;
@@ -204,9 +226,9 @@ class InstanceCollector {
   std::vector<InterferenceTotals> totals_;
   std::vector<uint32_t> seen_slot_, seen_count_;  // by name id: the slot last counted in, launches there
   std::vector<Identity> ids_;
-  std::unordered_map<uint64_t, uint32_t> by_position_;
-  std::unordered_map<std::string, uint32_t> by_op_;
-  std::string key_;
+  // By name id: the identity of each position (kNoIndex: none yet).
+  std::vector<std::vector<uint32_t>> compute_by_position_, comm_by_position_;
+  std::unordered_map<OpKey, uint32_t, OpKeyHash> by_op_;
   std::vector<UnderInstance> under_;
 };
 

@@ -71,14 +71,23 @@ Json InterferenceJson(const InterferenceResult& r) {
     j["tax_ns"] = k.tax_ns;
     kernels.push_back(std::move(j));
   }
+  // Iteration rows are as many as the iterations: built field by field (JsonRow), and only the
+  // figures of this section (wall, comm and hidden are the iteration's own row's in `iterations`).
   Json iterations = Json::array();
+  iterations.get_ref<Json::array_t&>().reserve(r.iterations.size());
   for (const InterferenceIteration& it : r.iterations) {
-    Json j = Json::object();
-    j["rank"] = OptInt(it.rank);
-    j["index"] = it.index;
-    j["step"] = OptInt(it.step);
-    PutTotals(it.totals, j);
-    iterations.push_back(std::move(j));
+    const InterferenceTotals& t = it.totals;
+    JsonRow j(9);
+    j.Add("rank", OptInt(it.rank))
+        .Add("index", it.index)
+        .Add("step", OptInt(it.step))
+        .Add("compute_tax_ns", t.ComputeMeasurable() ? Json(t.compute_tax_ns) : Json(nullptr))
+        .Add("comm_tax_ns", t.CommMeasurable() ? Json(t.comm_tax_ns) : Json(nullptr))
+        .Add("overlapped_compute_ns", t.compute_overlapped_ns)
+        .Add("measured_compute_ns", t.compute_measured_ns)
+        .Add("net_gain_ns", OptInt(t.NetGainNs()))
+        .Add("overlap_efficiency", Fraction(t.OverlapEfficiency()));
+    iterations.push_back(std::move(j).Take());
   }
   Json out = Json::object();
   out["method"] = "hodges_lehmann_mann_whitney_95";
