@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "analyzers/overlap.h"
+#include "reports/terminal.h"
 
 namespace overlapprof {
 
@@ -102,23 +103,30 @@ Json InterferenceJson(const InterferenceResult& r) {
   return out;
 }
 
-void WriteInterferenceLine(const Summary& s, std::ostream& out) {
-  if (!s.interference) return;
+std::optional<std::string> InterferenceLine(const Summary& s) {
+  if (!s.interference) return std::nullopt;
   const InterferenceTotals& t = s.interference->run;
   const std::optional<double> share = t.TaxShareOfStep();
-  if (!share || *share < 0.01) return;
+  if (!share || *share < 0.01) return std::nullopt;
   const double slowdown = static_cast<double>(t.compute_tax_ns) /
                           static_cast<double>(std::max<int64_t>(1, t.compute_measured_ns - t.compute_tax_ns));
   // Per step: over every rank's steady iterations.
   int64_t steps = 0;
   for (const InterferenceRank& r : s.interference->ranks) steps += r.iterations;
   steps = std::max<int64_t>(1, steps);
-  out << fmt::format(
-      "\noverlap tax: overlapped compute {:.1f}% slower under communication ({:.1f}% of it measurable), tax {:.1f}% "
-      "of the step; net gain of overlap {} per step of {} hidden; overlap efficiency {} (hidden share {})\n",
+  return fmt::format(
+      "overlap tax: overlapped compute {:.1f}% slower under communication ({:.1f}% of it measurable), tax {:.1f}% "
+      "of the step; net gain of overlap {} per step of {} hidden; overlap efficiency {} (hidden share {})",
       100.0 * slowdown, 100.0 * t.ComputeMeasuredShare().value_or(0), 100.0 * *share,
       FormatDuration(*t.NetGainNs() / steps), FormatDuration(t.hidden_ns / steps), FormatPercent(t.OverlapEfficiency()),
       FormatPercent(t.HiddenShare()));
+}
+
+void WriteInterferenceSection(const TerminalPage& page) {
+  const std::optional<std::string> line = InterferenceLine(page.s);
+  if (!line) return;
+  page.out << "\n";
+  page.Wrap(*line, 0, 2);
 }
 
 }  // namespace overlapprof

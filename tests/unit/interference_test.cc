@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <sstream>
 
 #include "analyzer_trace_util.h"
 #include "reports/interference_report.h"
@@ -193,15 +192,12 @@ TEST(Interference, TerminalLineOnlyFromOnePercentOfTheStep) {
   r->run.compute_tax_ns = 9999;  // under 1%
   r->ranks.push_back({0, 2, "", r->run});  // two steps
   s.interference = r;
-  std::ostringstream quiet;
-  WriteInterferenceLine(s, quiet);
-  EXPECT_EQ(quiet.str(), "");
+  EXPECT_FALSE(InterferenceLine(s).has_value());
   r->run.compute_tax_ns = 100000;  // 10%
-  std::ostringstream loud;
-  WriteInterferenceLine(s, loud);
-  EXPECT_NE(loud.str().find("overlap tax: overlapped compute 20.0% slower"), std::string::npos) << loud.str();
-  EXPECT_NE(loud.str().find("net gain of overlap 100.0 µs per step of 150.0 µs hidden"), std::string::npos)
-      << loud.str();
+  const std::optional<std::string> loud = InterferenceLine(s);
+  ASSERT_TRUE(loud.has_value());
+  EXPECT_NE(loud->find("overlap tax: overlapped compute 20.0% slower"), std::string::npos) << *loud;
+  EXPECT_NE(loud->find("net gain of overlap 100.0 µs per step of 150.0 µs hidden"), std::string::npos) << *loud;
 }
 
 }  // namespace
