@@ -46,6 +46,7 @@ struct Spread {
 
 struct RankDerived;  // analyzers/overlap.h
 struct WhatIfResult;  // analyzers/what_if_result.h
+struct InterferenceResult;  // analyzers/interference.h
 
 struct RankResult {
   int64_t rank = kUnknown;
@@ -193,6 +194,7 @@ struct Summary {
   std::optional<CrossRankResult> cross_rank;       // set by the cross_rank analyzer's Finish
   std::optional<StepBreakdown> step_breakdown;     // set by the step_breakdown analyzer's Finish
   std::shared_ptr<const WhatIfResult> what_if;     // set by the what_if analyzer's Finish
+  std::shared_ptr<const InterferenceResult> interference;  // set by the interference analyzer's Finish
 
   // Purely presentational sections (rendered into the JSON summary as they are, read by no
   // analyzer or report), keyed by section name. Write them through Section().

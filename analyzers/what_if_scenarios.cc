@@ -192,8 +192,10 @@ std::vector<Group> MatchedGroups(const ScenarioRun& run) {
   return out;
 }
 
-// latency + bytes / bandwidth, fitted by least squares on (bytes, transfer) samples.
-struct TransferFit {
+// latency + bytes / bandwidth, fitted by least squares on (bytes, transfer) samples: the MEAN
+// transfer at a size, which is what a regrouped bucket's all-reduce is predicted to take (what_if_fit.h's
+// fit is the lower envelope, the network's best, used to rescale measured transfers).
+struct MeanTransferFit {
   double latency_ns = 0;
   double ns_per_byte = 0;
   size_t samples = 0;
@@ -209,8 +211,8 @@ struct TransferFit {
   double Predict(double bytes) const { return latency_ns + bytes * ns_per_byte; }
 };
 
-TransferFit FitTransfers(const std::vector<std::pair<double, double>>& xy) {
-  TransferFit f;
+MeanTransferFit FitMeanTransfers(const std::vector<std::pair<double, double>>& xy) {
+  MeanTransferFit f;
   f.samples = xy.size();
   if (xy.empty()) return f;
   double mx = 0, my = 0, lo = xy[0].first, hi = xy[0].first;
@@ -353,7 +355,7 @@ StatusOr<ScenarioPlan> PlanBucketCap(const ScenarioSpec& spec, const ScenarioRun
   ScenarioPlan plan;
   const OpTable ar = TableOf(run, slots, Collective::kAllReduce);
   if (ar.count == 0) return Unsupported(spec, "the modeled iterations hold no all-reduce (no DDP gradient buckets)");
-  const TransferFit fit = FitTransfers(ar.samples);
+  const MeanTransferFit fit = FitMeanTransfers(ar.samples);
   if (fit.ns_per_byte <= 0) {
     plan.why_not = "the all-reduces' bytes are not recorded (no latency/bandwidth fit)";
     return plan;
@@ -638,7 +640,7 @@ StatusOr<ScenarioPlan> PlanScenario(const ScenarioSpec& spec, const ScenarioRun&
     case ScenarioKind::kDdpCompress: {
       if (!any_op(Collective::kAllReduce)) return Unsupported(spec, "the modeled iterations hold no all-reduce");
       const OpTable ar = TableOf(run, slots, Collective::kAllReduce);
-      const TransferFit fit = FitTransfers(ar.samples);
+      const MeanTransferFit fit = FitMeanTransfers(ar.samples);
       Change ch;
       ch.tasks = EmptyTasks(run);
       size_t halved = 0;

@@ -4,6 +4,7 @@
 
 #include "analyzers/comm_ops.h"
 #include "overlapprof/version.h"
+#include "reports/interference_report.h"
 #include "reports/report.h"
 #include "reports/what_if_report.h"
 #include "src/trace/collective.h"
@@ -315,7 +316,9 @@ Json PointToPointJson(const PointToPoint& p) {
 
 // Whether AnalyzerSection builds `key` from the typed results (not Summary::sections).
 bool IsTypedSection(const Summary& s, const std::string& key) {
-  if (key == "op_types" || key == "findings" || key == "step_breakdown" || key == "what_if") return true;
+  if (key == "op_types" || key == "findings" || key == "step_breakdown" || key == "what_if" ||
+      key == "interference")
+    return true;
   return s.cross_rank && (key == "collectives_summary" || key == "collectives" || key == "stragglers" ||
                           key == "clock_offsets" || key == "cross_rank" || key == "point_to_point");
 }
@@ -327,6 +330,7 @@ Json AnalyzerSection(const Summary& s, const std::string& key) {
   if (key == "findings") return FindingsJson(s.findings);
   if (key == "step_breakdown") return s.step_breakdown ? StepBreakdownJson(*s.step_breakdown, s) : Json(nullptr);
   if (key == "what_if") return s.what_if ? WhatIfJson(*s.what_if) : Json(nullptr);
+  if (key == "interference") return s.interference ? InterferenceJson(*s.interference) : Json(nullptr);
   if (s.cross_rank) {
     const CrossRankResult& c = *s.cross_rank;
     if (key == "collectives_summary") return CollectivesSummaryJson(c.summary);

@@ -16,6 +16,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "analyzers/summary.h"
 #include "src/common/status.h"
@@ -26,6 +27,11 @@ namespace overlapprof {
 struct ReportOptions {
   bool per_iteration = false;  // terminal: print the per-iteration table
   bool color = false;          // terminal: ANSI colour (only on a TTY, never with NO_COLOR)
+  bool utf8 = false;           // terminal: block characters for the step-split bars (else ASCII)
+  bool brief = false;          // terminal: the verdict and the run's headline figures only
+  bool all_ranks = false;      // terminal: every rank in per-rank tables (--ranks all)
+  std::vector<int64_t> ranks;  // terminal: these ranks in per-rank tables (--ranks LIST); empty: those that matter
+  int64_t top_findings = 5;    // terminal: at most this many finding lines (--top N)
   int64_t trace_budget_bytes = 0;  // chrome-trace: size budget of the JSON (0: the default)
   std::string trace_iterations;    // chrome-trace: --trace-iterations ("", "all", "0,5,10-12")
   // json, html: BuildSummaryDocument(summary) when the caller has already built it (`report

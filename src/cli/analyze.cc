@@ -33,18 +33,11 @@ struct AnalyzeArgs {
   std::vector<std::string> scenarios;  // --scenario SPEC (implies --what-if)
   std::string iterations = "auto";  // --iterations: auto, markers or pattern (IterationModeNamed)
   ImportFlags import;
+  TerminalFlags terminal;  // --ranks, --brief, --top
   // `run`: also write the reports into this directory (overlap.summary.json,
   // overlap.perfetto.json, overlap.report.html), beside the rank files.
   std::string report_dir;
 };
-
-bool UseColor(const std::string& mode) {
-  if (mode == "always") return true;
-  if (mode == "never") return false;
-  const char* no_color = std::getenv("NO_COLOR");
-  if (no_color && *no_color) return false;
-  return ::isatty(STDOUT_FILENO) == 1;
-}
 
 // `run`: the summary, the Chrome trace and the HTML page into `dir`, from the pass's writers.
 Status WriteRunReports(const std::string& dir, const Summary& summary, ReportWriter& chrome, ReportWriter& html) {
@@ -65,6 +58,8 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(a.import));
   OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<whatif::ScenarioSpec> scenarios, whatif::ParseScenarios(a.scenarios));
   const bool what_if = a.what_if || !scenarios.empty();
+  ReportOptions ro;  // the terminal's
+  OVERLAPPROF_RETURN_IF_ERROR(ApplyTerminalFlags(a.terminal, ro));
   // A JSON summary is already analyzed: say what takes it.
   for (const std::string& t : a.traces)
     if (IsSummaryFile(t))
@@ -93,9 +88,9 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
   if (!a.json_path.empty()) OVERLAPPROF_RETURN_IF_ERROR(WriteJsonFile(summary, a.json_path));
   if (!a.report_dir.empty()) OVERLAPPROF_RETURN_IF_ERROR(WriteRunReports(a.report_dir, summary, *chrome, *html));
   if (a.json_path != "-") {
-    ReportOptions ro;
     ro.per_iteration = a.per_iteration;
     ro.color = UseColor(a.color);
+    ro.utf8 = TerminalIsUtf8();
     OVERLAPPROF_RETURN_IF_ERROR(MakeReportWriter("terminal")->Write(summary, ro, std::cout));
   }
   std::cout.flush();
@@ -117,15 +112,9 @@ class AnalyzeCommand : public Subcommand {
     app.add_flag("--per-iteration", a_.per_iteration, "print the per-iteration table");
     AddTsUnitOption(app, a_.import, "unit of Chrome-trace ts/dur: us (the format's, default) or ns");
     AddNoVerifyOption(app, a_.import);
-    app.add_option("--color", a_.color, "auto (TTY and no NO_COLOR, the default), always or never")
-        ->check(Quiet(CLI::IsMember({"auto", "always", "never"})))
-        ->type_name("WHEN");
-    app.add_option("-j,--jobs", a_.jobs,
-                   "read up to N traces at once on other threads, each with its rank's own analysis (at most N "
-                   "ranks in memory; 1: one at a time on this thread; the output is the same); 1 to 256, default: "
-                   "the CPUs this process may use")
-        ->check(Quiet(CLI::Range(1, 256)))
-        ->type_name("N");
+    AddColorOption(app, a_.color);
+    AddJobsOption(app, a_.jobs);
+    AddTerminalOptions(app, a_.terminal);
     AddStepRangeOption(app, a_.step_range,
                        "host annotation (NVTX or record_function) that marks an iteration, instead of ProfilerStep#N");
     AddPassOptions(app, a_.import, a_.iterations, a_.what_if);

@@ -1,5 +1,10 @@
 #include "src/cli/options.h"
 
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+
 #include "src/cli/command.h"
 #include "src/cli/pipeline.h"
 
@@ -80,6 +85,89 @@ void AddIterationsOption(CLI::App& app, std::string& iterations) {
                  "trace; default), markers (markers only), pattern (detected, markers ignored)")
       ->check(Quiet(CLI::IsMember({"auto", "markers", "pattern"})))
       ->type_name("MODE");
+}
+
+void AddColorOption(CLI::App& app, std::string& color) {
+  app.add_option("--color", color, "auto (TTY and no NO_COLOR, the default), always or never")
+      ->check(Quiet(CLI::IsMember({"auto", "always", "never"})))
+      ->type_name("WHEN");
+}
+
+bool UseColor(const std::string& mode) {
+  if (mode == "always") return true;
+  if (mode == "never") return false;
+  const char* no_color = std::getenv("NO_COLOR");
+  if (no_color && *no_color) return false;
+  return ::isatty(STDOUT_FILENO) == 1;
+}
+
+bool TerminalIsUtf8() {
+  const char* locale = nullptr;
+  for (const char* name : {"LC_ALL", "LC_CTYPE", "LANG"}) {
+    const char* v = std::getenv(name);
+    if (v && *v) {
+      locale = v;
+      break;
+    }
+  }
+  if (!locale) return false;
+  std::string l(locale);
+  for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return l.find("utf-8") != std::string::npos || l.find("utf8") != std::string::npos;
+}
+
+void AddJobsOption(CLI::App& app, int& jobs) {
+  app.add_option("-j,--jobs", jobs,
+                 "read up to N traces at once on other threads, each with its rank's own analysis (at most N "
+                 "ranks in memory; 1: one at a time on this thread; the output is the same); 1 to 256, default: "
+                 "the CPUs this process may use")
+      ->check(Quiet(CLI::Range(1, 256)))
+      ->type_name("N");
+}
+
+void AddTerminalOptions(CLI::App& app, TerminalFlags& flags) {
+  app.add_option("--ranks", flags.ranks,
+                 "ranks the per-rank tables show: all, or a list like 0,3,8-11 (default: every rank up to 8, "
+                 "else the ones that matter: slowest, fastest, most exposed, stragglers, outliers)")
+      ->type_name("all|LIST");
+  app.add_flag("--brief", flags.brief, "print the verdict and the run's headline figures only");
+  app.add_option("--top", flags.top, "print at most N findings (default 5; all of them are in --json)")
+      ->check(Quiet(CLI::NonNegativeNumber))
+      ->type_name("N");
+}
+
+Status ApplyTerminalFlags(const TerminalFlags& flags, ReportOptions& ro) {
+  ro.brief = flags.brief;
+  ro.top_findings = flags.top;
+  ro.all_ranks = flags.ranks == "all";
+  if (flags.ranks.empty() || ro.all_ranks) return OkStatus();
+  // A list: N or N-M, comma-separated.
+  std::string_view rest = flags.ranks;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    int64_t lo = 0, hi = 0;
+    const size_t dash = item.find('-');
+    auto parse = [](std::string_view t, int64_t& v) {
+      if (t.empty() || t.size() > 9) return false;
+      v = 0;
+      for (char c : t) {
+        if (c < '0' || c > '9') return false;
+        v = v * 10 + (c - '0');
+      }
+      return true;
+    };
+    const bool ok = dash == std::string_view::npos
+                        ? parse(item, lo) && (hi = lo, true)
+                        : parse(item.substr(0, dash), lo) && parse(item.substr(dash + 1), hi) && lo <= hi &&
+                              hi - lo < 1000000;
+    if (!ok)
+      return MakeError(StatusCode::kInvalidArgument,
+                       "--ranks {}: not 'all' nor a list of ranks like 0,3,8-11", flags.ranks);
+    for (int64_t r = lo; r <= hi; ++r) ro.ranks.push_back(r);
+  }
+  return OkStatus();
 }
 
 StatusOr<ImportOptions> ImportOptionsOf(const ImportFlags& flags) {

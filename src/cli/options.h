@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "src/common/status.h"
+#include "reports/report.h"
 #include "src/cli/pipeline.h"
 #include "src/importers/importer.h"
 
@@ -53,6 +54,26 @@ void AddScenarioOption(CLI::App& app, std::vector<std::string>& specs);
 // What every command that runs an analysis pass takes, in help order: --cache-dir,
 // --comm-kernel/--not-comm, --comm-timing, --iterations, --what-if, --rank-by-gpu.
 void AddPassOptions(CLI::App& app, ImportFlags& import, std::string& iterations, bool& what_if);
+
+// --color WHEN: auto (a TTY and no NO_COLOR, the default), always or never.
+void AddColorOption(CLI::App& app, std::string& color);
+// Whether to colour stdout for --color `mode` (NO_COLOR set and not empty: never in auto).
+bool UseColor(const std::string& mode);
+// Whether the terminal takes UTF-8: the locale the environment names (LC_ALL, else LC_CTYPE,
+// else LANG) says UTF-8.
+bool TerminalIsUtf8();
+// -j/--jobs N (1 to 256; 0, the default: DefaultJobs()).
+void AddJobsOption(CLI::App& app, int& jobs);
+
+// What the terminal report shows: --ranks all|LIST, --brief, --top N.
+struct TerminalFlags {
+  std::string ranks;      // "", "all" or "0,3,8-11"
+  bool brief = false;
+  int64_t top = 5;
+};
+void AddTerminalOptions(CLI::App& app, TerminalFlags& flags);
+// `flags` into `ro`; a --ranks list that does not parse is a usage error.
+Status ApplyTerminalFlags(const TerminalFlags& flags, ReportOptions& ro);
 
 // The import options `flags` ask for, in two steps, the order in which every subcommand checks
 // its inputs: ImportOptionsOf before the inputs are expanded (an invalid --ts-unit is a usage

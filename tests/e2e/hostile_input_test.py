@@ -234,7 +234,7 @@ class HostileInputTest(unittest.TestCase):
         # ESC (CSI, OSC 52 to the clipboard), BEL, U+009B (CSI as a C1 control) and a raw 0x9B byte.
         red = self.path("rank\x1b[31mred\x1b]52;c;eA==\x07\u009b\udc9b.json.gz")
         shutil.copy(SMALL, red)
-        rc, out, err = self.run_bytes("analyze", red, "--per-iteration")
+        rc, out, err = self.run_bytes("analyze", red, "--per-iteration", "--ranks", "all")  # each rank's file named
         self.assertEqual(rc, 0, err)
         self.assert_no_control(out, "analyze stdout")
         self.assert_no_control(err, "analyze stderr")

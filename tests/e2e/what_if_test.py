@@ -124,7 +124,7 @@ def main():
         # Every latency is measured: 0% is by construction, and the terminal says so instead of implying accuracy.
         assert "replay error 0.00%: the replay reproduces the measured steps by construction" in out, out
         assert "not its predictions" in out, out
-        assert out.index("step time split") < out.index("what would help"), out
+        assert out.index("ranks (") < out.index("what would help"), out
         assert "communication 2x faster" in out, out
     print("what_if_test: ok")
 

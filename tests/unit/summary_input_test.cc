@@ -324,7 +324,8 @@ TEST(SummaryInput, EveryKeyTheWriterEmitsWhereTheGateReadsIsReadOrListedAsNotNee
   const std::set<std::string> not_for_the_gate = {
       // Sections of other analyzers: the gate compares the figures above them.
       "bucket_stalls", "buckets", "clock_offsets", "collectives", "collectives_summary", "cross_rank", "findings",
-      "fsdp", "fsdp_allgathers", "point_to_point", "step_breakdown", "stragglers", "tool", "tp", "verdict",
+      "fsdp", "fsdp_allgathers", "interference", "point_to_point", "step_breakdown", "stragglers", "tool", "tp",
+      "verdict",
       "data_quality.warnings",
       // A rank's description and the figures the gate derives from others (wall per iteration,
       // the overlap ratio from its sums).

@@ -117,7 +117,9 @@ TEST(TypedResults, TerminalPrintsFromTheStructs) {
   s.AddFinding("x", kUnknown, Severity::kInfo, "an info line");
   s.AddFinding("y", 3, Severity::kWarning, "a warning line");
   std::ostringstream out;
-  ASSERT_TRUE(MakeTerminalReport()->Write(s, {}, out).ok());
+  ReportOptions every_rank;
+  every_rank.all_ranks = true;  // the cross-rank table's per-rank rows
+  ASSERT_TRUE(MakeTerminalReport()->Write(s, every_rank, out).ok());
   const std::string text = out.str();
   EXPECT_NE(text.find("by op type (all ranks):"), std::string::npos) << text;
   EXPECT_NE(text.find("     allreduce        6           ?     2.00 ms    500.0 µs     25.0%"), std::string::npos) << text;
