@@ -10,11 +10,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
+#include <system_error>
+#include <thread>
 #include <iostream>
 #include <streambuf>
 #include <vector>
 
 #include "src/cli/registry.h"
+#include "src/common/utf8.h"
 
 namespace overlapprof {
 namespace {
@@ -149,6 +154,60 @@ Status WriteAtomically(const std::string& path, const std::function<Status(std::
   fs::rename(tmp, path, ec);
   if (ec) return MakeError(StatusCode::kIo, "{}: cannot rename into place: {}", path, ec.message());
   return OkStatus();
+}
+
+Status WriteReportFiles(const ReportPaths& paths, const Summary& summary, ReportWriter* chrome, ReportWriter* html,
+                        const ReportOptions& chrome_options) {
+  // The writers only read the summary and their own state, so each file is written on its own
+  // thread: the Chrome trace (the largest) from the start, the HTML page once the summary's JSON,
+  // which it shares with the JSON summary file, is built (BuildSummaryDocument once for both). Where no
+  // thread can be had, the write runs on this one. Errors are reported in the order JSON, Chrome
+  // trace, HTML.
+  Status json_status = OkStatus(), chrome_status = OkStatus(), html_status = OkStatus();
+  std::optional<SummaryDocument> summary_doc;
+  auto write_chrome = [&] {
+    chrome_status = WriteAtomically(paths.chrome_trace, [&](std::ostream& o) { return chrome->Write(summary, chrome_options, o); });
+  };
+  auto write_html = [&] {
+    ReportOptions html_options;
+    html_options.summary_doc = summary_doc ? &*summary_doc : nullptr;
+    html_status = WriteAtomically(paths.html, [&](std::ostream& o) { return html->Write(summary, html_options, o); });
+  };
+  auto start = [](std::thread& t, const std::function<void()>& f) {
+    try {
+      t = std::thread(f);
+    } catch (const std::system_error&) {
+      f();
+    }
+  };
+  std::thread chrome_thread, html_thread;
+  if (chrome) start(chrome_thread, write_chrome);
+  try {
+    if (!paths.json.empty() && html) summary_doc = BuildSummaryDocument(summary);
+  } catch (const std::exception& e) {  // allocation
+    json_status = MakeError(StatusCode::kInternal, "summary JSON: {}", e.what());
+  }
+  if (html && json_status.ok()) start(html_thread, write_html);
+  if (!paths.json.empty() && json_status.ok())
+    json_status = WriteJsonFile(summary, paths.json, summary_doc ? &*summary_doc : nullptr);
+  if (chrome_thread.joinable()) chrome_thread.join();
+  if (html_thread.joinable()) html_thread.join();
+  // Each file written, one line each on stderr (stdout stays free for the caller), in the order
+  // JSON, Chrome trace, HTML; a file whose write failed is not named (its error follows), nor "-".
+  auto wrote = [](const std::string& path, const Status& st, const char* what) {
+    if (!path.empty() && path != "-" && st.ok()) std::fprintf(stderr, "overlapprof: wrote %s (%s)\n", EscapeForTerminal(path).c_str(), what);
+  };
+  if (paths.announce_json) wrote(paths.json, json_status, "JSON summary");
+  wrote(paths.chrome_trace, chrome_status, "Chrome trace: open in ui.perfetto.dev");
+  wrote(paths.html, html_status, "HTML report: open in a browser");
+  OVERLAPPROF_RETURN_IF_ERROR(json_status);
+  OVERLAPPROF_RETURN_IF_ERROR(chrome_status);
+  if (chrome) {
+    if (std::string note = chrome->Notice(); !note.empty())
+      std::fprintf(stderr, "overlapprof: %s: %s\n", EscapeForTerminal(paths.chrome_trace).c_str(),
+                   EscapeForTerminal(note).c_str());
+  }
+  return html_status;
 }
 
 Status WriteJsonFile(const Summary& summary, const std::string& path, const SummaryDocument* summary_doc) {

@@ -22,4 +22,17 @@ Status WriteAtomically(const std::string& path, const std::function<Status(std::
 Status WriteJsonFile(const Summary& summary, const std::string& path,
                      const SummaryDocument* summary_doc = nullptr);
 
+// The report files of one pass; an empty path is not asked for. `json` may be "-" (stdout).
+struct ReportPaths {
+  std::string json, chrome_trace, html;
+  bool announce_json = true;  // a line on stderr for the JSON file too (`analyze` writes none for it)
+};
+
+// After the pass: writes the files `paths` name, the Chrome trace from `chrome` and the HTML page
+// from `html` (each non-null when its path is set), each on its own thread where one can be had,
+// and one line on stderr per file written, in the order JSON, Chrome trace, HTML (stdout stays
+// free). Errors are returned in that order. `chrome_options`: --trace-iterations, --trace-budget.
+Status WriteReportFiles(const ReportPaths& paths, const Summary& summary, ReportWriter* chrome, ReportWriter* html,
+                        const ReportOptions& chrome_options);
+
 }  // namespace overlapprof

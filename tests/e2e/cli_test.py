@@ -366,6 +366,52 @@ class CliTest(unittest.TestCase):
             with open(path) as f:
                 self.assertEqual(out, f.read(), f"differs from {path} (UPDATE_GOLDEN=1 rewrites it)")
 
+    def test_analyze_writes_every_report_in_the_one_pass(self):
+        # The terminal summary, and the JSON, HTML and Chrome trace files that `report` writes,
+        # byte for byte, from one analyze.
+        a, b = os.path.join(self.tmp, "one"), os.path.join(self.tmp, "two")
+        os.makedirs(a)
+        os.makedirs(b)
+        files = ("s.json", "r.html", "t.json.gz")
+        rc, out, err = run("analyze", A100_2, "--json", os.path.join(a, files[0]), "--html", os.path.join(a, files[1]),
+                           "--chrome-trace", os.path.join(a, files[2]))
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(out.startswith("verdict: "), out)
+        self.assertIn("wrote " + os.path.join(a, "r.html"), err)
+        rc, _, err = run("report", A100_2, "--json", os.path.join(b, files[0]), "--html", os.path.join(b, files[1]),
+                         "--chrome-trace", os.path.join(b, files[2]))
+        self.assertEqual(rc, 0, err)
+        for name in files:
+            with open(os.path.join(a, name), "rb") as x, open(os.path.join(b, name), "rb") as y:
+                self.assertEqual(x.read(), y.read(), name)
+
+    def test_terminal_options(self):
+        rc, full, err = run("analyze", A100_2, A100_16)
+        self.assertEqual(rc, 0, err)
+        rc, brief, err = run("analyze", A100_2, A100_16, "--brief")
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(brief.startswith("verdict: "), brief)
+        self.assertIn("\nrun: 2 ranks", brief)
+        self.assertNotIn("by op type", brief)
+        self.assertLess(len(brief.splitlines()), 12, brief)
+        self.assertIn("findings:", full)
+        rc, none, err = run("analyze", A100_2, A100_16, "--top", "0")
+        self.assertNotIn("  warning rank", none)
+        self.assertIn("more (--top N shows more", none)
+        rc, _, err = run("analyze", A100_2, "--ranks", "0,x")
+        self.assertEqual(rc, 2)
+        self.assertIn("--ranks 0,x: not 'all' nor a list of ranks", err)
+        # Bars: block characters in a UTF-8 locale, plain ones otherwise.
+        rc, utf8, _ = run("analyze", A100_2, env={"LC_ALL": "C.UTF-8"})
+        rc, plain, _ = run("analyze", A100_2, env={"LC_ALL": "C", "LANG": ""})
+        self.assertIn("\u2588", utf8)
+        self.assertNotIn("\u2588", plain)
+        self.assertIn("  ###x............  ", plain)
+        for text in (full, brief, utf8):
+            for line in text.splitlines():
+                if A100_2 not in line and A100_16 not in line:  # rows naming files may be longer
+                    self.assertLessEqual(len(line), 100, line)
+
     def test_progress_on_stderr_only_when_wanted(self):
         # Forced (as on a terminal after a second): a bar per finished file, erased at the end.
         rc, out, err = run("analyze", A100_2, A100_16, env={"OVERLAPPROF_PROGRESS": "1"})
