@@ -14,8 +14,14 @@ std::string Fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digit
 
 }  // namespace
 
-std::string RenderComparisonText(const Comparison& c, const RunView& b, const RunView& n) {
+std::string RenderComparisonText(const Comparison& c, const RunView& b, const RunView& n, bool color) {
   std::ostringstream o;
+  const auto verdict = [color](Verdict v) {
+    const char* code = v == Verdict::kRegressed ? "1;31" : v == Verdict::kImproved ? "32"
+                       : v == Verdict::kInconclusive ? "33" : nullptr;
+    if (!color || !code) return std::string(VerdictName(v));
+    return fmt::format("\x1b[{}m{}\x1b[0m", code, VerdictName(v));
+  };
   // Text from the inputs (paths, op and counter names) is escaped for the terminal.
   const auto t = [](const std::string& s) { return EscapeForTerminal(s); };
   o << "base: " << t(b.source) << " (" << b.ranks << " rank(s), " << b.iterations << " iteration(s))\n";
@@ -27,10 +33,10 @@ std::string RenderComparisonText(const Comparison& c, const RunView& b, const Ru
   for (const MetricResult& m : c.metrics) {
     o << fmt::format("{:<34} {:>12} {:>12} {:>12} {:>10} {:>8}  {}\n", t(m.name) + " (" + m.unit + ")", Fixed(m.base, 2),
                      Fixed(m.next, 2), ChangeText(m),
-                     m.p ? fmt::format("{:.3g}", *m.p) : std::string("-"), m.gated ? "yes" : "no", VerdictName(m.verdict));
+                     m.p ? fmt::format("{:.3g}", *m.p) : std::string("-"), m.gated ? "yes" : "no", verdict(m.verdict));
   }
   o << "\n";
-  for (const MetricResult& m : c.metrics) o << t(m.name) << ": " << VerdictName(m.verdict) << ": " << t(m.why) << "\n";
+  for (const MetricResult& m : c.metrics) o << t(m.name) << ": " << verdict(m.verdict) << ": " << t(m.why) << "\n";
   if (c.data_lost) o << "data quality: " << t(c.data_lost_why) << "\n";
   return o.str();
 }

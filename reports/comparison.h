@@ -8,7 +8,8 @@
 
 namespace overlapprof {
 
-std::string RenderComparisonText(const Comparison& c, const RunView& base, const RunView& next);
+// `color`: verdicts in ANSI colour (regressed red, improved green, inconclusive yellow).
+std::string RenderComparisonText(const Comparison& c, const RunView& base, const RunView& next, bool color = false);
 // `command`: "compare" or "check", named in the heading.
 std::string RenderComparisonMarkdown(const Comparison& c, const RunView& base, const RunView& next,
                                      const std::string& command);

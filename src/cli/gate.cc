@@ -33,7 +33,11 @@ struct GateArgs {
   std::string markdown_path, junit_path;  // check: also write these ("-": stdout)
   std::string step_range;                 // AnalysisOptions::step_range for traces
   bool allow_different_runs = false;      // compare runs that Differences() finds not comparable
-  std::vector<std::string> comm_kernel, not_comm;  // --comm-kernel / --not-comm (traces only)
+  // Traces only: how they are read and analyzed, as `analyze` takes them (src/cli/options.h).
+  ImportFlags import;               // --comm-kernel/--not-comm (after the policy's), --comm-timing, ...
+  std::string iterations = "auto";  // --iterations
+  int jobs = 0;                     // -j
+  std::string color = "auto";       // --color
 };
 
 }  // namespace
@@ -50,7 +54,7 @@ bool IsSummaryFile(const std::string& path) {
 
 namespace {
 
-StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range, const ImportOptions& io) {
+StatusOr<RunView> LoadRun(const std::string& path, const GateArgs& a, const ImportFlags& flags, ImportOptions io) {
   if (IsSummaryFile(path)) {
     // Read as the traces are (src/io/input_file.h), in one streaming pass (ReadSummary): NaN /
     // Infinity refuse the summary (exit 2); a key given twice keeps its first value, with a
@@ -63,10 +67,12 @@ StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range
                    EscapeForTerminal(path).c_str(), EscapeForTerminal(d).c_str());
     return v;
   }
-  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> files, ExpandInputs({path}));
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> files, ExpandInputs({path}, flags.cache_dir));
+  OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(flags, files, io));
   AnalysisOptions ao;
-  ao.step_range = step_range;
-  OVERLAPPROF_ASSIGN_OR_RETURN(Summary s, AnalyzeFiles(files, io, ao, DefaultJobs()));
+  ao.step_range = a.step_range;
+  ao.iterations = IterationModeNamed(a.iterations);
+  OVERLAPPROF_ASSIGN_OR_RETURN(Summary s, AnalyzeFiles(files, io, ao, a.jobs));
   std::ostringstream out;
   OVERLAPPROF_RETURN_IF_ERROR(MakeReportWriter("json")->Write(s, {}, out));
   return ReadSummary(out.str(), path, nullptr);
@@ -95,15 +101,18 @@ StatusOr<Loaded> Load(const GateArgs& a) {
   l.policy = a.policy;
   for (const std::string& w : a.policy.warnings) std::fprintf(stderr, "overlapprof: warning: %s\n", EscapeForTerminal(w).c_str());
   // The policy file's patterns, then the flags'.
-  ImportFlags flags;
+  ImportFlags flags = a.import;
   flags.comm_kernel = a.policy.comm_kernel;
   flags.not_comm = a.policy.not_comm;
-  flags.comm_kernel.insert(flags.comm_kernel.end(), a.comm_kernel.begin(), a.comm_kernel.end());
-  flags.not_comm.insert(flags.not_comm.end(), a.not_comm.begin(), a.not_comm.end());
+  flags.comm_kernel.insert(flags.comm_kernel.end(), a.import.comm_kernel.begin(), a.import.comm_kernel.end());
+  flags.not_comm.insert(flags.not_comm.end(), a.import.not_comm.begin(), a.import.not_comm.end());
   OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(flags));
-  OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(flags, {}, io));
-  OVERLAPPROF_ASSIGN_OR_RETURN(l.base, LoadRun(a.base, a.step_range, io));
-  OVERLAPPROF_ASSIGN_OR_RETURN(l.next, LoadRun(a.next, a.step_range, io));
+  ImportFlags patterns;  // an invalid pattern is an error before anything is read
+  patterns.comm_kernel = flags.comm_kernel;
+  patterns.not_comm = flags.not_comm;
+  OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(patterns, {}, io));
+  OVERLAPPROF_ASSIGN_OR_RETURN(l.base, LoadRun(a.base, a, flags, io));
+  OVERLAPPROF_ASSIGN_OR_RETURN(l.next, LoadRun(a.next, a, flags, io));
   return l;
 }
 
@@ -125,7 +134,7 @@ CommandResult RunCompare(const GateArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(Loaded l, Load(a));
   Comparison c = Compare(l.base, l.next, l.policy);
   OVERLAPPROF_RETURN_IF_ERROR(CheckComparable(a, l, c));
-  std::cout << RenderComparisonText(c, l.base, l.next);
+  std::cout << RenderComparisonText(c, l.base, l.next, UseColor(a.color));
   if (!a.markdown_path.empty())
     OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.markdown_path, RenderComparisonMarkdown(c, l.base, l.next, "compare")));
   return Outcome::Ok();
@@ -140,7 +149,7 @@ CommandResult RunCheck(const GateArgs& a) {
     if (!c.data_lost) return comparable;
     c.notes.push_back("not comparable, shown because the new run lost data: " + comparable.message());
   }
-  std::cout << RenderComparisonText(c, l.base, l.next);
+  std::cout << RenderComparisonText(c, l.base, l.next, UseColor(a.color));
   if (!a.markdown_path.empty())
     OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.markdown_path, RenderComparisonMarkdown(c, l.base, l.next, "check")));
   if (!a.junit_path.empty()) OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.junit_path, RenderComparisonJUnit(c, l.base, l.next)));
@@ -168,6 +177,18 @@ CommandResult RunCheck(const GateArgs& a) {
   return Outcome::Ok();
 }
 
+// What compare and check take as analyze does (src/cli/options.h): the output's colour, and
+// for traces how they are read and analyzed.
+void AddTraceOptions(CLI::App& app, GateArgs& a) {
+  AddColorOption(app, a.color);
+  AddJobsOption(app, a.jobs);
+  AddCacheDirOption(app, a.import);
+  AddCommPatternOptions(app, a.import.comm_kernel, a.import.not_comm);
+  AddCommTimingOption(app, a.import);
+  AddIterationsOption(app, a.iterations);
+  AddRankByGpuOption(app, a.import);
+}
+
 constexpr const char* kAllowDifferentRunsHelp =
     "compare runs of another world size, rank set or op mix (refused otherwise, exit 2)";
 
@@ -184,7 +205,7 @@ class CompareCommand : public Subcommand {
     app.add_option("--markdown", a_.markdown_path, "also write a Markdown table to FILE ('-': stdout)");
     AddStepRangeOption(app, a_.step_range, "host annotation that marks an iteration (traces only)");
     app.add_flag("--allow-different-runs", a_.allow_different_runs, kAllowDifferentRunsHelp);
-    AddCommPatternOptions(app, a_.comm_kernel, a_.not_comm);
+    AddTraceOptions(app, a_);
   }
   CommandResult Run(const std::vector<std::string>&) override { return RunCompare(a_); }
 
@@ -233,7 +254,7 @@ class CheckCommand : public Subcommand {
     app.add_option("--markdown", a_.markdown_path, "write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY; '-': stdout)");
     app.add_option("--junit", a_.junit_path, "write JUnit XML (a test case per gated metric)");
     AddStepRangeOption(app, a_.step_range, "host annotation that marks an iteration (traces only)");
-    AddCommPatternOptions(app, a_.comm_kernel, a_.not_comm);
+    AddTraceOptions(app, a_);
   }
   CommandResult Run(const std::vector<std::string>&) override {
     if (!a_.policy_file.empty()) {

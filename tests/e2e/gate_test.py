@@ -91,6 +91,29 @@ class GateTest(unittest.TestCase):
         self.assertIn("Mann-Whitney p = ", err)
         self.assertEqual(err.count("\n"), 2, err)  # overlap ratio and exposed communication, one line each
 
+    def test_color_on_compare_and_check(self):
+        rc, out, err = self.check(self.worse, "--color", "always")
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("\x1b[1;31mregressed\x1b[0m", out)
+        rc, out, _ = run("compare", self.summary, self.better, "--color", "always")
+        self.assertIn("\x1b[32mimproved\x1b[0m", out)
+        for extra in (["--color", "never"], []):  # never, and auto on a pipe
+            rc, out, _ = self.check(self.worse, *extra)
+            self.assertNotIn("\x1b", out)
+        rc, out, err = self.check(self.worse, "--color", "bright")
+        self.assertEqual(rc, 2, out + err)
+
+    def test_trace_options_as_analyze_takes_them(self):
+        # The options that say how traces are read, on compare and check as on analyze.
+        for cmd in (["compare", self.base, self.noise], ["check", self.noise, "--baseline", self.base]):
+            rc, out, err = run(*cmd, "-j", "1", "--comm-timing", "kernels", "--iterations", "markers",
+                               "--cache-dir", self.tmp)
+            self.assertIn(rc, (0, 3), out + err)
+            self.assertIn("overlap_ratio", out)
+        # --iterations pattern ignores the markers: without them the base has none to compare.
+        rc, out, err = run("compare", self.base, self.noise, "--iterations", "bogus")
+        self.assertEqual(rc, 2, out + err)
+
     def test_known_improvement_passes(self):
         rc, out, err = self.check(self.better)
         self.assertEqual(rc, 0, out + err)
