@@ -70,7 +70,7 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
   // A Chrome trace (`run`'s reports include one) draws host calls.
   TraceNeeds listing = a.report_dir.empty() && a.chrome_trace.empty() ? TraceNeeds{} : TraceNeeds::All();
   listing.host_calls = listing.host_calls || a.what_if;  // the model reads every host call
-  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> files, ExpandInputs(a.traces, a.import.cache_dir, listing));
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> files, ExpandInputs(a.traces, a.import.cache_dir, listing, {}, a.import.exclude));
   OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(a.import, files, io));
   AnalysisOptions ao;
   ao.step_range = a.step_range;

@@ -67,7 +67,7 @@ StatusOr<RunView> LoadRun(const std::string& path, const GateArgs& a, const Impo
                    EscapeForTerminal(path).c_str(), EscapeForTerminal(d).c_str());
     return v;
   }
-  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> files, ExpandInputs({path}, flags.cache_dir));
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> files, ExpandInputs({path}, flags.cache_dir, {}, {}, flags.exclude));
   OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(flags, files, io));
   AnalysisOptions ao;
   ao.step_range = a.step_range;
@@ -187,6 +187,7 @@ void AddTraceOptions(CLI::App& app, GateArgs& a) {
   AddCommTimingOption(app, a.import);
   AddIterationsOption(app, a.iterations);
   AddRankByGpuOption(app, a.import);
+  AddExcludeOption(app, a.import);
 }
 
 constexpr const char* kAllowDifferentRunsHelp =

@@ -38,7 +38,7 @@ std::string StemOf(const TraceInput& input) {
 CommandResult RunImport(const ImportArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(a.import));
   OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> files,
-                               ExpandInputs(a.inputs, a.import.cache_dir, TraceNeeds::All()));
+                               ExpandInputs(a.inputs, a.import.cache_dir, TraceNeeds::All(), {}, a.import.exclude));
   std::error_code ec;
   bool to_dir = files.size() > 1 || fs::is_directory(a.output, ec) || (!a.output.empty() && a.output.back() == '/');
   if (to_dir) {
@@ -72,6 +72,7 @@ class ImportCommand : public Subcommand {
     AddTsUnitOption(app, a_.import, "unit of Chrome-trace ts/dur: us (default) or ns");
     AddCacheDirOption(app, a_.import);
     AddRankByGpuOption(app, a_.import);
+    AddExcludeOption(app, a_.import);
   }
   CommandResult Run(const std::vector<std::string>&) override { return RunImport(a_); }
 

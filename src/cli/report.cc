@@ -39,7 +39,8 @@ CommandResult RunReport(const ReportArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(
       std::vector<TraceInput> files,
       ExpandInputs(a.traces, a.import.cache_dir,
-                   a.chrome_trace.empty() ? TraceNeeds{.host_calls = a.what_if} : TraceNeeds::All()));  // host calls drawn
+                   a.chrome_trace.empty() ? TraceNeeds{.host_calls = a.what_if} : TraceNeeds::All(), {},
+                   a.import.exclude));  // host calls drawn
   OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(a.import, files, io));
   AnalysisOptions ao;
   ao.step_range = a.step_range;

@@ -412,6 +412,39 @@ class CliTest(unittest.TestCase):
                 if A100_2 not in line and A100_16 not in line:  # rows naming files may be longer
                     self.assertLessEqual(len(line), 100, line)
 
+    def test_directory_with_other_files(self):
+        # A generator's manifest, notes and a nested summary beside the traces: the traces are
+        # analyzed, the rest listed on stderr with the reason; a file that may be a trace and is
+        # broken is still an error (exit 2) unless --exclude leaves it out.
+        d = os.path.join(self.tmp, "gen")
+        os.makedirs(os.path.join(d, "extra"))
+        shutil.copy(A100_2, d)
+        with open(os.path.join(d, "manifest.json"), "w") as f:
+            json.dump({"ranks": 1, "generator": "synth"}, f)
+        with open(os.path.join(d, "notes.md"), "w") as f:
+            f.write("run notes\n")
+        rc, _, _ = run("analyze", A100_2, "--json", os.path.join(d, "extra", "base.json"))
+        self.assertEqual(rc, 0)
+        rc, out, err = run("analyze", d, "--brief")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("run: 1 rank", out)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn(f"{d}: skipped 3 file(s) that are not traces: ", err)
+        self.assertIn('manifest.json (JSON without "traceEvents": not a trace)', err)
+        self.assertIn("notes.md (not named like a trace", err)
+        self.assertIn("extra/base.json (an overlapprof JSON summary)", err)
+        with open(os.path.join(d, "rank1.json"), "w") as f:
+            f.write('{"traceEvents": [')
+        rc, out, err = run("analyze", d)
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("rank1.json: truncated JSON", err)
+        rc, out, err = run("analyze", d, "--exclude", "rank1*", "--brief")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("rank1.json (--exclude rank1*)", err)
+        rc, out, err = run("analyze", d, "--exclude", "*.json.gz", "--exclude", "rank1*")
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("directory holds no trace files", err)
+
     def test_progress_on_stderr_only_when_wanted(self):
         # Forced (as on a terminal after a second): a bar per finished file, erased at the end.
         rc, out, err = run("analyze", A100_2, A100_16, env={"OVERLAPPROF_PROGRESS": "1"})
