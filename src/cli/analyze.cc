@@ -26,6 +26,7 @@ struct AnalyzeArgs {
   std::vector<std::string> traces;
   std::string json_path;
   std::string chrome_trace, html_path;  // --chrome-trace, --html: from the same pass
+  bool force = false;                   // --force: replace existing output files
   std::string trace_iterations;         // Chrome trace: --trace-iterations
   double trace_budget_mb = 0;           // Chrome trace: --trace-budget (0: the default)
   bool per_iteration = false;
@@ -60,6 +61,9 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(a.import));
   ReportOptions ro;  // the terminal's
   OVERLAPPROF_RETURN_IF_ERROR(ApplyTerminalFlags(a.terminal, ro));
+  if (a.report_dir.empty())
+    OVERLAPPROF_RETURN_IF_ERROR(CheckOutputPaths(
+        {{"--json", a.json_path}, {"--html", a.html_path}, {"--chrome-trace", a.chrome_trace}}, a.force));
   // A JSON summary is already analyzed: say what takes it.
   for (const std::string& t : a.traces)
     if (IsSummaryFile(t))
@@ -124,6 +128,7 @@ class AnalyzeCommand : public Subcommand {
                    "also write the self-contained HTML report to FILE, from the same pass (docs/html-report.md)");
     app.add_option("--chrome-trace", a_.chrome_trace,
                    "also write a Chrome trace for Perfetto UI to FILE (NAME.json.gz: gzip), from the same pass");
+    app.add_flag("--force", a_.force, "replace existing output files");
     app.add_option("--trace-iterations", a_.trace_iterations,
                    "Chrome trace: the iterations to keep: 'all', or 0-based indices like 0,5,10-12 (as report)");
     app.add_option("--trace-budget", a_.trace_budget_mb, "Chrome trace: size budget in MB of JSON, more than 0 (default 100)")

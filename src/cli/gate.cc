@@ -17,6 +17,7 @@
 #include "src/cli/pipeline.h"
 #include "src/cli/registry.h"
 #include "src/cli/subcommand.h"
+#include "src/cli/output.h"
 #include "src/cli/summary_input.h"
 #include "src/common/utf8.h"
 #include "src/io/input_file.h"
@@ -38,6 +39,7 @@ struct GateArgs {
   std::string iterations = "auto";  // --iterations
   int jobs = 0;                     // -j
   std::string color = "auto";       // --color
+  bool force = false;               // --force: replace existing output files
 };
 
 }  // namespace
@@ -131,6 +133,7 @@ Status CheckComparable(const GateArgs& a, const Loaded& l, Comparison& c) {
 }
 
 CommandResult RunCompare(const GateArgs& a) {
+  OVERLAPPROF_RETURN_IF_ERROR(CheckOutputPaths({{"--markdown", a.markdown_path}}, a.force));
   OVERLAPPROF_ASSIGN_OR_RETURN(Loaded l, Load(a));
   Comparison c = Compare(l.base, l.next, l.policy);
   OVERLAPPROF_RETURN_IF_ERROR(CheckComparable(a, l, c));
@@ -141,6 +144,8 @@ CommandResult RunCompare(const GateArgs& a) {
 }
 
 CommandResult RunCheck(const GateArgs& a) {
+  OVERLAPPROF_RETURN_IF_ERROR(
+      CheckOutputPaths({{"--markdown", a.markdown_path}, {"--junit", a.junit_path}}, a.force));
   OVERLAPPROF_ASSIGN_OR_RETURN(Loaded l, Load(a));
   Comparison c = Compare(l.base, l.next, l.policy);
   if (Status comparable = CheckComparable(a, l, c); !comparable.ok()) {
@@ -180,6 +185,7 @@ CommandResult RunCheck(const GateArgs& a) {
 // What compare and check take as analyze does (src/cli/options.h): the output's colour, and
 // for traces how they are read and analyzed.
 void AddTraceOptions(CLI::App& app, GateArgs& a) {
+  app.add_flag("--force", a.force, "replace existing output files");
   AddColorOption(app, a.color);
   AddJobsOption(app, a.jobs);
   AddCacheDirOption(app, a.import);

@@ -128,6 +128,29 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
 
 }  // namespace
 
+Status CheckOutputPaths(const std::vector<std::pair<std::string, std::string>>& outputs, bool force) {
+  std::vector<std::pair<std::string, const std::pair<std::string, std::string>*>> seen;  // canonical path
+  for (const auto& o : outputs) {
+    const std::string& path = o.second;
+    if (path.empty() || path == "-") continue;
+    std::error_code ec;
+    const std::string canonical = fs::weakly_canonical(fs::absolute(path, ec), ec).string();
+    for (const auto& [c, other] : seen)
+      if (c == canonical)
+        return MakeError(StatusCode::kInvalidArgument, "{} and {} name the same file {}: give each its own",
+                         other->first, o.first, path);
+    seen.emplace_back(canonical, &o);
+    const fs::file_status st = fs::status(path, ec);
+    if (ec || !fs::exists(st)) continue;
+    if (!fs::is_regular_file(st))
+      return MakeError(StatusCode::kInvalidArgument, "{} {}: not a regular file: refused ('-' writes to stdout)",
+                       o.first, path);
+    if (!force)
+      return MakeError(StatusCode::kInvalidArgument, "{} {}: the file exists: --force replaces it", o.first, path);
+  }
+  return OkStatus();
+}
+
 Status WriteAtomically(const std::string& path, const std::function<Status(std::ostream&)>& write) {
   const std::string tmp = path + ".partial";
   OVERLAPPROF_ASSIGN_OR_RETURN(const int fd, CreatePartial(tmp));

@@ -4,6 +4,8 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +14,12 @@
 #include "src/common/status.h"
 
 namespace overlapprof {
+
+// Before anything is read: the output files a command was asked for, each (the flag that named
+// it, its path; an empty path or "-" is none), are refused (a usage error naming it) when two name
+// the same file, when one is not a regular file (a directory, a device: use '-' for stdout), or
+// when one exists and `force` is not set.
+Status CheckOutputPaths(const std::vector<std::pair<std::string, std::string>>& outputs, bool force);
 
 // Writes `path` through `write` into path.partial, renamed into place when complete; on error
 // the partial file is removed. A path ending in ".gz" is written gzip-compressed.

@@ -27,6 +27,7 @@ struct ReportArgs {
   double trace_budget_mb = 0;    // Chrome trace: --trace-budget (0: the default)
   bool what_if = false;  // --what-if
   int jobs = 0;          // -j
+  bool force = false;    // --force
   std::string iterations = "auto";  // --iterations (IterationModeNamed)
   ImportFlags import;
 };
@@ -35,6 +36,8 @@ CommandResult RunReport(const ReportArgs& a) {
   if (a.chrome_trace.empty() && a.json_path.empty() && a.html_path.empty())
     return MakeError(StatusCode::kInvalidArgument,
                      "report: name at least one output (--chrome-trace FILE, --json FILE, --html FILE)");
+  OVERLAPPROF_RETURN_IF_ERROR(CheckOutputPaths(
+      {{"--json", a.json_path}, {"--chrome-trace", a.chrome_trace}, {"--html", a.html_path}}, a.force));
   OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(a.import));
   OVERLAPPROF_ASSIGN_OR_RETURN(
       std::vector<TraceInput> files,
@@ -85,6 +88,7 @@ class ReportCommand : public Subcommand {
     app.add_option("--trace-budget", a_.trace_budget_mb, "Chrome trace: size budget in MB of JSON, more than 0 (default 100)")
         ->check(Quiet(CLI::PositiveNumber))
         ->type_name("MB");
+    app.add_flag("--force", a_.force, "replace existing output files");
     AddJobsOption(app, a_.jobs);
     AddPassOptions(app, a_.import, a_.iterations, a_.what_if);
   }

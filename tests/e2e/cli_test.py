@@ -445,6 +445,35 @@ class CliTest(unittest.TestCase):
         self.assertEqual(rc, 2, out + err)
         self.assertIn("directory holds no trace files", err)
 
+    def test_outputs_refused_unless_forced(self):
+        d = os.path.join(self.tmp, "outs")
+        os.makedirs(d)
+        js, html = os.path.join(d, "s.json"), os.path.join(d, "r.html")
+        self.assertEqual(run("analyze", A100_2, "--json", js)[0], 0)
+        before = open(js, "rb").read()
+        for cmd in (["analyze", A100_2, "--json", js], ["report", A100_2, "--json", js]):
+            rc, out, err = run(*cmd)
+            self.assertEqual(rc, 2, out + err)
+            self.assertIn(f"--json {js}: the file exists: --force replaces it", err)
+            self.assertEqual(out, "")  # refused before anything is read
+        self.assertEqual(open(js, "rb").read(), before)
+        rc, _, err = run("analyze", A100_2, "--json", js, "--force")
+        self.assertEqual(rc, 0, err)
+        # Two outputs, one file (also through another spelling of the path).
+        rc, out, err = run("analyze", A100_2, "--json", html, "--html", os.path.join(d, ".", "r.html"))
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("--json and --html name the same file", err)
+        self.assertFalse(os.path.exists(html))
+        # A directory or a device is not a file to replace.
+        rc, _, err = run("report", A100_2, "--html", d, "--force")
+        self.assertEqual(rc, 2)
+        self.assertIn("not a regular file: refused", err)
+        # import: several ranks into one .db name.
+        rc, out, err = run("import", A100_2, A100_16, "-o", os.path.join(d, "all.db"))
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("give a directory (-o DIR/)", err)
+        self.assertFalse(os.path.exists(os.path.join(d, "all.db")))
+
     def test_progress_on_stderr_only_when_wanted(self):
         # Forced (as on a terminal after a second): a bar per finished file, erased at the end.
         rc, out, err = run("analyze", A100_2, A100_16, env={"OVERLAPPROF_PROGRESS": "1"})

@@ -114,6 +114,24 @@ class GateTest(unittest.TestCase):
         rc, out, err = run("compare", self.base, self.noise, "--iterations", "bogus")
         self.assertEqual(rc, 2, out + err)
 
+    def test_outputs_are_not_overwritten_without_force(self):
+        md = os.path.join(self.tmp, "once.md")
+        with open(md, "w") as f:
+            f.write("kept\n")
+        rc, out, err = self.check(self.noise, "--markdown", md)
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn(f"--markdown {md}: the file exists: --force replaces it", err)
+        with open(md) as f:
+            self.assertEqual(f.read(), "kept\n")
+        rc, out, err = self.check(self.noise, "--markdown", md, "--force")
+        self.assertIn(rc, (0, 3), out + err)
+        with open(md) as f:
+            self.assertIn("overlapprof check", f.read())
+        same = os.path.join(self.tmp, "same.out")
+        rc, out, err = self.check(self.noise, "--markdown", same, "--junit", same)
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("--markdown and --junit name the same file", err)
+
     def test_known_improvement_passes(self):
         rc, out, err = self.check(self.better)
         self.assertEqual(rc, 0, out + err)
@@ -187,7 +205,7 @@ class GateTest(unittest.TestCase):
         self.assertEqual(names, ["step_time", "overlap_ratio", "exposed_comm_per_iter", "data_quality"])
         self.assertTrue(open(xml).read().endswith("</testsuite>\n"))
         # compare's Markdown names compare, not check.
-        rc, _, _ = run("compare", self.summary, self.worse, "--markdown", md)
+        rc, _, _ = run("compare", self.summary, self.worse, "--markdown", md, "--force")  # md exists
         self.assertEqual(rc, 0)
         head = open(md).read().splitlines()[0]
         self.assertIn("overlapprof compare: regressed", head)
