@@ -62,6 +62,16 @@ int Main(int argc, char** argv) {
     c->AddOptions(*sub);
     apps.emplace_back(c.get(), sub);
   }
+  // Before the subcommand only --help and --version are options: any other is unknown (CLI11
+  // would say a subcommand is required, or that the argument was not expected).
+  if (argc > 1 && argv[1][0] == '-') {
+    const std::string_view first = argv[1];
+    if (first != "-h" && first != "--help" && first != "--version" && first != "-V")
+      return ExitCodeOf(MakeError(StatusCode::kInvalidArgument,
+                                  "unknown option '{}' (before the command only --help and --version; see "
+                                  "overlapprof --help)",
+                                  first));
+  }
   // A first word that is no option and no subcommand: name them all.
   const Subcommand* named = nullptr;
   if (argc > 1 && argv[1][0] != '-') {

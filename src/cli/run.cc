@@ -1167,6 +1167,11 @@ class RunSubcommand : public Subcommand {
   bool takes_command_after_dashes() const override { return true; }
   CommandResult Run(const std::vector<std::string>& after_dashes) override {
     a_.command = app_->remaining();
+    // What CLI11 left before the command that starts with '-' is an option run does not have
+    // (the command itself never starts with '-' unless it follows "--").
+    if (!a_.command.empty() && a_.command.front().size() > 1 && a_.command.front()[0] == '-')
+      return MakeError(StatusCode::kInvalidArgument, "run: unknown option '{}' (see overlapprof run --help)",
+                       a_.command.front());
     a_.command.insert(a_.command.end(), after_dashes.begin(), after_dashes.end());
     return RunCommand(a_, AnalyzeRunDirectory);
   }

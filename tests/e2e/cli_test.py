@@ -474,6 +474,16 @@ class CliTest(unittest.TestCase):
         self.assertIn("give a directory (-o DIR/)", err)
         self.assertFalse(os.path.exists(os.path.join(d, "all.db")))
 
+    def test_unknown_options_are_named(self):
+        for args, what in ((["--bogus"], "unknown option '--bogus' (before the command only --help and --version"),
+                           (["--bogus", "analyze", A100_2], "unknown option '--bogus'"),
+                           (["run", "--bogus", "--", "true"], "run: unknown option '--bogus'"),
+                           (["run", "--bogus", "true"], "run: unknown option '--bogus'")):
+            rc, out, err = run(*args)
+            self.assertEqual(rc, 2, args)
+            self.assertEqual(err.count("\n"), 1, err)
+            self.assertIn(what, err)
+
     def test_progress_on_stderr_only_when_wanted(self):
         # Forced (as on a terminal after a second): a bar per finished file, erased at the end.
         rc, out, err = run("analyze", A100_2, A100_16, env={"OVERLAPPROF_PROGRESS": "1"})
