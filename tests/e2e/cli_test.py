@@ -484,6 +484,23 @@ class CliTest(unittest.TestCase):
             self.assertEqual(err.count("\n"), 1, err)
             self.assertIn(what, err)
 
+    def test_legacy_torch_profiler_array_is_refused_naming_the_format(self):
+        # torch 1.x's autograd profiler: a bare array, ProfilerStep#N without a category, no kernels.
+        ev = []
+        for i in range(3):
+            ev += [{"name": f"ProfilerStep#{i}", "ph": "X", "ts": i * 1000, "dur": 1000, "tid": 1,
+                    "pid": "CPU functions", "args": {}},
+                   {"name": "aten::mm", "ph": "X", "ts": i * 1000 + 20, "dur": 300, "tid": 0,
+                    "pid": "CUDA functions", "args": {}}]
+        path = os.path.join(self.tmp, "legacy.json")
+        with open(path, "w") as f:
+            json.dump(ev, f)
+        rc, out, err = run("analyze", path)
+        self.assertEqual(rc, 2, out + err)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn("a legacy PyTorch profiler trace (torch 1.x autograd profiler", err)
+        self.assertIn("record with torch.profiler (Kineto)", err)
+
     def test_progress_on_stderr_only_when_wanted(self):
         # Forced (as on a terminal after a second): a bar per finished file, erased at the end.
         rc, out, err = run("analyze", A100_2, A100_16, env={"OVERLAPPROF_PROGRESS": "1"})
