@@ -1,6 +1,7 @@
 #include "reports/comparison.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <cstring>
 #include <sstream>
@@ -134,6 +135,34 @@ std::string RenderComparisonJUnit(const Comparison& c, const RunView&, const Run
   if (c.data_lost) o << fmt::format("    <failure message=\"data lost\">{}</failure>\n", XmlEscape(c.data_lost_why));
   o << "  </testcase>\n</testsuite>\n";
   return o.str();
+}
+
+std::string RenderComparisonJson(const Comparison& c, const RunView& b, const RunView& n, const std::string& command) {
+  using Json = nlohmann::ordered_json;
+  auto side = [](const RunView& v) {
+    return Json{{"source", v.source}, {"ranks", v.ranks}, {"iterations", v.iterations}};
+  };
+  Json doc;
+  doc["schema"] = "overlapprof.comparison/1";
+  doc["command"] = command;
+  doc["gate"] = c.data_lost ? "data lost" : VerdictName(c.gate);
+  doc["data_lost"] = c.data_lost;
+  if (c.data_lost) doc["data_lost_why"] = c.data_lost_why;
+  doc["notes"] = c.notes;
+  doc["base"] = side(b);
+  doc["new"] = side(n);
+  Json metrics = Json::array();
+  for (const MetricResult& m : c.metrics) {
+    Json j{{"name", m.name},      {"unit", m.unit},         {"gated", m.gated},         {"base", m.base},
+           {"new", m.next},       {"delta", m.delta},       {"change", m.change},       {"change_unit", m.change_unit},
+           {"threshold", m.threshold}, {"n_base", m.n_base}, {"n_new", m.n_next}};
+    j["p"] = m.p ? Json(*m.p) : Json(nullptr);
+    j["verdict"] = VerdictName(m.verdict);
+    j["why"] = m.why;
+    metrics.push_back(std::move(j));
+  }
+  doc["metrics"] = std::move(metrics);
+  return doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace overlapprof

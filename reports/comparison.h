@@ -13,6 +13,10 @@ std::string RenderComparisonText(const Comparison& c, const RunView& base, const
 // `command`: "compare" or "check", named in the heading.
 std::string RenderComparisonMarkdown(const Comparison& c, const RunView& base, const RunView& next,
                                      const std::string& command);
+// The comparison as JSON (schema "overlapprof.comparison/1", docs/ci-gate.md): the gate, the
+// notes, each side's source, ranks and iterations, and per metric its figures and verdict.
+std::string RenderComparisonJson(const Comparison& c, const RunView& base, const RunView& next,
+                                 const std::string& command);
 std::string RenderComparisonJUnit(const Comparison& c, const RunView& base, const RunView& next);
 
 }  // namespace overlapprof

@@ -32,6 +32,7 @@ struct GateArgs {
   std::string policy_file;
   Policy policy;
   std::string markdown_path, junit_path;  // check: also write these ("-": stdout)
+  std::string json_path;                  // --json: the comparison as JSON ("-": stdout, instead of the table)
   std::string step_range;                 // AnalysisOptions::step_range for traces
   bool allow_different_runs = false;      // compare runs that Differences() finds not comparable
   // Traces only: how they are read and analyzed, as `analyze` takes them (src/cli/options.h).
@@ -133,11 +134,13 @@ Status CheckComparable(const GateArgs& a, const Loaded& l, Comparison& c) {
 }
 
 CommandResult RunCompare(const GateArgs& a) {
-  OVERLAPPROF_RETURN_IF_ERROR(CheckOutputPaths({{"--markdown", a.markdown_path}}, a.force));
+  OVERLAPPROF_RETURN_IF_ERROR(CheckOutputPaths({{"--markdown", a.markdown_path}, {"--json", a.json_path}}, a.force));
   OVERLAPPROF_ASSIGN_OR_RETURN(Loaded l, Load(a));
   Comparison c = Compare(l.base, l.next, l.policy);
   OVERLAPPROF_RETURN_IF_ERROR(CheckComparable(a, l, c));
-  std::cout << RenderComparisonText(c, l.base, l.next, UseColor(a.color));
+  if (a.json_path != "-") std::cout << RenderComparisonText(c, l.base, l.next, UseColor(a.color));
+  if (!a.json_path.empty())
+    OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.json_path, RenderComparisonJson(c, l.base, l.next, "compare")));
   if (!a.markdown_path.empty())
     OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.markdown_path, RenderComparisonMarkdown(c, l.base, l.next, "compare")));
   return Outcome::Ok();
@@ -145,7 +148,7 @@ CommandResult RunCompare(const GateArgs& a) {
 
 CommandResult RunCheck(const GateArgs& a) {
   OVERLAPPROF_RETURN_IF_ERROR(
-      CheckOutputPaths({{"--markdown", a.markdown_path}, {"--junit", a.junit_path}}, a.force));
+      CheckOutputPaths({{"--markdown", a.markdown_path}, {"--junit", a.junit_path}, {"--json", a.json_path}}, a.force));
   OVERLAPPROF_ASSIGN_OR_RETURN(Loaded l, Load(a));
   Comparison c = Compare(l.base, l.next, l.policy);
   if (Status comparable = CheckComparable(a, l, c); !comparable.ok()) {
@@ -154,7 +157,9 @@ CommandResult RunCheck(const GateArgs& a) {
     if (!c.data_lost) return comparable;
     c.notes.push_back("not comparable, shown because the new run lost data: " + comparable.message());
   }
-  std::cout << RenderComparisonText(c, l.base, l.next, UseColor(a.color));
+  if (a.json_path != "-") std::cout << RenderComparisonText(c, l.base, l.next, UseColor(a.color));
+  if (!a.json_path.empty())
+    OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.json_path, RenderComparisonJson(c, l.base, l.next, "check")));
   if (!a.markdown_path.empty())
     OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.markdown_path, RenderComparisonMarkdown(c, l.base, l.next, "check")));
   if (!a.junit_path.empty()) OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.junit_path, RenderComparisonJUnit(c, l.base, l.next)));
@@ -185,6 +190,8 @@ CommandResult RunCheck(const GateArgs& a) {
 // What compare and check take as analyze does (src/cli/options.h): the output's colour, and
 // for traces how they are read and analyzed.
 void AddTraceOptions(CLI::App& app, GateArgs& a) {
+  app.add_option("--json", a.json_path,
+                 "write the comparison as JSON (overlapprof.comparison/1) to FILE, '-' for stdout instead of the table");
   app.add_flag("--force", a.force, "replace existing output files");
   AddColorOption(app, a.color);
   AddJobsOption(app, a.jobs);
@@ -253,7 +260,7 @@ class CheckCommand : public Subcommand {
                     ->type_name("PCT");
     min_effect_ = app.add_option("--min-effect-ms", min_effect_ms_,
                                  "a change smaller than this many ms per iteration (or 1% of the step) never fails "
-                                 "(0 or more, default 0.5)")
+                                 "(default 0.5; 0 switches this floor off, the 1% with it)")
                       ->check(Quiet(CLI::NonNegativeNumber))
                       ->type_name("MS");
     app.add_flag("--allow-different-runs", a_.allow_different_runs, kAllowDifferentRunsHelp);

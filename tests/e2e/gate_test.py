@@ -132,6 +132,23 @@ class GateTest(unittest.TestCase):
         self.assertEqual(rc, 2, out + err)
         self.assertIn("--markdown and --junit name the same file", err)
 
+    def test_json_output(self):
+        rc, out, err = self.check(self.worse, "--json", "-")
+        self.assertEqual(rc, 1, out + err)
+        doc = json.loads(out)  # only the JSON on stdout
+        self.assertEqual(doc["schema"], "overlapprof.comparison/1")
+        self.assertEqual((doc["command"], doc["gate"]), ("check", "regressed"))
+        m = {x["name"]: x for x in doc["metrics"]}
+        self.assertEqual(m["overlap_ratio"]["verdict"], "regressed")
+        self.assertAlmostEqual(m["overlap_ratio"]["base"], 74.91, places=2)
+        self.assertEqual(doc["new"]["source"], self.worse)
+        path = os.path.join(self.tmp, "cmp.json")
+        rc, out, err = run("compare", self.summary, self.better, "--json", path)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("metric", out)  # the table too
+        with open(path) as f:
+            self.assertEqual(json.load(f)["command"], "compare")
+
     def test_known_improvement_passes(self):
         rc, out, err = self.check(self.better)
         self.assertEqual(rc, 0, out + err)
@@ -253,6 +270,10 @@ class GateTest(unittest.TestCase):
         self.assertEqual(self.check(third)[0], 0)
         rc, out, err = self.check(third, "--min-effect-ms", "0.05")
         self.assertEqual(rc, 1, out + err)
+        # --min-effect-ms 0 switches the floor off, 1% of the step included: 0.1 ms now fails.
+        rc, out, err = self.check(tenth, "--min-effect-ms", "0")
+        self.assertEqual(rc, 1, out + err)
+        self.assertNotIn("below the minimum effect", out)
         # A step 0.1 ms longer passes too.
         longer = trace(os.path.join(self.tmp, "longer.json"), noisy(3.0, 12, seed=1), period_us=20100.0)
         rc, out, err = self.check(longer)
