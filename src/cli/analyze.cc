@@ -27,6 +27,7 @@ struct AnalyzeArgs {
   std::string json_path;
   std::string chrome_trace, html_path;  // --chrome-trace, --html: from the same pass
   bool force = false;                   // --force: replace existing output files
+  std::string csv_dir;                  // --csv DIR: the main tables as CSV
   std::string trace_iterations;         // Chrome trace: --trace-iterations
   double trace_budget_mb = 0;           // Chrome trace: --trace-budget (0: the default)
   bool per_iteration = false;
@@ -61,6 +62,12 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(a.import));
   ReportOptions ro;  // the terminal's
   OVERLAPPROF_RETURN_IF_ERROR(ApplyTerminalFlags(a.terminal, ro));
+  if (!a.csv_dir.empty()) {  // its tables, before the pass
+    std::vector<std::pair<std::string, std::string>> tables;
+    for (const char* t : {"ranks.csv", "iterations.csv", "op_types.csv", "collectives.csv", "findings.csv"})
+      tables.emplace_back("--csv", (fs::path(a.csv_dir) / t).string());
+    OVERLAPPROF_RETURN_IF_ERROR(CheckOutputPaths(tables, a.force));
+  }
   if (a.report_dir.empty())
     OVERLAPPROF_RETURN_IF_ERROR(CheckOutputPaths(
         {{"--json", a.json_path}, {"--html", a.html_path}, {"--chrome-trace", a.chrome_trace}}, a.force));
@@ -102,6 +109,7 @@ CommandResult RunAnalyze(const AnalyzeArgs& a) {
     paths.announce_json = false;
     OVERLAPPROF_RETURN_IF_ERROR(WriteReportFiles(paths, summary, chrome.get(), html.get(), chrome_options));
   }
+  if (!a.csv_dir.empty()) OVERLAPPROF_RETURN_IF_ERROR(WriteCsvTables(summary, a.csv_dir, a.force));
   if (a.json_path != "-") {
     ro.per_iteration = a.per_iteration;
     ro.color = UseColor(a.color);
@@ -128,6 +136,10 @@ class AnalyzeCommand : public Subcommand {
                    "also write the self-contained HTML report to FILE, from the same pass (docs/html-report.md)");
     app.add_option("--chrome-trace", a_.chrome_trace,
                    "also write a Chrome trace for Perfetto UI to FILE (NAME.json.gz: gzip), from the same pass");
+    app.add_option("--csv", a_.csv_dir,
+                   "also write the main tables as CSV into DIR (ranks, iterations, op types, collectives, findings; "
+                   "units in the headers)")
+        ->type_name("DIR");
     app.add_flag("--force", a_.force, "replace existing output files");
     app.add_option("--trace-iterations", a_.trace_iterations,
                    "Chrome trace: the iterations to keep: 'all', or 0-based indices like 0,5,10-12 (as report)");

@@ -43,4 +43,10 @@ struct ReportPaths {
 Status WriteReportFiles(const ReportPaths& paths, const Summary& summary, ReportWriter* chrome, ReportWriter* html,
                         const ReportOptions& chrome_options);
 
+// --csv DIR: the main tables as CSV (RFC 4180, one header row naming each column and its unit),
+// for spreadsheets and pandas: ranks.csv, iterations.csv, op_types.csv, collectives.csv (when
+// collectives were matched across ranks), findings.csv. DIR is created when missing; a table file
+// that exists is refused unless `force`. The figures are the JSON summary's.
+Status WriteCsvTables(const Summary& summary, const std::string& dir, bool force);
+
 }  // namespace overlapprof

@@ -501,6 +501,31 @@ class CliTest(unittest.TestCase):
         self.assertIn("a legacy PyTorch profiler trace (torch 1.x autograd profiler", err)
         self.assertIn("record with torch.profiler (Kineto)", err)
 
+    def test_csv_tables(self):
+        import csv
+        d = os.path.join(self.tmp, "csv")
+        rc, js, err = run("analyze", A100_2, "--csv", d, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        summary = json.loads(js)
+        self.assertEqual(sorted(os.listdir(d)), ["findings.csv", "iterations.csv", "op_types.csv", "ranks.csv"])
+        with open(os.path.join(d, "ranks.csv"), newline="") as f:
+            ranks = list(csv.DictReader(f))
+        self.assertEqual(len(ranks), 1)
+        self.assertEqual(int(ranks[0]["comm_ns"]), summary["ranks"][0]["comm_ns"])
+        self.assertEqual(float(ranks[0]["overlap_ratio (0-1)"]), summary["ranks"][0]["overlap_ratio"])
+        with open(os.path.join(d, "iterations.csv"), newline="") as f:
+            self.assertEqual(len(list(csv.DictReader(f))), len(summary["iterations"]))
+        with open(os.path.join(d, "findings.csv"), newline="") as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual([r["message"] for r in rows], [x["message"] for x in summary["findings"]])
+        with open(os.path.join(d, "op_types.csv"), newline="") as f:
+            self.assertIn("time_ns", next(csv.reader(f)))
+        # The tables exist now: refused before the pass, unless --force.
+        rc, out, err = run("analyze", A100_2, "--csv", d)
+        self.assertEqual(rc, 2, out + err)
+        self.assertEqual(out, "")
+        self.assertEqual(run("analyze", A100_2, "--csv", d, "--force")[0], 0)
+
     def test_progress_on_stderr_only_when_wanted(self):
         # Forced (as on a terminal after a second): a bar per finished file, erased at the end.
         rc, out, err = run("analyze", A100_2, A100_16, env={"OVERLAPPROF_PROGRESS": "1"})
