@@ -396,7 +396,7 @@ class Budget(unittest.TestCase):
             # Iterations with GPU work in the trace: exactly the chosen ones, each complete (every
             # activity starting inside it is there, as many as the summary counts).
             inside = collections.Counter()
-            for s, t in gpu[r["rank"]]:
+            for s, t in gpu[r["rank"] + 1]:  # rank R is pid R+1
                 for it in its:
                     if it["start_ns"] <= s < it["end_ns"]:
                         inside[it["index"]] += 1
@@ -445,7 +445,7 @@ class Budget(unittest.TestCase):
         doc = load(out)
         check_format(self, doc)
         self.assertEqual(doc["otherData"]["iterations_left_out"], len(self.summary["iterations"]) - 2 * self.RANKS)
-        rc, _, err = run("report", self.traces, "--chrome-trace", out, "--trace-iterations", "2-")
+        rc, _, err = run("report", self.traces, "--chrome-trace", out, "--trace-iterations", "2-", "--force")
         self.assertEqual(rc, 2)
         self.assertIn("--trace-iterations", err)
 
