@@ -51,8 +51,7 @@ class CliTest(unittest.TestCase):
         rc, out, err = run("analyze", A100_2, "--json", out_json)
         self.assertEqual(rc, 0, err)
         self.assertEqual(err, "")
-        self.assertIn("overlap%", out)
-        self.assertIn("15.6%", out)
+        self.assertIn("15.6% hidden", out)
         # The GPU idles 76% of each iteration: that is what the verdict names first.
         self.assertIn("verdict: GPU idle 76.2% of the step: the job is input- or CPU-bound", out)
         with open(out_json) as f:
@@ -402,11 +401,14 @@ class CliTest(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("--ranks 0,x: not 'all' nor a list of ranks", err)
         # Bars: block characters in a UTF-8 locale, plain ones otherwise.
-        rc, utf8, _ = run("analyze", A100_2, env={"LC_ALL": "C.UTF-8"})
-        rc, plain, _ = run("analyze", A100_2, env={"LC_ALL": "C", "LANG": ""})
+        rc, utf8, _ = run("analyze", A100_2, A100_16, env={"LC_ALL": "C.UTF-8"})
+        rc, plain, _ = run("analyze", A100_2, A100_16, env={"LC_ALL": "C", "LANG": ""})
         self.assertIn("\u2588", utf8)
         self.assertNotIn("\u2588", plain)
         self.assertIn("  ###x............  ", plain)
+        # One rank: no ranks table (the run's figures are the rank's), unless asked for.
+        self.assertNotIn(" rank       step", run("analyze", A100_2)[1])
+        self.assertIn(" rank       step", run("analyze", A100_2, "--ranks", "all")[1])
         for text in (full, brief, utf8):
             for line in text.splitlines():
                 if A100_2 not in line and A100_16 not in line:  # rows naming files may be longer
