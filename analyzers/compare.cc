@@ -123,8 +123,9 @@ double PerIteration(const RunView& v, const std::vector<double>& samples, int64_
 
 // The absolute floor: a gated change whose effect per iteration (`effect_ms`) is below
 // p.min_effect_ms or 1% of the base step time is unchanged, whatever its p-value.
+// p.min_effect_ms 0 switches the floor off, the 1% of the step with it.
 void ApplyFloor(MetricResult& m, double effect_ms, double step_ms, const Policy& p) {
-  if (m.verdict == Verdict::kUnchanged) return;
+  if (m.verdict == Verdict::kUnchanged || p.min_effect_ms <= 0) return;
   const double floor_ms = std::max(p.min_effect_ms, 0.01 * step_ms);
   if (std::fabs(effect_ms) >= floor_ms) return;
   m.verdict = Verdict::kUnchanged;

@@ -66,7 +66,7 @@ struct Policy {
   double info_threshold_pct = 10;            // comm / compute per iteration (not gated), %
   int64_t max_data_loss = 0;                 // error-severity counter total allowed in NEW
   double alpha = 0.05;                       // significance level
-  double min_effect_ms = 0.5;                // absolute floor per iteration, ms (besides 1% of the step)
+  double min_effect_ms = 0.5;                // absolute floor per iteration, ms (besides 1% of the step); 0: no floor
   double op_mix_tolerance_pct = 10;          // Differences: ops / bytes per iteration, %
   static constexpr size_t kMinSamples = 5;   // per side, for the test
   // Classification patterns for traces (keys "comm_kernel", "not_comm": a regex or a list of

@@ -17,11 +17,11 @@ run() { # label bin args...
 for r in $(seq $R); do
   for X in A B; do
     bin=$([ $X = A ] && echo $A || echo $B)
-    run "$X kineto_gz" $bin/overlapprof analyze $D/k/rank0.json.gz --json /dev/null
-    run "$X kineto_json" $bin/overlapprof analyze $D/k/rank0.json --json /dev/null
+    run "$X kineto_gz" $bin/overlapprof analyze $D/k/rank0.json.gz --json -
+    run "$X kineto_json" $bin/overlapprof analyze $D/k/rank0.json --json -
     run "$X nsys_p1" taskset -c 0 $bin/bench/bench_nsys $D/nsys_p1.sqlite 5 1
     run "$X nsys_p8" taskset -c 0 $bin/bench/bench_nsys $D/nsys_p8.sqlite 5 8
-    [ -f $D/store.db ] && run "$X store" $bin/overlapprof analyze $D/store.db --json /dev/null
+    [ -f $D/store.db ] && run "$X store" $bin/overlapprof analyze $D/store.db --json -
   done
 done | tee $D/last.txt
 AB_LAST=$D/last.txt python3 - <<'PY'

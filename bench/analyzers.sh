@@ -44,7 +44,7 @@ for ranks in $((RANKS / 4)) $((RANKS / 2)) $RANKS; do
   fi
   walls=()
   for k in 1 2 3; do
-    /usr/bin/time -v -o "$d/time$k.txt" taskset -c "$CPU" "$CLI" analyze "$d/stores" --json "$d/summary.json" >/dev/null
+    /usr/bin/time -v -o "$d/time$k.txt" taskset -c "$CPU" "$CLI" analyze "$d/stores" --json "$d/summary.json" --force >/dev/null
     walls+=("$(awk -F': ' '/Elapsed \(wall clock\)/ {n=split($2,a,":"); s=0; for(i=1;i<=n;i++) s=s*60+a[i]; print s}' "$d/time$k.txt")")
   done
   med=$(printf "%s\n" "${walls[@]}" | sort -g | sed -n 2p)

@@ -322,6 +322,15 @@ void NameTrack(RankEvents& ev, int64_t tid, const std::string& quoted_name, int6
   ev.Finish();
 }
 
+// A stream's row name: "stream N", or "synchronization" for the records of no stream that the
+// profiler files under stream id -1 (4294967295 as an unsigned 32-bit id: cudaDeviceSynchronize,
+// event waits).
+bool IsSyncStream(int64_t native_id) { return native_id == -1 || native_id == 4294967295; }
+std::string StreamLabel(int64_t native_id) {
+  if (IsSyncStream(native_id)) return "synchronization";
+  return fmt::format("stream {}", native_id);
+}
+
 // The threads of one rank: its streams, its iteration track, its host threads (returned: their
 // tids by native id).
 FileKeyMap<int64_t, int64_t> EmitThreads(const RankTrace& t, RankEvents& ev) {
@@ -329,7 +338,7 @@ FileKeyMap<int64_t, int64_t> EmitThreads(const RankTrace& t, RankEvents& ev) {
     const Stream& st = t.streams[s];
     std::string_view trimmed = st.name;
     while (!trimmed.empty() && (trimmed.back() == ' ' || trimmed.back() == '\t')) trimmed.remove_suffix(1);
-    std::string label = !trimmed.empty() ? std::string(trimmed) : fmt::format("stream {}", st.native_id);
+    std::string label = !trimmed.empty() && !IsSyncStream(st.native_id) ? std::string(trimmed) : StreamLabel(st.native_id);
     if (st.device != kUnknown) label = fmt::format("GPU {} {}", st.device, label);
     NameTrack(ev, kStreamTid + static_cast<int64_t>(s), Quote(label), 1000 + static_cast<int64_t>(s));
   }
@@ -422,7 +431,7 @@ class RankFormatter {
         if (!overflow_named[{s, lane}]) {
           overflow_named[{s, lane}] = true;
           const std::string stream = s < t_.streams.size() && t_.streams[s].native_id != kUnknown
-                                         ? fmt::format("stream {}", t_.streams[s].native_id)
+                                         ? StreamLabel(t_.streams[s].native_id)
                                          : std::string("no stream");
           NameTrack(ev_, tid, Quote(fmt::format("{} (overlapping records {})", stream, lane)));
         }
@@ -800,10 +809,12 @@ Status ChromeTraceReport::Write(const Summary& summary, const ReportOptions& opt
     const size_t sorted = sorted_of_input[r.input];
     if (sorted == static_cast<size_t>(-1)) return MakeError(StatusCode::kInternal, "chrome trace: rank {} not in the summary", r.input);
     const RankResult& rr = summary.ranks[sorted];
-    // pid: the rank, unless unknown or shared with another input (traces of different runs).
-    const int64_t pid = rr.rank != kUnknown && rank_inputs[rr.rank] == 1 ? rr.rank : kOtherPid + static_cast<int64_t>(r.input);
+    // pid: the rank + 1 (Perfetto treats pid 0 as the idle process), unless the rank is unknown or
+    // shared with another input (traces of different runs).
+    const bool own_pid = rr.rank != kUnknown && rank_inputs[rr.rank] == 1;
+    const int64_t pid = own_pid ? rr.rank + 1 : kOtherPid + static_cast<int64_t>(r.input);
     const std::string label = rr.rank == kUnknown ? fmt::format("rank ? ({})", rr.source_path)
-                              : pid == rr.rank    ? fmt::format("rank {}", rr.rank)
+                              : own_pid           ? fmt::format("rank {}", rr.rank)
                                                   : fmt::format("rank {} ({})", rr.rank, rr.source_path);
     fmt::format_to(std::back_inserter(buf), "{}{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":{}}}}}",
                    first ? "\n" : ",\n", pid, Quote(label));

@@ -1,6 +1,7 @@
 #include "reports/comparison.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <cstring>
 #include <sstream>
@@ -14,8 +15,14 @@ std::string Fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digit
 
 }  // namespace
 
-std::string RenderComparisonText(const Comparison& c, const RunView& b, const RunView& n) {
+std::string RenderComparisonText(const Comparison& c, const RunView& b, const RunView& n, bool color) {
   std::ostringstream o;
+  const auto verdict = [color](Verdict v) {
+    const char* code = v == Verdict::kRegressed ? "1;31" : v == Verdict::kImproved ? "32"
+                       : v == Verdict::kInconclusive ? "33" : nullptr;
+    if (!color || !code) return std::string(VerdictName(v));
+    return fmt::format("\x1b[{}m{}\x1b[0m", code, VerdictName(v));
+  };
   // Text from the inputs (paths, op and counter names) is escaped for the terminal.
   const auto t = [](const std::string& s) { return EscapeForTerminal(s); };
   o << "base: " << t(b.source) << " (" << b.ranks << " rank(s), " << b.iterations << " iteration(s))\n";
@@ -37,10 +44,10 @@ std::string RenderComparisonText(const Comparison& c, const RunView& b, const Ru
   for (const MetricResult& m : c.metrics) {
     o << fmt::format("{:<34} {:>12} {:>12} {:>12} {:>10} {:>8}  {}\n", t(m.name) + " (" + m.unit + ")", Fixed(m.base, 2),
                      Fixed(m.next, 2), ChangeText(m),
-                     m.p ? fmt::format("{:.3g}", *m.p) : std::string("-"), m.gated ? "yes" : "no", VerdictName(m.verdict));
+                     m.p ? fmt::format("{:.3g}", *m.p) : std::string("-"), m.gated ? "yes" : "no", verdict(m.verdict));
   }
   o << "\n";
-  for (const MetricResult& m : c.metrics) o << t(m.name) << ": " << VerdictName(m.verdict) << ": " << t(m.why) << "\n";
+  for (const MetricResult& m : c.metrics) o << t(m.name) << ": " << verdict(m.verdict) << ": " << t(m.why) << "\n";
   if (c.data_lost) o << "data quality: " << t(c.data_lost_why) << "\n";
   return o.str();
 }
@@ -138,6 +145,34 @@ std::string RenderComparisonJUnit(const Comparison& c, const RunView&, const Run
   if (c.data_lost) o << fmt::format("    <failure message=\"data lost\">{}</failure>\n", XmlEscape(c.data_lost_why));
   o << "  </testcase>\n</testsuite>\n";
   return o.str();
+}
+
+std::string RenderComparisonJson(const Comparison& c, const RunView& b, const RunView& n, const std::string& command) {
+  using Json = nlohmann::ordered_json;
+  auto side = [](const RunView& v) {
+    return Json{{"source", v.source}, {"ranks", v.ranks}, {"iterations", v.iterations}};
+  };
+  Json doc;
+  doc["schema"] = "overlapprof.comparison/1";
+  doc["command"] = command;
+  doc["gate"] = c.data_lost ? "data lost" : VerdictName(c.gate);
+  doc["data_lost"] = c.data_lost;
+  if (c.data_lost) doc["data_lost_why"] = c.data_lost_why;
+  doc["notes"] = c.notes;
+  doc["base"] = side(b);
+  doc["new"] = side(n);
+  Json metrics = Json::array();
+  for (const MetricResult& m : c.metrics) {
+    Json j{{"name", m.name},      {"unit", m.unit},         {"gated", m.gated},         {"base", m.base},
+           {"new", m.next},       {"delta", m.delta},       {"change", m.change},       {"change_unit", m.change_unit},
+           {"threshold", m.threshold}, {"n_base", m.n_base}, {"n_new", m.n_next}};
+    j["p"] = m.p ? Json(*m.p) : Json(nullptr);
+    j["verdict"] = VerdictName(m.verdict);
+    j["why"] = m.why;
+    metrics.push_back(std::move(j));
+  }
+  doc["metrics"] = std::move(metrics);
+  return doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace overlapprof

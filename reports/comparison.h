@@ -8,10 +8,15 @@
 
 namespace overlapprof {
 
-std::string RenderComparisonText(const Comparison& c, const RunView& base, const RunView& next);
+// `color`: verdicts in ANSI colour (regressed red, improved green, inconclusive yellow).
+std::string RenderComparisonText(const Comparison& c, const RunView& base, const RunView& next, bool color = false);
 // `command`: "compare" or "check", named in the heading.
 std::string RenderComparisonMarkdown(const Comparison& c, const RunView& base, const RunView& next,
                                      const std::string& command);
+// The comparison as JSON (schema "overlapprof.comparison/1", docs/ci-gate.md): the gate, the
+// notes, each side's source, ranks and iterations, and per metric its figures and verdict.
+std::string RenderComparisonJson(const Comparison& c, const RunView& base, const RunView& next,
+                                 const std::string& command);
 std::string RenderComparisonJUnit(const Comparison& c, const RunView& base, const RunView& next);
 
 }  // namespace overlapprof

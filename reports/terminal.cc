@@ -538,7 +538,8 @@ void WriteRunFigures(const TerminalPage& p) {
 // and why it is shown; a line counts the ranks folded.
 void WriteRanksTable(const TerminalPage& p) {
   const Summary& s = p.s;
-  if (s.ranks.empty()) return;
+  // One rank: the run's figures above are its own.
+  if (s.ranks.empty() || (s.ranks.size() == 1 && !p.o.all_ranks && p.o.ranks.empty())) return;
   std::ostream& out = p.out;
   out << "\n";
   const size_t folded = s.ranks.size() - p.shown_ranks.size();

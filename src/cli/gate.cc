@@ -17,6 +17,7 @@
 #include "src/cli/pipeline.h"
 #include "src/cli/registry.h"
 #include "src/cli/subcommand.h"
+#include "src/cli/output.h"
 #include "src/cli/summary_input.h"
 #include "src/common/utf8.h"
 #include "src/io/input_file.h"
@@ -31,9 +32,15 @@ struct GateArgs {
   std::string policy_file;
   Policy policy;
   std::string markdown_path, junit_path;  // check: also write these ("-": stdout)
+  std::string json_path;                  // --json: the comparison as JSON ("-": stdout, instead of the table)
   std::string step_range;                 // AnalysisOptions::step_range for traces
   bool allow_different_runs = false;      // compare runs that Differences() finds not comparable
-  std::vector<std::string> comm_kernel, not_comm;  // --comm-kernel / --not-comm (traces only)
+  // Traces only: how they are read and analyzed, as `analyze` takes them (src/cli/options.h).
+  ImportFlags import;               // --comm-kernel/--not-comm (after the policy's), --comm-timing, ...
+  std::string iterations = "auto";  // --iterations
+  int jobs = 0;                     // -j
+  std::string color = "auto";       // --color
+  bool force = false;               // --force: replace existing output files
 };
 
 }  // namespace
@@ -50,7 +57,7 @@ bool IsSummaryFile(const std::string& path) {
 
 namespace {
 
-StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range, const ImportOptions& io) {
+StatusOr<RunView> LoadRun(const std::string& path, const GateArgs& a, const ImportFlags& flags, ImportOptions io) {
   if (IsSummaryFile(path)) {
     // Read as the traces are (src/io/input_file.h), in one streaming pass (ReadSummary): NaN /
     // Infinity refuse the summary (exit 2); a key given twice keeps its first value, with a
@@ -63,10 +70,12 @@ StatusOr<RunView> LoadRun(const std::string& path, const std::string& step_range
                    EscapeForTerminal(path).c_str(), EscapeForTerminal(d).c_str());
     return v;
   }
-  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> files, ExpandInputs({path}));
+  OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> files, ExpandInputs({path}, flags.cache_dir, {}, {}, flags.exclude));
+  OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(flags, files, io));
   AnalysisOptions ao;
-  ao.step_range = step_range;
-  OVERLAPPROF_ASSIGN_OR_RETURN(Summary s, AnalyzeFiles(files, io, ao, DefaultJobs()));
+  ao.step_range = a.step_range;
+  ao.iterations = IterationModeNamed(a.iterations);
+  OVERLAPPROF_ASSIGN_OR_RETURN(Summary s, AnalyzeFiles(files, io, ao, a.jobs));
   std::ostringstream out;
   OVERLAPPROF_RETURN_IF_ERROR(MakeReportWriter("json")->Write(s, {}, out));
   return ReadSummary(out.str(), path, nullptr);
@@ -95,15 +104,18 @@ StatusOr<Loaded> Load(const GateArgs& a) {
   l.policy = a.policy;
   for (const std::string& w : a.policy.warnings) std::fprintf(stderr, "overlapprof: warning: %s\n", EscapeForTerminal(w).c_str());
   // The policy file's patterns, then the flags'.
-  ImportFlags flags;
+  ImportFlags flags = a.import;
   flags.comm_kernel = a.policy.comm_kernel;
   flags.not_comm = a.policy.not_comm;
-  flags.comm_kernel.insert(flags.comm_kernel.end(), a.comm_kernel.begin(), a.comm_kernel.end());
-  flags.not_comm.insert(flags.not_comm.end(), a.not_comm.begin(), a.not_comm.end());
+  flags.comm_kernel.insert(flags.comm_kernel.end(), a.import.comm_kernel.begin(), a.import.comm_kernel.end());
+  flags.not_comm.insert(flags.not_comm.end(), a.import.not_comm.begin(), a.import.not_comm.end());
   OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(flags));
-  OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(flags, {}, io));
-  OVERLAPPROF_ASSIGN_OR_RETURN(l.base, LoadRun(a.base, a.step_range, io));
-  OVERLAPPROF_ASSIGN_OR_RETURN(l.next, LoadRun(a.next, a.step_range, io));
+  ImportFlags patterns;  // an invalid pattern is an error before anything is read
+  patterns.comm_kernel = flags.comm_kernel;
+  patterns.not_comm = flags.not_comm;
+  OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(patterns, {}, io));
+  OVERLAPPROF_ASSIGN_OR_RETURN(l.base, LoadRun(a.base, a, flags, io));
+  OVERLAPPROF_ASSIGN_OR_RETURN(l.next, LoadRun(a.next, a, flags, io));
   return l;
 }
 
@@ -122,16 +134,21 @@ Status CheckComparable(const GateArgs& a, const Loaded& l, Comparison& c) {
 }
 
 CommandResult RunCompare(const GateArgs& a) {
+  OVERLAPPROF_RETURN_IF_ERROR(CheckOutputPaths({{"--markdown", a.markdown_path}, {"--json", a.json_path}}, a.force));
   OVERLAPPROF_ASSIGN_OR_RETURN(Loaded l, Load(a));
   Comparison c = Compare(l.base, l.next, l.policy);
   OVERLAPPROF_RETURN_IF_ERROR(CheckComparable(a, l, c));
-  std::cout << RenderComparisonText(c, l.base, l.next);
+  if (a.json_path != "-") std::cout << RenderComparisonText(c, l.base, l.next, UseColor(a.color));
+  if (!a.json_path.empty())
+    OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.json_path, RenderComparisonJson(c, l.base, l.next, "compare")));
   if (!a.markdown_path.empty())
     OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.markdown_path, RenderComparisonMarkdown(c, l.base, l.next, "compare")));
   return Outcome::Ok();
 }
 
 CommandResult RunCheck(const GateArgs& a) {
+  OVERLAPPROF_RETURN_IF_ERROR(
+      CheckOutputPaths({{"--markdown", a.markdown_path}, {"--junit", a.junit_path}, {"--json", a.json_path}}, a.force));
   OVERLAPPROF_ASSIGN_OR_RETURN(Loaded l, Load(a));
   Comparison c = Compare(l.base, l.next, l.policy);
   if (Status comparable = CheckComparable(a, l, c); !comparable.ok()) {
@@ -140,7 +157,9 @@ CommandResult RunCheck(const GateArgs& a) {
     if (!c.data_lost) return comparable;
     c.notes.push_back("not comparable, shown because the new run lost data: " + comparable.message());
   }
-  std::cout << RenderComparisonText(c, l.base, l.next);
+  if (a.json_path != "-") std::cout << RenderComparisonText(c, l.base, l.next, UseColor(a.color));
+  if (!a.json_path.empty())
+    OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.json_path, RenderComparisonJson(c, l.base, l.next, "check")));
   if (!a.markdown_path.empty())
     OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.markdown_path, RenderComparisonMarkdown(c, l.base, l.next, "check")));
   if (!a.junit_path.empty()) OVERLAPPROF_RETURN_IF_ERROR(WriteText(a.junit_path, RenderComparisonJUnit(c, l.base, l.next)));
@@ -168,6 +187,22 @@ CommandResult RunCheck(const GateArgs& a) {
   return Outcome::Ok();
 }
 
+// What compare and check take as analyze does (src/cli/options.h): the output's colour, and
+// for traces how they are read and analyzed.
+void AddTraceOptions(CLI::App& app, GateArgs& a) {
+  app.add_option("--json", a.json_path,
+                 "write the comparison as JSON (overlapprof.comparison/1) to FILE, '-' for stdout instead of the table");
+  app.add_flag("--force", a.force, "replace existing output files");
+  AddColorOption(app, a.color);
+  AddJobsOption(app, a.jobs);
+  AddCacheDirOption(app, a.import);
+  AddCommPatternOptions(app, a.import.comm_kernel, a.import.not_comm);
+  AddCommTimingOption(app, a.import);
+  AddIterationsOption(app, a.iterations);
+  AddRankByGpuOption(app, a.import);
+  AddExcludeOption(app, a.import);
+}
+
 constexpr const char* kAllowDifferentRunsHelp =
     "compare runs of another world size, rank set or op mix (refused otherwise, exit 2)";
 
@@ -184,7 +219,7 @@ class CompareCommand : public Subcommand {
     app.add_option("--markdown", a_.markdown_path, "also write a Markdown table to FILE ('-': stdout)");
     AddStepRangeOption(app, a_.step_range, "host annotation that marks an iteration (traces only)");
     app.add_flag("--allow-different-runs", a_.allow_different_runs, kAllowDifferentRunsHelp);
-    AddCommPatternOptions(app, a_.comm_kernel, a_.not_comm);
+    AddTraceOptions(app, a_);
   }
   CommandResult Run(const std::vector<std::string>&) override { return RunCompare(a_); }
 
@@ -225,7 +260,7 @@ class CheckCommand : public Subcommand {
                     ->type_name("PCT");
     min_effect_ = app.add_option("--min-effect-ms", min_effect_ms_,
                                  "a change smaller than this many ms per iteration (or 1% of the step) never fails "
-                                 "(0 or more, default 0.5)")
+                                 "(default 0.5; 0 switches this floor off, the 1% with it)")
                       ->check(Quiet(CLI::NonNegativeNumber))
                       ->type_name("MS");
     app.add_flag("--allow-different-runs", a_.allow_different_runs, kAllowDifferentRunsHelp);
@@ -233,7 +268,7 @@ class CheckCommand : public Subcommand {
     app.add_option("--markdown", a_.markdown_path, "write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY; '-': stdout)");
     app.add_option("--junit", a_.junit_path, "write JUnit XML (a test case per gated metric)");
     AddStepRangeOption(app, a_.step_range, "host annotation that marks an iteration (traces only)");
-    AddCommPatternOptions(app, a_.comm_kernel, a_.not_comm);
+    AddTraceOptions(app, a_);
   }
   CommandResult Run(const std::vector<std::string>&) override {
     if (!a_.policy_file.empty()) {

@@ -38,8 +38,13 @@ std::string StemOf(const TraceInput& input) {
 CommandResult RunImport(const ImportArgs& a) {
   OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(a.import));
   OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<TraceInput> files,
-                               ExpandInputs(a.inputs, a.import.cache_dir, TraceNeeds::All()));
+                               ExpandInputs(a.inputs, a.import.cache_dir, TraceNeeds::All(), {}, a.import.exclude));
   std::error_code ec;
+  if (files.size() > 1 && !fs::is_directory(a.output, ec) &&
+      (a.output.ends_with(".db") || a.output.ends_with(".sqlite") || a.output.ends_with(".sqlite3")))
+    return MakeError(StatusCode::kInvalidArgument,
+                     "-o {}: {} ranks make {} stores, and this names one file: give a directory (-o DIR/)", a.output,
+                     files.size(), files.size());
   bool to_dir = files.size() > 1 || fs::is_directory(a.output, ec) || (!a.output.empty() && a.output.back() == '/');
   if (to_dir) {
     fs::create_directories(a.output, ec);
@@ -72,6 +77,7 @@ class ImportCommand : public Subcommand {
     AddTsUnitOption(app, a_.import, "unit of Chrome-trace ts/dur: us (default) or ns");
     AddCacheDirOption(app, a_.import);
     AddRankByGpuOption(app, a_.import);
+    AddExcludeOption(app, a_.import);
   }
   CommandResult Run(const std::vector<std::string>&) override { return RunImport(a_); }
 

@@ -64,6 +64,16 @@ int Main(int argc, char** argv) {
     c->AddOptions(*sub);
     apps.emplace_back(c.get(), sub);
   }
+  // Before the subcommand only --help and --version are options: any other is unknown (CLI11
+  // would say a subcommand is required, or that the argument was not expected).
+  if (argc > 1 && argv[1][0] == '-') {
+    const std::string_view first = argv[1];
+    if (first != "-h" && first != "--help" && first != "--version" && first != "-V")
+      return ExitCodeOf(MakeError(StatusCode::kInvalidArgument,
+                                  "unknown option '{}' (before the command only --help and --version; see "
+                                  "overlapprof --help)",
+                                  first));
+  }
   // A first word that is no option and no subcommand: name them all.
   const Subcommand* named = nullptr;
   if (argc > 1 && argv[1][0] != '-') {
@@ -76,12 +86,6 @@ int Main(int argc, char** argv) {
       return ExitCodeOf(MakeError(StatusCode::kInvalidArgument,
                                   "unknown command '{}' (commands: {}; see overlapprof --help)", argv[1], names));
   }
-  // A first word that is an option, but none of the program's own (--help, --version).
-  if (argc > 1 && argv[1][0] == '-' && std::string_view(argv[1]) != "--" &&
-      !app.get_option_no_throw(std::string(argv[1])))
-    return ExitCodeOf(MakeError(StatusCode::kInvalidArgument,
-                                "unknown option '{}' (options: -h/--help, -V/--version; see overlapprof --help)",
-                                argv[1]));
   // `run ... -- CMD ARGS`: everything after the first "--" is the command, untouched.
   std::vector<std::string> after_dashes;
   if (named && named->takes_command_after_dashes()) {

@@ -55,6 +55,14 @@ void AddStepRangeOption(CLI::App& app, std::string& step_range, const char* help
   app.add_option("--step-range", step_range, help);
 }
 
+void AddExcludeOption(CLI::App& app, ImportFlags& flags) {
+  app.add_option("--exclude", flags.exclude,
+                 "leave out the files of input directories whose name, or path below the directory, matches GLOB "
+                 "(repeatable; they are listed as skipped)")
+      ->allow_extra_args(false)
+      ->type_name("GLOB");
+}
+
 void AddWhatIfOption(CLI::App& app, bool& what_if) {
   app.add_flag("--what-if", what_if,
                "model the step's dependencies across ranks, replay it, and predict what each change would gain "
@@ -77,6 +85,7 @@ void AddPassOptions(CLI::App& app, ImportFlags& import, std::string& iterations,
   AddIterationsOption(app, iterations);
   AddWhatIfOption(app, what_if);
   AddRankByGpuOption(app, import);
+  AddExcludeOption(app, import);
 }
 
 void AddIterationsOption(CLI::App& app, std::string& iterations) {

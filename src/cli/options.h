@@ -27,6 +27,7 @@ struct ImportFlags {
   std::vector<std::string> comm_kernel, not_comm;  // --comm-kernel / --not-comm (CommPatterns)
   std::string comm_timing = "auto";  // --comm-timing: auto (the plugin's per-op times when there) or kernels
   bool rank_by_gpu = false;          // --rank-by-gpu (CheckRanksByGpu, src/cli/pipeline.h)
+  std::vector<std::string> exclude;  // --exclude GLOB: files of directories left out (ExpandInputs)
 };
 
 // --ts-unit; `help` differs by subcommand.
@@ -46,13 +47,16 @@ void AddStepRangeOption(CLI::App& app, std::string& step_range, const char* help
 // --iterations (docs/analyzers.md, "Iterations"): auto, markers or pattern (IterationModeNamed).
 void AddIterationsOption(CLI::App& app, std::string& iterations);
 
+// --exclude GLOB (repeatable): files in directories given as inputs left out.
+void AddExcludeOption(CLI::App& app, ImportFlags& flags);
+
 // --what-if (docs/what-if.md): the causal model of the step, replayed, and its scenarios.
 void AddWhatIfOption(CLI::App& app, bool& what_if);
 // --scenario SPEC (repeatable; implies --what-if): a custom what-if scenario (docs/what-if.md).
 void AddScenarioOption(CLI::App& app, std::vector<std::string>& specs);
 
 // What every command that runs an analysis pass takes, in help order: --cache-dir,
-// --comm-kernel/--not-comm, --comm-timing, --iterations, --what-if, --rank-by-gpu.
+// --comm-kernel/--not-comm, --comm-timing, --iterations, --what-if, --rank-by-gpu, --exclude.
 void AddPassOptions(CLI::App& app, ImportFlags& import, std::string& iterations, bool& what_if);
 
 // --color WHEN: auto (a TTY and no NO_COLOR, the default), always or never.

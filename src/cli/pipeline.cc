@@ -16,12 +16,17 @@
 
 #include <cerrno>
 #include <cstring>
+#include <cstdio>
+#include <fnmatch.h>
+#include <nlohmann/json.hpp>
 
 #include "analyzers/cross_rank_windows.h"
 #include "analyzers/overlap.h"
 #include "src/common/progress.h"
 #include "src/cli/nsys_export.h"
 #include "src/cli/registry.h"
+#include "src/common/utf8.h"
+#include "src/io/input_stream.h"
 #include "src/importers/nsys/nsys.h"
 
 namespace overlapprof {
@@ -49,11 +54,63 @@ const char* FileTypeName(fs::file_type t) {
   }
 }
 
+// overlapprof's own outputs beside the rank files (`run`): skipped without a word.
+bool IsOwnReport(const std::string& name) {
+  auto ends = [&](std::string_view s) { return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0; };
+  return ends(".summary.json") || ends(".perfetto.json") || ends(".report.html") || ends(".partial");
+}
+
+// Why a file named like a JSON trace is not one, or "" when it may be one: only a whole JSON
+// document (up to 1 MiB, inflated) that parses and is clearly something else is not.
+std::string NotATraceReason(const std::string& path) {
+  if (path.size() > 3 && (path.compare(path.size() - 3, 3, ".db") == 0 || path.find(".sqlite") != std::string::npos))
+    return "";
+  StatusOr<std::unique_ptr<ByteStream>> in = OpenInputStream(path);
+  if (!in.ok()) return "";
+  constexpr size_t kLimit = 1 << 20;
+  std::string text(kLimit + 1, '\0');
+  size_t n = 0;
+  while (n < text.size()) {
+    StatusOr<size_t> got = (*in)->Read(text.data() + n, std::min<size_t>(text.size() - n, 1 << 16));
+    if (!got.ok()) return "";
+    if (*got == 0) break;
+    n += *got;
+    // A trace says so early: its events' key, or an event's phase.
+    const std::string_view seen(text.data(), n);
+    if (seen.find("\"traceEvents\"") != std::string_view::npos || seen.find("\"ph\"") != std::string_view::npos)
+      return "";
+  }
+  if (n > kLimit) return "";  // too large to tell here: the import decides
+  text.resize(n);
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+  if (doc.is_discarded()) return "";  // broken: the import says how (exit 2)
+  if (doc.is_object()) {
+    if (doc.contains("traceEvents")) return "";
+    if (StatusOr<const Importer*> imp = ChooseImporter(path); imp.ok() && (*imp)->name() != "kineto") return "";
+    if (auto it = doc.find("schema"); it != doc.end() && it->is_string() &&
+                                      it->get<std::string>().rfind("overlapprof.summary/", 0) == 0)
+      return "an overlapprof JSON summary";
+    return "JSON without \"traceEvents\": not a trace";
+  }
+  if (doc.is_array()) {
+    for (const auto& e : doc)
+      if (e.is_object() && e.contains("ph")) return "";
+    return "a JSON array without trace events";
+  }
+  return "JSON that is not a trace";
+}
+
+// The files skipped in one directory and why, as ExpandInputs lists them on stderr.
+struct Skipped {
+  std::vector<std::pair<std::string, std::string>> files;  // path below the directory, reason
+};
+
 // Appends the trace files under `dir` (recursively, symbolic links followed for files, not for
 // directories). Nothing is skipped silently: a subdirectory that cannot be listed, or an entry
 // named like a trace that is not a readable regular file (a FIFO, a socket, a device, a broken
-// link), is an error naming it.
-Status ListTraceFiles(const std::string& dir, std::vector<std::string>& found) {
+// link), is an error naming it; a file that is no trace is noted in `skipped` with the reason.
+Status ListTraceFiles(const std::string& dir, const std::string& top, const std::vector<std::string>& exclude,
+                      std::vector<std::string>& found, Skipped& skipped) {
   std::error_code ec;
   fs::directory_iterator it(dir, ec), end;
   if (ec) return MakeError(StatusCode::kIo, "{}: cannot list directory: {}", dir, ec.message());
@@ -63,12 +120,25 @@ Status ListTraceFiles(const std::string& dir, std::vector<std::string>& found) {
     std::error_code sec;
     const fs::file_status lst = it->symlink_status(sec);
     if (sec) return MakeError(StatusCode::kIo, "{}: cannot stat: {}", p.string(), sec.message());
+    const std::string below = p.lexically_relative(top).string();
+    const std::string name = p.filename().string();
+    const auto excluded = std::find_if(exclude.begin(), exclude.end(), [&](const std::string& g) {
+      return ::fnmatch(g.c_str(), below.c_str(), 0) == 0 || ::fnmatch(g.c_str(), name.c_str(), 0) == 0;
+    });
+    if (excluded != exclude.end()) {
+      skipped.files.emplace_back(below, "--exclude " + *excluded);
+      continue;
+    }
     if (fs::is_directory(lst)) {
-      OVERLAPPROF_RETURN_IF_ERROR(ListTraceFiles(p.string(), found));
+      OVERLAPPROF_RETURN_IF_ERROR(ListTraceFiles(p.string(), top, exclude, found, skipped));
       continue;
     }
     if (fs::is_symlink(lst) && fs::is_directory(it->status(sec))) continue;  // no cycles through links
-    if (!LooksLikeTraceFile(p.filename().string())) continue;
+    if (IsOwnReport(name)) continue;
+    if (!LooksLikeTraceFile(name)) {
+      skipped.files.emplace_back(below, "not named like a trace (.json, .json.gz, .db, .sqlite, .sqlite3)");
+      continue;
+    }
     const fs::file_status st = it->status(sec);
     if (sec && sec != std::errc::no_such_file_or_directory)
       return MakeError(StatusCode::kIo, "{}: cannot stat: {}", p.string(), sec.message());
@@ -77,6 +147,10 @@ Status ListTraceFiles(const std::string& dir, std::vector<std::string>& found) {
                        FileTypeName(sec ? fs::file_type::not_found : st.type()));
     if (::access(p.c_str(), R_OK) != 0)
       return MakeError(StatusCode::kIo, "{}: cannot read: {}", p.string(), std::strerror(errno));
+    if (std::string why = NotATraceReason(p.string()); !why.empty()) {
+      skipped.files.emplace_back(below, std::move(why));
+      continue;
+    }
     found.push_back(p.string());
   }
   if (ec) return MakeError(StatusCode::kIo, "{}: cannot list directory: {}", dir, ec.message());
@@ -95,7 +169,8 @@ TraceInput::TraceInput(std::string file, std::string key, std::shared_ptr<Import
 std::ostream& operator<<(std::ostream& os, const TraceInput& input) { return os << input.name; }
 
 StatusOr<std::vector<TraceInput>> ExpandInputs(const std::vector<std::string>& args, const std::string& nsys_cache_dir,
-                                               const TraceNeeds& needs, const ImportOptions& options) {
+                                               const TraceNeeds& needs, const ImportOptions& options,
+                                               const std::vector<std::string>& exclude) {
   std::vector<std::string> out;
   for (const std::string& a : args) {
     std::error_code ec;
@@ -115,9 +190,21 @@ StatusOr<std::vector<TraceInput>> ExpandInputs(const std::vector<std::string>& a
       continue;
     }
     std::vector<std::string> found;
-    OVERLAPPROF_RETURN_IF_ERROR(ListTraceFiles(a, found));
+    Skipped skipped;
+    OVERLAPPROF_RETURN_IF_ERROR(ListTraceFiles(a, a, exclude, found, skipped));
+    std::sort(skipped.files.begin(), skipped.files.end());
+    std::string list;
+    constexpr size_t kListed = 5;
+    for (size_t i = 0; i < skipped.files.size() && i < kListed; ++i)
+      list += fmt::format("{}{} ({})", i ? "; " : "", skipped.files[i].first, skipped.files[i].second);
+    if (skipped.files.size() > kListed) list += fmt::format("; and {} more", skipped.files.size() - kListed);
     if (found.empty())
-      return MakeError(StatusCode::kInvalidInput, "{}: directory holds no trace files (.json, .json.gz, .db)", a);
+      return MakeError(StatusCode::kInvalidInput,
+                       "{}: directory holds no trace files (.json, .json.gz, .db, .sqlite, .sqlite3){}", a,
+                       list.empty() ? "" : "; skipped: " + list);
+    if (!skipped.files.empty())
+      std::fprintf(stderr, "overlapprof: %s: skipped %zu file(s) that are not traces: %s\n",
+                   EscapeForTerminal(a).c_str(), skipped.files.size(), EscapeForTerminal(list).c_str());
     std::sort(found.begin(), found.end());
     out.insert(out.end(), found.begin(), found.end());
   }

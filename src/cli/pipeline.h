@@ -37,6 +37,14 @@ std::ostream& operator<<(std::ostream& os, const TraceInput& input);  // its nam
 // Files named on the command line, and the trace files found (recursively, sorted) in
 // directories named there; a file holding several ranks becomes one "PATH#UNIT" per rank.
 // Each file is opened once (Importer::Open) and its session kept in its inputs.
+// In a directory, the files that are no traces are skipped, and one line on stderr per directory
+// lists them with the reason: a name no trace has (not .json, .json.gz, .db, .sqlite, .sqlite3),
+// a whole JSON document that is no trace (an object without "traceEvents" such as a generator's
+// manifest, an overlapprof JSON summary), a name matching an `exclude` glob (fnmatch, against the
+// path below the directory and against the file name). overlapprof's own reports are skipped
+// without a word. A file that may be a trace (named like one, and not a whole JSON document that
+// is clearly something else: too large to tell, or broken) is kept: its import reports what is
+// wrong with it (exit 2).
 // Errors: a missing path, a directory with no trace files, a multi-rank file that cannot be read.
 // An Nsight Systems report (.nsys-rep) becomes its SQLite export, made by `nsys export` into
 // `nsys_cache_dir` (empty: $TMPDIR/overlapprof-nsys-UID) and reused while the report is unchanged.
@@ -46,7 +54,8 @@ std::ostream& operator<<(std::ostream& os, const TraceInput& input);  // its nam
 StatusOr<std::vector<TraceInput>> ExpandInputs(const std::vector<std::string>& args,
                                                const std::string& nsys_cache_dir = "",
                                                const TraceNeeds& needs = TraceNeeds{},
-                                               const ImportOptions& options = ImportOptions{});
+                                               const ImportOptions& options = ImportOptions{},
+                                               const std::vector<std::string>& exclude = {});
 
 // True for names the directory scan picks up (.json, .json.gz, .db, .sqlite, .sqlite3), except
 // overlapprof's reports (*.summary.json, *.perfetto.json).

@@ -27,6 +27,8 @@ struct ReportArgs {
   double trace_budget_mb = 0;    // Chrome trace: --trace-budget (0: the default)
   bool what_if = false;  // --what-if
   std::vector<std::string> scenarios;  // --scenario SPEC (implies --what-if)
+  int jobs = 0;          // -j
+  bool force = false;    // --force
   std::string iterations = "auto";  // --iterations (IterationModeNamed)
   ImportFlags import;
 };
@@ -35,13 +37,16 @@ CommandResult RunReport(const ReportArgs& a) {
   if (a.chrome_trace.empty() && a.json_path.empty() && a.html_path.empty())
     return MakeError(StatusCode::kInvalidArgument,
                      "report: name at least one output (--chrome-trace FILE, --json FILE, --html FILE)");
+  OVERLAPPROF_RETURN_IF_ERROR(CheckOutputPaths(
+      {{"--json", a.json_path}, {"--chrome-trace", a.chrome_trace}, {"--html", a.html_path}}, a.force));
   OVERLAPPROF_ASSIGN_OR_RETURN(ImportOptions io, ImportOptionsOf(a.import));
   OVERLAPPROF_ASSIGN_OR_RETURN(std::vector<whatif::ScenarioSpec> scenarios, whatif::ParseScenarios(a.scenarios));
   const bool what_if = a.what_if || !scenarios.empty();
   OVERLAPPROF_ASSIGN_OR_RETURN(
       std::vector<TraceInput> files,
       ExpandInputs(a.traces, a.import.cache_dir,
-                   a.chrome_trace.empty() ? TraceNeeds{.host_calls = what_if} : TraceNeeds::All()));  // host calls drawn
+                   a.chrome_trace.empty() ? TraceNeeds{.host_calls = what_if} : TraceNeeds::All(), {},
+                   a.import.exclude));  // host calls drawn
   OVERLAPPROF_RETURN_IF_ERROR(CompleteImportOptions(a.import, files, io));
   AnalysisOptions ao;
   ao.step_range = a.step_range;
@@ -56,58 +61,10 @@ CommandResult RunReport(const ReportArgs& a) {
   std::vector<ReportWriter*> consumers;
   if (html) consumers.push_back(html.get());
   if (chrome) consumers.push_back(chrome.get());
-  OVERLAPPROF_ASSIGN_OR_RETURN(Summary summary, AnalyzeFiles(files, io, ao, DefaultJobs(), consumers, ro));
+  OVERLAPPROF_ASSIGN_OR_RETURN(Summary summary, AnalyzeFiles(files, io, ao, a.jobs, consumers, ro));
 
-  // The writers only read the summary and their own state, so each file is written on its own
-  // thread: the Chrome trace (the largest) from the start, the HTML page once the summary's JSON,
-  // which it shares with the JSON summary file, is built (BuildSummaryDocument once for both). Where no
-  // thread can be had, the write runs on this one. Errors are reported in the order JSON, Chrome
-  // trace, HTML.
-  Status json_status = OkStatus(), chrome_status = OkStatus(), html_status = OkStatus();
-  std::optional<SummaryDocument> summary_doc;
-  auto write_chrome = [&] {
-    chrome_status = WriteAtomically(a.chrome_trace, [&](std::ostream& o) { return chrome->Write(summary, ro, o); });
-  };
-  auto write_html = [&] {
-    ReportOptions html_options;
-    html_options.summary_doc = summary_doc ? &*summary_doc : nullptr;
-    html_status = WriteAtomically(a.html_path, [&](std::ostream& o) { return html->Write(summary, html_options, o); });
-  };
-  auto start = [](std::thread& t, const std::function<void()>& f) {
-    try {
-      t = std::thread(f);
-    } catch (const std::system_error&) {
-      f();
-    }
-  };
-  std::thread chrome_thread, html_thread;
-  if (chrome) start(chrome_thread, write_chrome);
-  try {
-    if (!a.json_path.empty() && html) summary_doc = BuildSummaryDocument(summary);
-  } catch (const std::exception& e) {  // allocation
-    json_status = MakeError(StatusCode::kInternal, "report: summary JSON: {}", e.what());
-  }
-  if (html && json_status.ok()) start(html_thread, write_html);
-  if (!a.json_path.empty() && json_status.ok())
-    json_status = WriteJsonFile(summary, a.json_path, summary_doc ? &*summary_doc : nullptr);
-  if (chrome_thread.joinable()) chrome_thread.join();
-  if (html_thread.joinable()) html_thread.join();
-  // Each file written, one line each on stderr (stdout stays free for the caller), in the order
-  // JSON, Chrome trace, HTML; a file whose write failed is not named (its error follows), nor "-".
-  auto wrote = [](const std::string& path, const Status& st, const char* what) {
-    if (!path.empty() && path != "-" && st.ok()) std::fprintf(stderr, "overlapprof: wrote %s (%s)\n", EscapeForTerminal(path).c_str(), what);
-  };
-  wrote(a.json_path, json_status, "JSON summary");
-  wrote(a.chrome_trace, chrome_status, "Chrome trace: open in ui.perfetto.dev");
-  wrote(a.html_path, html_status, "HTML report: open in a browser");
-  OVERLAPPROF_RETURN_IF_ERROR(json_status);
-  OVERLAPPROF_RETURN_IF_ERROR(chrome_status);
-  if (chrome) {
-    if (std::string note = chrome->Notice(); !note.empty())
-      std::fprintf(stderr, "overlapprof: %s: %s\n", EscapeForTerminal(a.chrome_trace).c_str(),
-                   EscapeForTerminal(note).c_str());
-  }
-  OVERLAPPROF_RETURN_IF_ERROR(html_status);
+  OVERLAPPROF_RETURN_IF_ERROR(
+      WriteReportFiles({a.json_path, a.chrome_trace, a.html_path}, summary, chrome.get(), html.get(), ro));
   return DataQualityOutcome(summary, "data was lost");
 }
 
@@ -135,6 +92,8 @@ class ReportCommand : public Subcommand {
     app.add_option("--trace-budget", a_.trace_budget_mb, "Chrome trace: size budget in MB of JSON, more than 0 (default 100)")
         ->check(Quiet(CLI::PositiveNumber))
         ->type_name("MB");
+    app.add_flag("--force", a_.force, "replace existing output files");
+    AddJobsOption(app, a_.jobs);
     AddPassOptions(app, a_.import, a_.iterations, a_.what_if);
     AddScenarioOption(app, a_.scenarios);
   }

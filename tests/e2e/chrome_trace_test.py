@@ -396,7 +396,7 @@ class Budget(unittest.TestCase):
             # Iterations with GPU work in the trace: exactly the chosen ones, each complete (every
             # activity starting inside it is there, as many as the summary counts).
             inside = collections.Counter()
-            for s, t in gpu[r["rank"]]:
+            for s, t in gpu[r["rank"] + 1]:  # rank R is pid R+1
                 for it in its:
                     if it["start_ns"] <= s < it["end_ns"]:
                         inside[it["index"]] += 1
@@ -445,7 +445,7 @@ class Budget(unittest.TestCase):
         doc = load(out)
         check_format(self, doc)
         self.assertEqual(doc["otherData"]["iterations_left_out"], len(self.summary["iterations"]) - 2 * self.RANKS)
-        rc, _, err = run("report", self.traces, "--chrome-trace", out, "--trace-iterations", "2-")
+        rc, _, err = run("report", self.traces, "--chrome-trace", out, "--trace-iterations", "2-", "--force")
         self.assertEqual(rc, 2)
         self.assertIn("--trace-iterations", err)
 
@@ -476,6 +476,38 @@ class NoIterations(unittest.TestCase):
             self.assertEqual(min(e["ts"] for e in doc["traceEvents"] if "ts" in e), 0)
             self.assertEqual(min(e["ts"] for e in kernels), 3)
             self.assertEqual(doc["otherData"]["events_left_out"], 4000 - 2 * len(kernels))
+
+
+
+class PidsAndRows(unittest.TestCase):
+    """Rank R is pid R+1 named "rank R" (Perfetto treats pid 0 as the idle process); the records
+    of no stream (stream id -1, 4294967295 unsigned) are on a row named "synchronization"."""
+
+    def test_pid_is_rank_plus_one_and_sync_rows_named(self):
+        tmp = tempfile.mkdtemp(prefix="overlapprof-ct-sync-")
+        try:
+            ev = [{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 10, "dur": 100,
+                   "args": {"device": 0, "stream": 7}},
+                  {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 20, "ts": 50,
+                   "dur": 100, "args": {"device": 0, "stream": 20}},
+                  {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": 4294967295, "ts": 160,
+                   "dur": 5, "args": {"device": 0, "stream": -1}}]
+            src = os.path.join(tmp, "sync.json")
+            with open(src, "w") as f:
+                json.dump({"distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": ev}, f)
+            out = os.path.join(tmp, "t.json")
+            p = subprocess.run([CLI, "report", src, "--chrome-trace", out], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(out) as f:
+                doc = json.load(f)
+            meta = [e for e in doc["traceEvents"] if e.get("ph") == "M"]
+            self.assertEqual({e["pid"] for e in doc["traceEvents"] if "pid" in e}, {1})
+            self.assertIn("rank 0", [e["args"]["name"] for e in meta if e["name"] == "process_name"])
+            rows = [e["args"]["name"] for e in meta if e["name"] == "thread_name"]
+            self.assertIn("GPU 0 synchronization", rows)
+            self.assertFalse([r for r in rows if "4294967295" in r], rows)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 class Errors(unittest.TestCase):

@@ -77,7 +77,7 @@ class UnknownOptionTest(unittest.TestCase):
         rc, out, err = sh([CLI, "--bogus"])
         self.assertEqual(rc, 2, err)
         self.assertEqual(out, "")
-        self.assertIn("error: unknown option '--bogus' (options: -h/--help, -V/--version", err)
+        self.assertIn("error: unknown option '--bogus' (before the command only --help and --version", err)
         self.assertEqual(err.count("\n"), 1, err)
 
     def test_run_unknown_option_is_not_taken_for_the_command(self):

@@ -51,8 +51,7 @@ class CliTest(unittest.TestCase):
         rc, out, err = run("analyze", A100_2, "--json", out_json)
         self.assertEqual(rc, 0, err)
         self.assertEqual(err, "")
-        self.assertIn("overlap%", out)
-        self.assertIn("15.6%", out)
+        self.assertIn("15.6% hidden", out)
         # The GPU idles 76% of each iteration: that is what the verdict names first.
         self.assertIn("verdict: GPU idle 76.2% of the step: the job is input- or CPU-bound", out)
         with open(out_json) as f:
@@ -365,6 +364,169 @@ class CliTest(unittest.TestCase):
                     f.write(out)
             with open(path) as f:
                 self.assertEqual(out, f.read(), f"differs from {path} (UPDATE_GOLDEN=1 rewrites it)")
+
+    def test_analyze_writes_every_report_in_the_one_pass(self):
+        # The terminal summary, and the JSON, HTML and Chrome trace files that `report` writes,
+        # byte for byte, from one analyze.
+        a, b = os.path.join(self.tmp, "one"), os.path.join(self.tmp, "two")
+        os.makedirs(a)
+        os.makedirs(b)
+        files = ("s.json", "r.html", "t.json.gz")
+        rc, out, err = run("analyze", A100_2, "--json", os.path.join(a, files[0]), "--html", os.path.join(a, files[1]),
+                           "--chrome-trace", os.path.join(a, files[2]))
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(out.startswith("verdict: "), out)
+        self.assertIn("wrote " + os.path.join(a, "r.html"), err)
+        rc, _, err = run("report", A100_2, "--json", os.path.join(b, files[0]), "--html", os.path.join(b, files[1]),
+                         "--chrome-trace", os.path.join(b, files[2]))
+        self.assertEqual(rc, 0, err)
+        for name in files:
+            with open(os.path.join(a, name), "rb") as x, open(os.path.join(b, name), "rb") as y:
+                self.assertEqual(x.read(), y.read(), name)
+
+    def test_terminal_options(self):
+        rc, full, err = run("analyze", A100_2, A100_16)
+        self.assertEqual(rc, 0, err)
+        rc, brief, err = run("analyze", A100_2, A100_16, "--brief")
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(brief.startswith("verdict: "), brief)
+        self.assertIn("\nrun: 2 ranks", brief)
+        self.assertNotIn("by op type", brief)
+        self.assertLess(len(brief.splitlines()), 12, brief)
+        self.assertIn("findings:", full)
+        rc, none, err = run("analyze", A100_2, A100_16, "--top", "0")
+        self.assertNotIn("  warning rank", none)
+        self.assertIn("more (--top N shows more", none)
+        rc, _, err = run("analyze", A100_2, "--ranks", "0,x")
+        self.assertEqual(rc, 2)
+        self.assertIn("--ranks 0,x: not 'all' nor a list of ranks", err)
+        # Bars: block characters in a UTF-8 locale, plain ones otherwise.
+        rc, utf8, _ = run("analyze", A100_2, A100_16, env={"LC_ALL": "C.UTF-8"})
+        rc, plain, _ = run("analyze", A100_2, A100_16, env={"LC_ALL": "C", "LANG": ""})
+        self.assertIn("\u2588", utf8)
+        self.assertNotIn("\u2588", plain)
+        self.assertIn("  ###x............  ", plain)
+        # One rank: no ranks table (the run's figures are the rank's), unless asked for.
+        self.assertNotIn(" rank       step", run("analyze", A100_2)[1])
+        self.assertIn(" rank       step", run("analyze", A100_2, "--ranks", "all")[1])
+        for text in (full, brief, utf8):
+            for line in text.splitlines():
+                if A100_2 not in line and A100_16 not in line:  # rows naming files may be longer
+                    self.assertLessEqual(len(line), 100, line)
+
+    def test_directory_with_other_files(self):
+        # A generator's manifest, notes and a nested summary beside the traces: the traces are
+        # analyzed, the rest listed on stderr with the reason; a file that may be a trace and is
+        # broken is still an error (exit 2) unless --exclude leaves it out.
+        d = os.path.join(self.tmp, "gen")
+        os.makedirs(os.path.join(d, "extra"))
+        shutil.copy(A100_2, d)
+        with open(os.path.join(d, "manifest.json"), "w") as f:
+            json.dump({"ranks": 1, "generator": "synth"}, f)
+        with open(os.path.join(d, "notes.md"), "w") as f:
+            f.write("run notes\n")
+        rc, _, _ = run("analyze", A100_2, "--json", os.path.join(d, "extra", "base.json"))
+        self.assertEqual(rc, 0)
+        rc, out, err = run("analyze", d, "--brief")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("run: 1 rank", out)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn(f"{d}: skipped 3 file(s) that are not traces: ", err)
+        self.assertIn('manifest.json (JSON without "traceEvents": not a trace)', err)
+        self.assertIn("notes.md (not named like a trace", err)
+        self.assertIn("extra/base.json (an overlapprof JSON summary)", err)
+        with open(os.path.join(d, "rank1.json"), "w") as f:
+            f.write('{"traceEvents": [')
+        rc, out, err = run("analyze", d)
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("rank1.json: truncated JSON", err)
+        rc, out, err = run("analyze", d, "--exclude", "rank1*", "--brief")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("rank1.json (--exclude rank1*)", err)
+        rc, out, err = run("analyze", d, "--exclude", "*.json.gz", "--exclude", "rank1*")
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("directory holds no trace files", err)
+
+    def test_outputs_refused_unless_forced(self):
+        d = os.path.join(self.tmp, "outs")
+        os.makedirs(d)
+        js, html = os.path.join(d, "s.json"), os.path.join(d, "r.html")
+        self.assertEqual(run("analyze", A100_2, "--json", js)[0], 0)
+        before = open(js, "rb").read()
+        for cmd in (["analyze", A100_2, "--json", js], ["report", A100_2, "--json", js]):
+            rc, out, err = run(*cmd)
+            self.assertEqual(rc, 2, out + err)
+            self.assertIn(f"--json {js}: the file exists: --force replaces it", err)
+            self.assertEqual(out, "")  # refused before anything is read
+        self.assertEqual(open(js, "rb").read(), before)
+        rc, _, err = run("analyze", A100_2, "--json", js, "--force")
+        self.assertEqual(rc, 0, err)
+        # Two outputs, one file (also through another spelling of the path).
+        rc, out, err = run("analyze", A100_2, "--json", html, "--html", os.path.join(d, ".", "r.html"))
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("--json and --html name the same file", err)
+        self.assertFalse(os.path.exists(html))
+        # A directory or a device is not a file to replace.
+        rc, _, err = run("report", A100_2, "--html", d, "--force")
+        self.assertEqual(rc, 2)
+        self.assertIn("not a regular file: refused", err)
+        # import: several ranks into one .db name.
+        rc, out, err = run("import", A100_2, A100_16, "-o", os.path.join(d, "all.db"))
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("give a directory (-o DIR/)", err)
+        self.assertFalse(os.path.exists(os.path.join(d, "all.db")))
+
+    def test_unknown_options_are_named(self):
+        for args, what in ((["--bogus"], "unknown option '--bogus' (before the command only --help and --version"),
+                           (["--bogus", "analyze", A100_2], "unknown option '--bogus'"),
+                           (["run", "--bogus", "--", "true"], "run: unknown option '--bogus'"),
+                           (["run", "--bogus", "true"], "run: unknown option '--bogus'")):
+            rc, out, err = run(*args)
+            self.assertEqual(rc, 2, args)
+            self.assertEqual(err.count("\n"), 1, err)
+            self.assertIn(what, err)
+
+    def test_legacy_torch_profiler_array_is_refused_naming_the_format(self):
+        # torch 1.x's autograd profiler: a bare array, ProfilerStep#N without a category, no kernels.
+        ev = []
+        for i in range(3):
+            ev += [{"name": f"ProfilerStep#{i}", "ph": "X", "ts": i * 1000, "dur": 1000, "tid": 1,
+                    "pid": "CPU functions", "args": {}},
+                   {"name": "aten::mm", "ph": "X", "ts": i * 1000 + 20, "dur": 300, "tid": 0,
+                    "pid": "CUDA functions", "args": {}}]
+        path = os.path.join(self.tmp, "legacy.json")
+        with open(path, "w") as f:
+            json.dump(ev, f)
+        rc, out, err = run("analyze", path)
+        self.assertEqual(rc, 2, out + err)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn("a legacy PyTorch profiler trace (torch 1.x autograd profiler", err)
+        self.assertIn("record with torch.profiler (Kineto)", err)
+
+    def test_csv_tables(self):
+        import csv
+        d = os.path.join(self.tmp, "csv")
+        rc, js, err = run("analyze", A100_2, "--csv", d, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        summary = json.loads(js)
+        self.assertEqual(sorted(os.listdir(d)), ["findings.csv", "iterations.csv", "op_types.csv", "ranks.csv"])
+        with open(os.path.join(d, "ranks.csv"), newline="") as f:
+            ranks = list(csv.DictReader(f))
+        self.assertEqual(len(ranks), 1)
+        self.assertEqual(int(ranks[0]["comm_ns"]), summary["ranks"][0]["comm_ns"])
+        self.assertEqual(float(ranks[0]["overlap_ratio (0-1)"]), summary["ranks"][0]["overlap_ratio"])
+        with open(os.path.join(d, "iterations.csv"), newline="") as f:
+            self.assertEqual(len(list(csv.DictReader(f))), len(summary["iterations"]))
+        with open(os.path.join(d, "findings.csv"), newline="") as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual([r["message"] for r in rows], [x["message"] for x in summary["findings"]])
+        with open(os.path.join(d, "op_types.csv"), newline="") as f:
+            self.assertIn("time_ns", next(csv.reader(f)))
+        # The tables exist now: refused before the pass, unless --force.
+        rc, out, err = run("analyze", A100_2, "--csv", d)
+        self.assertEqual(rc, 2, out + err)
+        self.assertEqual(out, "")
+        self.assertEqual(run("analyze", A100_2, "--csv", d, "--force")[0], 0)
 
     def test_progress_on_stderr_only_when_wanted(self):
         # Forced (as on a terminal after a second): a bar per finished file, erased at the end.

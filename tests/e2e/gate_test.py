@@ -91,6 +91,64 @@ class GateTest(unittest.TestCase):
         self.assertIn("Mann-Whitney p = ", err)
         self.assertEqual(err.count("\n"), 2, err)  # overlap ratio and exposed communication, one line each
 
+    def test_color_on_compare_and_check(self):
+        rc, out, err = self.check(self.worse, "--color", "always")
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("\x1b[1;31mregressed\x1b[0m", out)
+        rc, out, _ = run("compare", self.summary, self.better, "--color", "always")
+        self.assertIn("\x1b[32mimproved\x1b[0m", out)
+        for extra in (["--color", "never"], []):  # never, and auto on a pipe
+            rc, out, _ = self.check(self.worse, *extra)
+            self.assertNotIn("\x1b", out)
+        rc, out, err = self.check(self.worse, "--color", "bright")
+        self.assertEqual(rc, 2, out + err)
+
+    def test_trace_options_as_analyze_takes_them(self):
+        # The options that say how traces are read, on compare and check as on analyze.
+        for cmd in (["compare", self.base, self.noise], ["check", self.noise, "--baseline", self.base]):
+            rc, out, err = run(*cmd, "-j", "1", "--comm-timing", "kernels", "--iterations", "markers",
+                               "--cache-dir", self.tmp)
+            self.assertIn(rc, (0, 3), out + err)
+            self.assertIn("overlap_ratio", out)
+        # --iterations pattern ignores the markers: without them the base has none to compare.
+        rc, out, err = run("compare", self.base, self.noise, "--iterations", "bogus")
+        self.assertEqual(rc, 2, out + err)
+
+    def test_outputs_are_not_overwritten_without_force(self):
+        md = os.path.join(self.tmp, "once.md")
+        with open(md, "w") as f:
+            f.write("kept\n")
+        rc, out, err = self.check(self.noise, "--markdown", md)
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn(f"--markdown {md}: the file exists: --force replaces it", err)
+        with open(md) as f:
+            self.assertEqual(f.read(), "kept\n")
+        rc, out, err = self.check(self.noise, "--markdown", md, "--force")
+        self.assertIn(rc, (0, 3), out + err)
+        with open(md) as f:
+            self.assertIn("overlapprof check", f.read())
+        same = os.path.join(self.tmp, "same.out")
+        rc, out, err = self.check(self.noise, "--markdown", same, "--junit", same)
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("--markdown and --junit name the same file", err)
+
+    def test_json_output(self):
+        rc, out, err = self.check(self.worse, "--json", "-")
+        self.assertEqual(rc, 1, out + err)
+        doc = json.loads(out)  # only the JSON on stdout
+        self.assertEqual(doc["schema"], "overlapprof.comparison/1")
+        self.assertEqual((doc["command"], doc["gate"]), ("check", "regressed"))
+        m = {x["name"]: x for x in doc["metrics"]}
+        self.assertEqual(m["overlap_ratio"]["verdict"], "regressed")
+        self.assertAlmostEqual(m["overlap_ratio"]["base"], 74.91, places=2)
+        self.assertEqual(doc["new"]["source"], self.worse)
+        path = os.path.join(self.tmp, "cmp.json")
+        rc, out, err = run("compare", self.summary, self.better, "--json", path)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("metric", out)  # the table too
+        with open(path) as f:
+            self.assertEqual(json.load(f)["command"], "compare")
+
     def test_known_improvement_passes(self):
         rc, out, err = self.check(self.better)
         self.assertEqual(rc, 0, out + err)
@@ -164,7 +222,7 @@ class GateTest(unittest.TestCase):
         self.assertEqual(names, ["step_time", "overlap_ratio", "exposed_comm_per_iter", "data_quality"])
         self.assertTrue(open(xml).read().endswith("</testsuite>\n"))
         # compare's Markdown names compare, not check.
-        rc, _, _ = run("compare", self.summary, self.worse, "--markdown", md)
+        rc, _, _ = run("compare", self.summary, self.worse, "--markdown", md, "--force")  # md exists
         self.assertEqual(rc, 0)
         head = open(md).read().splitlines()[0]
         self.assertIn("overlapprof compare: regressed", head)
@@ -212,6 +270,10 @@ class GateTest(unittest.TestCase):
         self.assertEqual(self.check(third)[0], 0)
         rc, out, err = self.check(third, "--min-effect-ms", "0.05")
         self.assertEqual(rc, 1, out + err)
+        # --min-effect-ms 0 switches the floor off, 1% of the step included: 0.1 ms now fails.
+        rc, out, err = self.check(tenth, "--min-effect-ms", "0")
+        self.assertEqual(rc, 1, out + err)
+        self.assertNotIn("below the minimum effect", out)
         # A step 0.1 ms longer passes too.
         longer = trace(os.path.join(self.tmp, "longer.json"), noisy(3.0, 12, seed=1), period_us=20100.0)
         rc, out, err = self.check(longer)

@@ -45,7 +45,7 @@ class HostileInputTest(unittest.TestCase):
 
     def summary(self, trace=A100_2, name="base.summary.json"):
         out = self.path(name)
-        rc, _, err = run("analyze", trace, "--json", out)
+        rc, _, err = run("analyze", trace, "--json", out, "--force")  # the same name again: replaced
         self.assertEqual(rc, 0, err)
         return out
 

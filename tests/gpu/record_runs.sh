@@ -44,7 +44,7 @@ traced() {  # traced SET NAME [VAR=VALUE ...] -- CMD...: one traced run and its 
   local t0=$SECONDS prc=0
   (cd "$d" && env ${envs[@]+"${envs[@]}"} timeout -k 10 "$cmd_s" "$prof" run -o store --no-analyze -- "$@") \
     >"$d/log.txt" 2>&1 || prc=$?
-  timeout -k 10 "$cmd_s" "$prof" analyze "$d/store" --json "$d/summary.json" >>"$d/log.txt" 2>&1
+  timeout -k 10 "$cmd_s" "$prof" analyze "$d/store" --json "$d/summary.json" --force >>"$d/log.txt" 2>&1
   local arc=$?
   timeout -k 10 "$cmd_s" "$prof" analyze "$d/store" --what-if --json "$d/what_if.json" >>"$d/log.txt" 2>&1
   echo "$name: run exit $prc, analyze exit $arc, $((SECONDS - t0)) s, $(du -sh "$d/store" 2>/dev/null | cut -f1) (${envs[*]:-} $*)"

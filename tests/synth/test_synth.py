@@ -15,6 +15,7 @@ Usage: test_synth.py PATH_TO_OVERLAPPROF   (ctest passes it)
 import gzip
 import hashlib
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -658,7 +659,9 @@ class CommScenarioTest(unittest.TestCase):
         self.assertEqual(cs["matched"], 0)
         # The terminal's line.
         out = subprocess.run([CLI, "analyze", c.dir], capture_output=True, text=True, timeout=120).stdout
-        line = [x for x in out.splitlines() if x.startswith("point-to-point:")]
+        # The line, with its continuation lines (wrapped at 100 columns, indented) joined.
+        text = re.sub(r"\n +", " ", out)
+        line = [x for x in text.splitlines() if x.startswith("point-to-point:")]
         self.assertEqual(len(line), 1, out)
         self.assertIn(f"{t['pairs']} send/recv pairs", line[0])
         self.assertIn(f"the stage everyone waits on: rank {t['slow_stage']}", line[0])

@@ -54,7 +54,27 @@ class KinetoImporter : public OneRankImporter {
     // the rank, and the next rank, reuse it instead of faulting in fresh memory (main()'s mallopt;
     // docs/performance.md).
     if (t.ok()) t->meta.source_path = path;
+    if (t.ok() && t->activities.empty() && t->comm_ops.empty() && IsLegacyArray(path))
+      return MakeError(StatusCode::kInvalidInput,
+                       "a legacy PyTorch profiler trace (torch 1.x autograd profiler: a JSON array of events, "
+                       "ProfilerStep#N without a category): it records no GPU kernels overlapprof can read; record "
+                       "with torch.profiler (Kineto), which writes {{\"traceEvents\": [...]}}");
     return t;
+  }
+
+ private:
+  // The document is a bare JSON array (the torch 1.x autograd profiler's export_chrome_trace),
+  // not Kineto's object with "traceEvents".
+  static bool IsLegacyArray(const std::string& path) {
+    StatusOr<std::unique_ptr<ByteStream>> in = OpenInputStream(path);
+    if (!in.ok()) return false;
+    char head[64];
+    StatusOr<size_t> n = (*in)->Read(head, sizeof head);
+    if (!n.ok()) return false;
+    size_t i = 0;
+    if (*n >= 3 && std::string_view(head, 3) == "\xEF\xBB\xBF") i = 3;
+    while (i < *n && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t')) ++i;
+    return i < *n && head[i] == '[';
   }
 };
 
