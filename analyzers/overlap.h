@@ -1,7 +1,9 @@
 #pragma once
 // The overlap engine: per rank and per iteration,
 //   compute = |∪ compute|, comm = |∪ comm|, overlap = |compute ∩ comm|,
-//   overlap_ratio = overlap / comm = (T_serial - T_overlapped) / T_comm,
+//   overlap_ratio = overlap / comm (the hidden share: equal to the mission's
+//   (T_serial - T_overlapped) / T_comm only where overlap slows nothing down; the overlap tax
+//   and overlap_efficiency are analyzers/interference.h, docs/classification.md),
 //   exposed = comm - overlap, achievable = min(1, compute / comm).
 // Classification: src/trace/classify.h. Exact on integer ns, O(n log n).
 #include <string>

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "src/cli/registry.h"
+#include "analyzers/comm_ops.h"
 #include "analyzers/cross_rank_result.h"
 #include <fmt/format.h>
 #include "src/common/utf8.h"
@@ -333,7 +334,7 @@ Status WriteCsvTables(const Summary& s, const std::string& dir, bool force) {
   rows.clear();
   if (s.op_types)
     for (const OpTypeRow& o : *s.op_types)
-      rows.push_back({CsvRank(o.rank), o.op, std::to_string(o.count), CsvOpt(o.bytes), std::to_string(o.time_ns),
+      rows.push_back({CsvRank(o.rank), std::string(OpFamilyName(o.op)), std::to_string(o.count), CsvOpt(o.bytes), std::to_string(o.time_ns),
                       std::to_string(o.exposed_ns), CsvOpt(o.exposed_fraction), CsvOpt(o.algbw_GBps),
                       CsvOpt(o.busbw_GBps), std::to_string(o.ops_under_1MiB)});
   OVERLAPPROF_RETURN_IF_ERROR(WriteCsv(path("op_types.csv"),
@@ -345,7 +346,7 @@ Status WriteCsvTables(const Summary& s, const std::string& dir, bool force) {
   if (collectives) {
     rows.clear();
     for (const ListedCollective& c : s.cross_rank->collectives)
-      rows.push_back({c.communicator, c.key, c.op, CsvOpt(c.bytes), std::to_string(c.start_ns),
+      rows.push_back({c.communicator, c.key, std::string(CollectiveName(c.op)), CsvOpt(c.bytes), std::to_string(c.start_ns),
                       std::to_string(c.skew_ns), std::to_string(c.last_rank), std::to_string(c.members.size())});
     OVERLAPPROF_RETURN_IF_ERROR(WriteCsv(path("collectives.csv"),
                                          {"communicator", "key", "op", "bytes", "start_ns", "skew_ns", "last_rank",

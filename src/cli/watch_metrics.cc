@@ -1,6 +1,8 @@
 // The watcher's figures and their Prometheus exposition (watch_metrics.h, docs/watch.md).
 #include "src/cli/watch_metrics.h"
 
+#include "analyzers/comm_ops.h"
+
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
