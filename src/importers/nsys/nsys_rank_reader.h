@@ -59,6 +59,8 @@ class NsysRankReader {
   StatusOr<bool> BeginRuntime();
   template <typename Row>
   Status RuntimeRow(const Row& row);
+  template <typename Row>
+  StatusOr<bool> ReadRuntimeCall(const Row& row, int64_t corr, HostCall* h);
   void EndRuntime();
 
   size_t activity_count() const { return t_.activities.size(); }
@@ -219,6 +221,19 @@ Status NsysRankReader::GpuRow(const Row& row, const GpuTable& g) {
   return OkStatus();
 }
 
+// The host call of a runtime row (RuntimeColumns) with correlation id `corr`; false when its span
+// is not a valid time range (the row is skipped).
+template <typename Row>
+StatusOr<bool> NsysRankReader::ReadRuntimeCall(const Row& row, int64_t corr, HostCall* h) {
+  if (!ReadSpan(row, &h->start_ns, &h->end_ns)) return false;
+  h->correlation_id = corr;
+  if (row.IsInt(3)) h->tid = row.Int(3) & 16777215;
+  if (row.IsInt(4)) {
+    OVERLAPPROF_ASSIGN_OR_RETURN(h->name_id, Name(row.Int(4)));
+  }
+  return true;
+}
+
 // One row of the runtime table (RuntimeColumns), any process: others are skipped.
 template <typename Row>
 Status NsysRankReader::RuntimeRow(const Row& row) {
@@ -228,13 +243,8 @@ Status NsysRankReader::RuntimeRow(const Row& row) {
       PidOf(row, 3) == unit_.pid) {
     // An event record or wait (only read with host calls): kept for its place in program order.
     HostCall h;
-    if (!ReadSpan(row, &h.start_ns, &h.end_ns)) return OkStatus();
-    h.correlation_id = corr;
-    if (row.IsInt(3)) h.tid = row.Int(3) & 16777215;
-    if (row.IsInt(4)) {
-      OVERLAPPROF_ASSIGN_OR_RETURN(h.name_id, Name(row.Int(4)));
-    }
-    t_.host_calls.push_back(h);
+    OVERLAPPROF_ASSIGN_OR_RETURN(bool ok, ReadRuntimeCall(row, corr, &h));
+    if (ok) t_.host_calls.push_back(h);
     return OkStatus();
   }
   if (!builder_.InRange(corr) || PidOf(row, 3) != unit_.pid) return OkStatus();
@@ -242,12 +252,8 @@ Status NsysRankReader::RuntimeRow(const Row& row) {
   if (w == RankTraceBuilder::kNotWaiting) return OkStatus();
   if (builder_.Launched(w) && !needs_.host_calls) return OkStatus();  // a later call with the same id: the first won
   HostCall h;
-  if (!ReadSpan(row, &h.start_ns, &h.end_ns)) return OkStatus();
-  h.correlation_id = corr;
-  if (row.IsInt(3)) h.tid = row.Int(3) & 16777215;
-  if (row.IsInt(4)) {
-    OVERLAPPROF_ASSIGN_OR_RETURN(h.name_id, Name(row.Int(4)));
-  }
+  OVERLAPPROF_ASSIGN_OR_RETURN(bool ok, ReadRuntimeCall(row, corr, &h));
+  if (!ok) return OkStatus();
   if (needs_.host_calls) t_.host_calls.push_back(h);
   if (!builder_.Launched(w) && h.tid != kUnknown && !copy_correlations_.empty() &&
       std::binary_search(copy_correlations_.begin(), copy_correlations_.end(), corr))
