@@ -167,7 +167,7 @@ Shaped ShapeOf(std::string_view text, int64_t own_rank) {
       continue;
     }
     const bool after_rank = out.shape.size() >= 5 && out.shape.compare(out.shape.size() - 5, 5, "rank ") == 0;
-    if (after_rank) {  // a rank's number: the own one is a placeholder, another stays in the shape
+    if (after_rank) {  // a rank's number: the own one becomes the marker \x01 (the rank list fills it), another stays in the shape
       if (number == own) out.shape += '\x01';
       else out.shape.append(number);
       i = j;
